@@ -1,0 +1,246 @@
+"""Device-set descriptions: how many devices, how fast, how much memory, how they connect.
+
+Units are the graph's: a device of speed s runs an op of compute cost c in c / s, and a tensor
+of b bytes crosses from device i to j in latency[i, j] + b / bandwidth[i, j]. With the default
+(speed 1, bandwidth 1, latency 0) a tensor's size is its transfer time, which is how REGAL's
+synthetic costs and the Doppler files' communication costs are meant.
+
+JSON form (all keys but `num_devices` optional; scalars broadcast to every device or pair):
+
+    {"name": "4xgpu", "num_devices": 4, "memory_capacity": 16e9 | [..] | null,
+     "speed": 1.0 | [..], "bandwidth": 1.0 | [[..]], "latency": 0.0 | [[..]]}
+
+`memory_capacity: null` means unlimited. The diagonal of bandwidth and latency is ignored: a
+tensor already on its device moves for free.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from typing import Any
+
+import numpy as np
+
+from datasets import errors
+
+PRESETS = ("homogeneous", "nvlink_two_groups")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DeviceSpec:
+  """An immutable, validated description of a set of devices."""
+  memory_capacity: np.ndarray  # [D] bytes; inf = unlimited.
+  speed: np.ndarray  # [D] relative compute speed, > 0.
+  bandwidth: np.ndarray  # [D, D] bytes per time unit, > 0 off the diagonal.
+  latency: np.ndarray  # [D, D] time units, >= 0 off the diagonal.
+  name: str = "devices"
+
+  def __post_init__(self):
+    if np.ndim(self.speed) != 1:
+      raise errors.DeviceSpecError("device spec: speed must list one value per device")
+    num = len(self.speed)
+    if num < 1:
+      raise errors.DeviceSpecError("device count must be at least 1, got 0")
+    set_field = functools.partial(object.__setattr__, self)
+    set_field("memory_capacity", _vector(self.memory_capacity, num, "memory_capacity"))
+    set_field("speed", _vector(self.speed, num, "speed"))
+    set_field("bandwidth", _matrix(self.bandwidth, num, "bandwidth"))
+    set_field("latency", _matrix(self.latency, num, "latency"))
+    _validate(self)
+
+  @property
+  def num_devices(self) -> int:
+    return len(self.speed)
+
+  def compute_time(self, cost: np.ndarray | float, device: np.ndarray | int) -> np.ndarray:
+    return np.asarray(cost) / self.speed[device]
+
+  def transfer_time(self, num_bytes: np.ndarray | float, src: np.ndarray | int,
+                    dst: np.ndarray | int) -> np.ndarray:
+    """Time to move `num_bytes` from `src` to `dst` (0 when they are the same device)."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    off_diagonal = src != dst
+    bandwidth = np.where(off_diagonal, self.bandwidth[src, dst], 1.0)
+    return np.where(off_diagonal, self.latency[src, dst] + num_bytes / bandwidth, 0.0)
+
+  def to_json_dict(self) -> dict[str, Any]:
+    memory = self.memory_capacity
+    return {
+        "name": self.name,
+        "num_devices": self.num_devices,
+        "memory_capacity": None if np.isinf(memory).all() else
+                           [None if np.isinf(m) else float(m) for m in memory],
+        "speed": self.speed.tolist(),
+        "bandwidth": np.where(np.eye(self.num_devices, dtype=bool), 0.0,
+                              self.bandwidth).tolist(),
+        "latency": self.latency.tolist(),
+    }
+
+  def __eq__(self, other: object) -> bool:
+    if not isinstance(other, DeviceSpec):
+      return NotImplemented
+    return self.name == other.name and all(
+        np.array_equal(getattr(self, f), getattr(other, f))
+        for f in ("memory_capacity", "speed", "bandwidth", "latency"))
+
+  __hash__ = None
+
+
+def _vector(value: Any, num: int, field: str) -> np.ndarray:
+  if value is None:
+    value = np.inf
+  array = np.array(value, dtype=np.float64)
+  if array.ndim == 0:
+    array = np.full(num, float(array))
+  if array.shape != (num,):
+    raise errors.DeviceSpecError(f"device spec: {field} has shape {array.shape}, "
+                                 f"expected ({num},)")
+  array.flags.writeable = False
+  return array
+
+
+def _matrix(value: Any, num: int, field: str) -> np.ndarray:
+  array = np.array(value, dtype=np.float64)
+  if array.ndim == 0:
+    array = np.full((num, num), float(array))
+  if array.shape != (num, num):
+    raise errors.DeviceSpecError(f"device spec: {field} has shape {array.shape}, "
+                                 f"expected ({num}, {num})")
+  array = array.copy()
+  np.fill_diagonal(array, np.inf if field == "bandwidth" else 0.0)
+  array.flags.writeable = False
+  return array
+
+
+def _validate(spec: DeviceSpec) -> None:
+  checks = (("memory_capacity", spec.memory_capacity, lambda v: ~np.isnan(v) & (v > 0)),
+            ("speed", spec.speed, lambda v: np.isfinite(v) & (v > 0)),
+            ("bandwidth", spec.bandwidth, lambda v: ~np.isnan(v) & (v > 0)),
+            ("latency", spec.latency, lambda v: np.isfinite(v) & (v >= 0)))
+  for field, values, is_valid in checks:
+    bad = np.argwhere(~is_valid(values))
+    if len(bad):
+      where = ", ".join(str(int(i)) for i in bad[0])
+      raise errors.DeviceSpecError(
+          f"device spec: {field}[{where}] = {float(values[tuple(bad[0])])} is invalid "
+          f"({'must be finite and non-negative' if field == 'latency' else 'must be positive'})")
+
+
+def homogeneous(num_devices: int, memory_capacity: float | None = None, speed: float = 1.0,
+                bandwidth: float = 1.0, latency: float = 0.0) -> DeviceSpec:
+  """`num_devices` identical devices, every pair linked alike."""
+  _check_count(num_devices)
+  return DeviceSpec(memory_capacity=np.full(num_devices, np.inf if memory_capacity is None
+                                            else memory_capacity),
+                    speed=np.full(num_devices, speed), bandwidth=bandwidth, latency=latency,
+                    name=f"homogeneous{num_devices}")
+
+
+def nvlink_two_groups(group_size: int = 4, memory_capacity: float | None = None,
+                      intra_bandwidth: float = 1.0, inter_bandwidth: float = 0.25,
+                      intra_latency: float = 0.0, inter_latency: float = 0.0) -> DeviceSpec:
+  """Two NVLink groups of `group_size` devices, slower links between the groups.
+
+  The shape of the Doppler paper's 8 x V100 server: inside a group the GPUs talk over NVLink;
+  across groups traffic takes a slower path. Bandwidths are relative to the intra-group link.
+  """
+  _check_count(group_size)
+  num = 2 * group_size
+  group = np.arange(num) // group_size
+  same = group[:, None] == group[None, :]
+  return DeviceSpec(
+      memory_capacity=np.full(num, np.inf if memory_capacity is None else memory_capacity),
+      speed=np.ones(num), bandwidth=np.where(same, intra_bandwidth, inter_bandwidth),
+      latency=np.where(same, intra_latency, inter_latency), name=f"nvlink_two_groups{num}")
+
+
+def _check_count(num_devices: Any) -> None:
+  if not isinstance(num_devices, (int, np.integer)) or num_devices < 1:
+    raise errors.DeviceSpecError(f"device count must be an integer >= 1, got {num_devices!r}")
+
+
+def from_json_dict(data: Any) -> DeviceSpec:
+  if not isinstance(data, dict):
+    raise errors.DeviceSpecError("device spec JSON must be an object")
+  unknown = set(data) - {"name", "num_devices", "memory_capacity", "speed", "bandwidth",
+                         "latency"}
+  if unknown:
+    raise errors.DeviceSpecError(f"device spec: unknown keys {sorted(unknown)}")
+  num = data.get("num_devices")
+  if num is None:
+    speed = data.get("speed")
+    num = len(speed) if isinstance(speed, list) else None
+  _check_count(num)
+  memory = data.get("memory_capacity")
+  if isinstance(memory, list):
+    memory = [np.inf if m is None else m for m in memory]
+  try:
+    return DeviceSpec(memory_capacity=np.inf if memory is None else memory,
+                      speed=_broadcast(data.get("speed", 1.0), num),
+                      bandwidth=data.get("bandwidth", 1.0), latency=data.get("latency", 0.0),
+                      name=str(data.get("name", f"devices{num}")))
+  except (TypeError, ValueError) as error:
+    if isinstance(error, errors.RegalError):
+      raise
+    raise errors.DeviceSpecError(f"device spec: {error}") from None
+
+
+def _broadcast(value: Any, num: int) -> np.ndarray:
+  array = np.array(value, dtype=np.float64)
+  if array.ndim == 0:
+    return np.full(num, float(array))
+  if array.shape != (num,):
+    raise errors.DeviceSpecError(f"device spec: speed has shape {array.shape}, "
+                                 f"expected ({num},)")
+  return array
+
+
+def load(path: str) -> DeviceSpec:
+  try:
+    with open(path) as f:
+      data = json.load(f)
+  except json.JSONDecodeError as error:
+    raise errors.DeviceSpecError(f"{path}: not valid JSON ({error.msg} at line "
+                                 f"{error.lineno})") from None
+  return from_json_dict(data)
+
+
+def save(spec: DeviceSpec, path: str) -> None:
+  from datasets import atomic  # Local: keeps this module import-light.
+  atomic.write_text(path, json.dumps(spec.to_json_dict(), indent=2) + "\n")
+
+
+def resolve(num_devices: int | None = None, spec_path: str | None = None,
+            preset: str = "homogeneous") -> DeviceSpec:
+  """The device set named by command-line flags: a JSON file wins over a preset."""
+  if spec_path:
+    return load(spec_path)
+  if preset == "homogeneous":
+    return homogeneous(2 if num_devices is None else num_devices)
+  if preset == "nvlink_two_groups":
+    if num_devices is not None and (num_devices < 2 or num_devices % 2):
+      raise errors.DeviceSpecError(
+          f"preset nvlink_two_groups needs an even device count >= 2, got {num_devices}")
+    return nvlink_two_groups(4 if num_devices is None else num_devices // 2)
+  raise errors.DeviceSpecError(f"unknown device preset {preset!r}; known: {', '.join(PRESETS)}")
+
+
+
+def define_flags(flag_values=None) -> None:
+  """Defines --devices, --device_spec and --device_preset for an absl binary."""
+  from absl import flags  # Deferred: library users need not import absl.
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  flags.DEFINE_integer("devices", None, "Number of devices for the preset (default 2 for "
+                       "homogeneous, 8 for nvlink_two_groups).", flag_values=flag_values)
+  flags.DEFINE_string("device_spec", None, "Device description JSON file (overrides "
+                      "--devices and --device_preset).", flag_values=flag_values)
+  flags.DEFINE_enum("device_preset", "homogeneous", list(PRESETS), "Device set preset.",
+                    flag_values=flag_values)
+
+
+def from_flags(flag_values=None) -> DeviceSpec:
+  """The device set the flags of `define_flags` describe."""
+  from absl import flags
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  return resolve(flag_values.devices, flag_values.device_spec, flag_values.device_preset)

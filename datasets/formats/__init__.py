@@ -1,0 +1,1 @@
+"""Importers and exporters for other tools' graph formats."""

@@ -1,0 +1,90 @@
+"""Load and save a graph in any supported format, chosen by extension, content, or by name.
+
+| format    | extensions        | content it is recognised by                  |
+|-----------|-------------------|----------------------------------------------|
+| json      | .json             | starts with '{'                              |
+| costgraph | .pbtxt .pbtx .pb.txt | a `node {` message (protobuf text)         |
+| doppler   | .txt              | first line is a bare integer                 |
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Callable
+
+from datasets import atomic, errors, serialization
+from datasets.formats import costgraph, doppler
+from datasets.graph import Graph
+
+FORMATS = ("json", "costgraph", "doppler")
+_EXTENSIONS = {".json": "json", ".pbtxt": "costgraph", ".pbtx": "costgraph",
+               ".pb.txt": "costgraph", ".txt": "doppler"}
+_PARSERS: dict[str, Callable[[str, str], Graph]] = {
+    "json": serialization.graph_from_json,
+    "costgraph": costgraph.parse,
+    "doppler": doppler.parse,
+}
+_WRITERS: dict[str, Callable[[Graph], str]] = {
+    "json": serialization.graph_to_json,
+    "costgraph": costgraph.write_text,
+    "doppler": doppler.write_text,
+}
+
+
+def _check_format(name: str) -> str:
+  if name not in FORMATS:
+    raise errors.FormatError(f"unknown graph format {name!r}; known: {', '.join(FORMATS)}")
+  return name
+
+
+def format_from_extension(path: str) -> str | None:
+  lowered = path.lower()
+  for extension in sorted(_EXTENSIONS, key=len, reverse=True):
+    if lowered.endswith(extension):
+      return _EXTENSIONS[extension]
+  return None
+
+
+def sniff_format(text: str) -> str | None:
+  """The format a file's content looks like, or None."""
+  stripped = text.lstrip()
+  if stripped.startswith("{"):
+    return "json"
+  if re.match(r"(#[^\n]*\n\s*)*node\s*[{<]", stripped):
+    return "costgraph"
+  if re.match(r"\d+\s*\n", stripped):
+    return "doppler"
+  return None
+
+
+def parse_graph(text: str, source: str = "<text>", format: str | None = None) -> Graph:
+  name = _check_format(format) if format else sniff_format(text) or format_from_extension(source)
+  if name is None:
+    raise errors.FormatError(f"{source}: cannot tell the graph format from its content; "
+                             f"name it ({', '.join(FORMATS)})")
+  return _PARSERS[name](text, source)
+
+
+def load_graph(path: str, format: str | None = None) -> Graph:
+  """Reads a graph; the format is `format`, else sniffed from the content, else the extension."""
+  if os.path.isdir(path):
+    raise errors.FormatError(f"{path}: is a directory, expected a graph file")
+  try:
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+  except FileNotFoundError:
+    raise errors.FormatError(f"{path}: no such file") from None
+  except UnicodeDecodeError:
+    raise errors.FormatError(f"{path}: not a text file (binary content)") from None
+  return parse_graph(text, path, format)
+
+
+def graph_to_text(graph: Graph, format: str) -> str:
+  return _WRITERS[_check_format(format)](graph)
+
+
+def save_graph(graph: Graph, path: str, format: str | None = None) -> str:
+  """Writes a graph atomically; the format is `format`, else the extension's, else JSON."""
+  name = _check_format(format) if format else format_from_extension(path) or "json"
+  atomic.write_text(path, graph_to_text(graph, name))
+  return name

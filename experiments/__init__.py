@@ -1,0 +1,1 @@
+"""Sweeps, paper-table reproductions, benchmarks and reports. See WORKSPACE.md."""

@@ -1,0 +1,1 @@
+"""Benchmarks that print measured ratios (ours against a reference) from one run."""

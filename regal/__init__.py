@@ -1,0 +1,2 @@
+"""Placement and scheduling of computation graphs: decoding, performance models, policies,
+training, baselines, execution and the command-line tools. See WORKSPACE.md."""

@@ -1,0 +1,20 @@
+"""Shared fixtures: where the reference graphs live, and a hypothesis profile for CI."""
+import os
+import pathlib
+
+import hypothesis
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHARED_GRAPHS = REPO_ROOT.parent / "shared" / "graphs"
+
+hypothesis.settings.register_profile("default", deadline=None, max_examples=50)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="session")
+def shared_graphs() -> pathlib.Path:
+  if not SHARED_GRAPHS.is_dir():
+    pytest.skip(f"reference graphs not found at {SHARED_GRAPHS} (../shared/graphs beside the "
+                f"repository); these tests need them")
+  return SHARED_GRAPHS

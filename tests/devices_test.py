@@ -1,0 +1,94 @@
+"""Device-set descriptions: presets, JSON, flags and bad values."""
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from datasets import devices, errors
+
+
+def test_homogeneous_transfer_and_compute_times():
+  spec = devices.homogeneous(3, latency=2.0, bandwidth=4.0)
+  assert spec.num_devices == 3 and np.isinf(spec.memory_capacity).all()
+  assert spec.transfer_time(8.0, 0, 1) == 2.0 + 8.0 / 4.0
+  assert spec.transfer_time(8.0, 2, 2) == 0.0
+  assert spec.compute_time(6.0, 1) == 6.0
+  np.testing.assert_array_equal(spec.transfer_time(np.array([4.0, 4.0]), [0, 1], [1, 1]),
+                                [3.0, 0.0])
+
+
+def test_nvlink_two_groups_links_are_slower_across_groups():
+  spec = devices.nvlink_two_groups(group_size=4, inter_bandwidth=0.25)
+  assert spec.num_devices == 8
+  assert spec.transfer_time(1.0, 0, 3) == 1.0
+  assert spec.transfer_time(1.0, 3, 4) == 4.0
+  assert spec.transfer_time(1.0, 7, 4) == 1.0
+
+
+def test_json_round_trip_and_file(tmp_path):
+  spec = devices.DeviceSpec(memory_capacity=[16.0, math.inf], speed=[1.0, 2.0],
+                            bandwidth=[[0, 3.0], [5.0, 0]], latency=[[0, 1.0], [2.0, 0]],
+                            name="mixed")
+  assert devices.from_json_dict(json.loads(json.dumps(spec.to_json_dict()))) == spec
+  path = tmp_path / "devices.json"
+  devices.save(spec, str(path))
+  assert devices.resolve(spec_path=str(path)) == spec
+  short = devices.from_json_dict({"num_devices": 2, "speed": 2.0, "memory_capacity": 8})
+  assert short.speed.tolist() == [2.0, 2.0] and short.memory_capacity.tolist() == [8.0, 8.0]
+
+
+def test_resolve_presets():
+  assert devices.resolve().num_devices == 2
+  assert devices.resolve(num_devices=5).num_devices == 5
+  assert devices.resolve(preset="nvlink_two_groups").num_devices == 8
+  assert devices.resolve(num_devices=4, preset="nvlink_two_groups").num_devices == 4
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: devices.homogeneous(0), "device count must be an integer >= 1, got 0"),
+    (lambda: devices.resolve(num_devices=-2), "device count must be an integer >= 1, got -2"),
+    (lambda: devices.from_json_dict({"num_devices": 0}), "device count must be an integer >= 1"),
+    (lambda: devices.from_json_dict({"num_devices": 2, "speed": [1.0, 0.0]}),
+     "speed[1] = 0.0 is invalid"),
+    (lambda: devices.from_json_dict({"num_devices": 2, "speed": [1.0, 1.0, 1.0]}),
+     "speed has shape (3,), expected (2,)"),
+    (lambda: devices.from_json_dict({"num_devices": 2, "latency": -1}),
+     "latency[0, 1] = -1.0 is invalid"),
+    (lambda: devices.from_json_dict({"num_devices": 2, "bandwidth": float("nan")}),
+     "bandwidth[0, 1] = nan is invalid"),
+    (lambda: devices.from_json_dict({"num_devices": 2, "memory_capacity": [1, -1]}),
+     "memory_capacity[1] = -1.0 is invalid"),
+    (lambda: devices.from_json_dict({"num_devices": 2, "colour": "red"}),
+     "unknown keys ['colour']"),
+    (lambda: devices.from_json_dict([1, 2]), "device spec JSON must be an object"),
+    (lambda: devices.resolve(preset="tpu_pod"), "unknown device preset 'tpu_pod'"),
+    (lambda: devices.resolve(num_devices=3, preset="nvlink_two_groups"),
+     "needs an even device count"),
+])
+def test_bad_device_specs(call, message):
+  with pytest.raises(errors.DeviceSpecError, match=re.escape(message)):
+    call()
+
+
+def test_bad_json_file(tmp_path):
+  path = tmp_path / "d.json"
+  path.write_text("{oops")
+  with pytest.raises(errors.DeviceSpecError, match="not valid JSON"):
+    devices.load(str(path))
+
+
+def test_flags(tmp_path):
+  from absl import flags
+  values = flags.FlagValues()
+  devices.define_flags(values)
+  values(["prog", "--devices=3"])
+  assert devices.from_flags(values).num_devices == 3
+  path = tmp_path / "d.json"
+  path.write_text(json.dumps({"num_devices": 2, "speed": [1, 3]}))
+  values(["prog", f"--device_spec={path}"])
+  assert devices.from_flags(values).speed.tolist() == [1.0, 3.0]
+  values(["prog", "--device_spec=", "--devices=0"])
+  with pytest.raises(errors.DeviceSpecError, match="got 0"):
+    devices.from_flags(values)
