@@ -1,0 +1,99 @@
+"""REGAL's chromosome (appendix A.5): random keys that decode into placement and schedule.
+
+A chromosome for a graph with o ops, t tensors and d devices is a vector in [0, 1]^(o*d + o + t*d):
+
+    [ affinities (o x d, row-major) | node priorities (o) | transfer priorities (t x d) ]
+
+* placement: each op goes to the device of highest affinity (ties: the lowest device id);
+  pinned ops go where they are pinned regardless;
+* node priorities: a larger key runs earlier; ties go to the lower op id;
+* transfer priority [t, j]: the priority of sending tensor t to device j; larger goes first,
+  ties to the lower tensor id.
+
+`decode` works on numpy and JAX arrays alike (it is pure `jnp` and `vmap`s over a population).
+`encode` is its inverse for seeding: a placement and an op order -> a chromosome that decodes
+back to exactly them.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from datasets import errors
+
+NO_PIN = -1
+
+
+class Layout(NamedTuple):
+  """Sizes of a chromosome's three parts (static: part of the compiled shape)."""
+  num_ops: int
+  num_tensors: int
+  num_devices: int
+
+  @property
+  def size(self) -> int:
+    return self.num_ops * self.num_devices + self.num_ops + self.num_tensors * self.num_devices
+
+  @property
+  def affinity_slice(self) -> slice:
+    return slice(0, self.num_ops * self.num_devices)
+
+  @property
+  def priority_slice(self) -> slice:
+    start = self.num_ops * self.num_devices
+    return slice(start, start + self.num_ops)
+
+  @property
+  def transfer_slice(self) -> slice:
+    start = self.num_ops * self.num_devices + self.num_ops
+    return slice(start, self.size)
+
+
+class Decoded(NamedTuple):
+  placement: jnp.ndarray  # [o] int32 device of each op.
+  op_priority: jnp.ndarray  # [o] larger runs first.
+  transfer_priority: jnp.ndarray  # [t, d] larger is sent first.
+
+
+def decode(chromosome: jnp.ndarray, layout: Layout, pinned: jnp.ndarray | None = None) -> Decoded:
+  """Placement and priorities of one chromosome; `pinned[i]` >= 0 fixes op i's device."""
+  affinity = chromosome[layout.affinity_slice].reshape(layout.num_ops, layout.num_devices)
+  placement = jnp.argmax(affinity, axis=1).astype(jnp.int32)  # First maximum: lowest id.
+  if pinned is not None:
+    placement = jnp.where(pinned >= 0, pinned, placement).astype(jnp.int32)
+  return Decoded(placement=placement, op_priority=chromosome[layout.priority_slice],
+                 transfer_priority=chromosome[layout.transfer_slice].reshape(
+                     layout.num_tensors, layout.num_devices))
+
+
+def priority_order(op_priority: np.ndarray) -> np.ndarray:
+  """Ops from first to last by priority: larger key first, ties to the lower id."""
+  return np.lexsort((np.arange(len(op_priority)), -np.asarray(op_priority)))
+
+
+def encode(placement: np.ndarray, order: np.ndarray, layout: Layout,
+           transfer_priority: np.ndarray | None = None) -> np.ndarray:
+  """A chromosome that decodes to `placement` and whose priority order is `order`.
+
+  Affinities are 1 for the chosen device and 0 elsewhere; priorities fall evenly from 1 along
+  `order`; transfer priorities default to 0.5 (all equal: lower tensor ids first).
+  """
+  placement = np.asarray(placement)
+  order = np.asarray(order)
+  num_ops, num_tensors, num_devices = layout
+  if placement.shape != (num_ops,) or order.shape != (num_ops,):
+    raise errors.ConfigError(f"placement and order need {num_ops} entries, got "
+                             f"{placement.shape[0]} and {order.shape[0]}")
+  if placement.min(initial=0) < 0 or placement.max(initial=0) >= num_devices:
+    raise errors.ConfigError(f"placement names a device outside 0..{num_devices - 1}")
+  if sorted(order.tolist()) != list(range(num_ops)):
+    raise errors.ConfigError("order must list every op exactly once")
+  affinity = np.zeros((num_ops, num_devices))
+  affinity[np.arange(num_ops), placement] = 1.0
+  priority = np.empty(num_ops)
+  priority[order] = 1.0 - np.arange(num_ops) / max(num_ops, 1)
+  if transfer_priority is None:
+    transfer_priority = np.full((num_tensors, num_devices), 0.5)
+  return np.concatenate([affinity.ravel(), priority, np.asarray(transfer_priority).ravel()])

@@ -1,0 +1,144 @@
+"""Static, padded arrays the JAX performance models walk: per-op and per-tensor work lists.
+
+When an op or a transfer finishes, the simulators must touch every edge it affects. Instead of a
+padded adjacency of the largest degree (wasteful on hub ops such as a graph's source), each
+event owns a contiguous range of one flat *work list*, processed a few entries per loop step.
+
+Work entries (kind, tensor, op):
+  USE      (tensor t)       an op finished that read t: one fewer use of t on its device;
+  CONTROL  (op u)           an op finished that u depends on by a control edge;
+  DATA     (tensor t, op u) t became present on some device: u is satisfied if it runs there;
+  SEND     (tensor t)       an op finished that produced t: queue t's transfers.
+An op's range lists its USE entries (one per data in-edge), CONTROL entries, DATA entries (one
+per data out-edge) and SEND entries (one per output tensor). A tensor's range lists DATA entries
+for its readers, walked when a transfer of it arrives.
+
+Shapes are bucketed (datasets.padding.bucket_size), so graphs of similar size share one
+compilation. Padding ops never become ready (they wait on an edge that never comes).
+"""
+from __future__ import annotations
+
+import numpy as np
+from flax import struct
+
+from datasets.devices import DeviceSpec
+from datasets.graph import Graph
+from datasets.padding import bucket_size
+
+USE, CONTROL, DATA, SEND = 0, 1, 2, 3
+
+
+@struct.dataclass
+class SimGraph:
+  """A graph and its devices as padded arrays (a pytree; shapes are the static part)."""
+  op_mask: np.ndarray  # [O] bool
+  compute_cost: np.ndarray  # [O]
+  extra_memory: np.ndarray  # [O]
+  output_bytes: np.ndarray  # [O] total size of each op's outputs
+  in_edges: np.ndarray  # [O] int32 requirements before an op is ready (padding: 1)
+  op_work_begin: np.ndarray  # [O] int32
+  op_work_end: np.ndarray  # [O] int32
+  tensor_producer: np.ndarray  # [T] int32 (padding: 0)
+  tensor_size: np.ndarray  # [T]
+  tensor_work_begin: np.ndarray  # [T] int32
+  tensor_work_end: np.ndarray  # [T] int32
+  work_kind: np.ndarray  # [L] int32
+  work_tensor: np.ndarray  # [L] int32
+  work_op: np.ndarray  # [L] int32
+  data_edge_mask: np.ndarray  # [E] bool
+  data_edge_tensor: np.ndarray  # [E] int32
+  data_edge_consumer: np.ndarray  # [E] int32
+  control_edge_mask: np.ndarray  # [C] bool
+  control_edge_src: np.ndarray  # [C] int32
+  control_edge_dst: np.ndarray  # [C] int32
+  speed: np.ndarray  # [D]
+  bandwidth: np.ndarray  # [D, D] (diagonal: 1, unused)
+  latency: np.ndarray  # [D, D]
+  num_ops: int = struct.field(pytree_node=False, default=0)
+  num_tensors: int = struct.field(pytree_node=False, default=0)
+
+  @property
+  def num_devices(self) -> int:
+    return self.speed.shape[-1]
+
+
+def _padded(values, size: int, dtype, fill=0) -> np.ndarray:
+  out = np.full(size, fill, dtype)
+  out[:len(values)] = values
+  return out
+
+
+def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
+                    shape: tuple[int, int, int, int, int] | None = None) -> SimGraph:
+  """Padded simulation arrays for `graph` on `devices`.
+
+  `shape` = (ops, tensors, work entries, data edges, control edges); default: buckets.
+  """
+  num_ops, num_tensors = graph.num_ops, graph.num_tensors
+  outputs = [[] for _ in range(num_ops)]
+  for tensor, producer in enumerate(graph.tensor_producer):
+    outputs[producer].append(tensor)
+  inputs = [[] for _ in range(num_ops)]
+  readers = [[] for _ in range(num_tensors)]
+  for tensor, consumer in zip(graph.data_edge_tensor.tolist(), graph.data_edge_consumer.tolist()):
+    inputs[consumer].append(tensor)
+    readers[tensor].append(consumer)
+  control_succ = [[] for _ in range(num_ops)]
+  for src, dst in zip(graph.control_edge_src.tolist(), graph.control_edge_dst.tolist()):
+    control_succ[src].append(dst)
+
+  kinds, tensors, ops = [], [], []
+  op_begin, op_end = [], []
+  for op in range(num_ops):
+    op_begin.append(len(kinds))
+    for tensor in inputs[op]:
+      kinds.append(USE), tensors.append(tensor), ops.append(op)
+    for succ in control_succ[op]:
+      kinds.append(CONTROL), tensors.append(0), ops.append(succ)
+    for tensor in outputs[op]:
+      for reader in readers[tensor]:
+        kinds.append(DATA), tensors.append(tensor), ops.append(reader)
+    for tensor in outputs[op]:
+      kinds.append(SEND), tensors.append(tensor), ops.append(op)
+    op_end.append(len(kinds))
+  tensor_begin, tensor_end = [], []
+  for tensor in range(num_tensors):
+    tensor_begin.append(len(kinds))
+    for reader in readers[tensor]:
+      kinds.append(DATA), tensors.append(tensor), ops.append(reader)
+    tensor_end.append(len(kinds))
+
+  if shape is None:
+    shape = (bucket_size(num_ops), bucket_size(max(num_tensors, 1)), bucket_size(len(kinds)),
+             bucket_size(max(graph.num_data_edges, 1)), bucket_size(max(graph.num_control_edges, 1)))
+  ops_size, tensors_size, work_size, data_size, control_size = shape
+  if (num_ops > ops_size or num_tensors > tensors_size or len(kinds) > work_size
+      or graph.num_data_edges > data_size or graph.num_control_edges > control_size):
+    raise ValueError(f"graph {graph.name!r} does not fit the simulation shape {shape}")
+  end_of_work = len(kinds)
+  output_bytes = np.bincount(graph.tensor_producer, graph.tensor_size, minlength=num_ops)
+  bandwidth = np.array(devices.bandwidth, np.float64)
+  np.fill_diagonal(bandwidth, 1.0)
+  return SimGraph(
+      op_mask=_padded(np.ones(num_ops, bool), ops_size, bool),
+      compute_cost=_padded(graph.compute_cost, ops_size, dtype),
+      extra_memory=_padded(graph.extra_memory, ops_size, dtype),
+      output_bytes=_padded(output_bytes, ops_size, dtype),
+      in_edges=_padded(np.bincount(graph.edge_dst, minlength=num_ops), ops_size, np.int32, 1),
+      op_work_begin=_padded(op_begin, ops_size, np.int32, end_of_work),
+      op_work_end=_padded(op_end, ops_size, np.int32, end_of_work),
+      tensor_producer=_padded(graph.tensor_producer, tensors_size, np.int32),
+      tensor_size=_padded(graph.tensor_size, tensors_size, dtype),
+      tensor_work_begin=_padded(tensor_begin, tensors_size, np.int32, end_of_work),
+      tensor_work_end=_padded(tensor_end, tensors_size, np.int32, end_of_work),
+      work_kind=_padded(kinds, work_size, np.int32, USE),
+      work_tensor=_padded(tensors, work_size, np.int32),
+      work_op=_padded(ops, work_size, np.int32),
+      data_edge_mask=_padded(np.ones(graph.num_data_edges, bool), data_size, bool),
+      data_edge_tensor=_padded(graph.data_edge_tensor, data_size, np.int32),
+      data_edge_consumer=_padded(graph.data_edge_consumer, data_size, np.int32),
+      control_edge_mask=_padded(np.ones(graph.num_control_edges, bool), control_size, bool),
+      control_edge_src=_padded(graph.control_edge_src, control_size, np.int32),
+      control_edge_dst=_padded(graph.control_edge_dst, control_size, np.int32),
+      speed=np.asarray(devices.speed, dtype), bandwidth=bandwidth.astype(dtype),
+      latency=np.asarray(devices.latency, dtype), num_ops=num_ops, num_tensors=num_tensors)
