@@ -24,11 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from regal.ranked_sets import (WORD_BITS, add_small, bit, first_occurrence, first_set,
+                               ranks)
 from regal.sim_graph import CONTROL, DATA, SEND, USE, SimGraph
-
-WORD_BITS = 32
-TOP_BIT = np.uint32(1 << 31)
-
 
 class SimResult(NamedTuple):
   makespan: jnp.ndarray  # []
@@ -60,76 +58,6 @@ class _State(NamedTuple):
   transfer_end: jnp.ndarray  # [T * D]
 
 
-def _ranks(priority: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
-  """(rank of each item, item at each rank): larger priority first, ties to the lower index."""
-  order = _sort_indices(-priority)
-  rank = jnp.zeros_like(order).at[order].set(jnp.arange(order.shape[0], dtype=jnp.int32))
-  return rank, order
-
-
-def _sort_indices(keys: jnp.ndarray) -> jnp.ndarray:
-  """Indices that sort `keys` ascending, ties by index (a stable argsort) of a 1-D array.
-
-  A bitonic network of reshapes and elementwise min/max: XLA's CPU sort handles one row at a
-  time through a comparator call per comparison, about 3x slower on a population of rows.
-  Comparing (key, index) pairs makes every pair distinct, so the result is exactly the stable
-  order whatever the network's order of comparisons.
-  """
-  length = keys.shape[0]
-  size = 1 << max(1, (length - 1).bit_length())
-  key = jnp.concatenate([keys, jnp.full(size - length, jnp.inf, keys.dtype)])
-  index = jnp.arange(size, dtype=jnp.int32)
-  span = 2
-  while span <= size:
-    half = span // 2
-    while half >= 1:
-      blocks = size // (2 * half)
-      k = key.reshape(blocks, 2, half)
-      i = index.reshape(blocks, 2, half)
-      ascending = jnp.asarray((np.arange(blocks) * 2 * half) & span == 0)[:, None]
-      first_is_smaller = (k[:, 0] < k[:, 1]) | ((k[:, 0] == k[:, 1]) & (i[:, 0] < i[:, 1]))
-      swap = first_is_smaller != ascending
-      key = jnp.stack([jnp.where(swap, k[:, 1], k[:, 0]), jnp.where(swap, k[:, 0], k[:, 1])],
-                      axis=1).reshape(size)
-      index = jnp.stack([jnp.where(swap, i[:, 1], i[:, 0]), jnp.where(swap, i[:, 0], i[:, 1])],
-                        axis=1).reshape(size)
-      half //= 2
-    span *= 2
-  return index[:length]
-
-
-def _bit(rank: jnp.ndarray) -> jnp.ndarray:
-  return jnp.right_shift(jnp.uint32(TOP_BIT), (rank % WORD_BITS).astype(jnp.uint32))
-
-
-def _add_small(array: jnp.ndarray, slots: jnp.ndarray, values: jnp.ndarray) -> jnp.ndarray:
-  """array.at[slots].add(values) for a small 1-D array, as a one-hot sum.
-
-  On a population, XLA's CPU scatter costs far more per element than the elementwise compare
-  and sum over a few dozen slots, which also vectorize across the batch.
-  """
-  hits = slots.reshape(-1)[:, None] == jnp.arange(array.shape[0], dtype=slots.dtype)[None, :]
-  return array + jnp.sum(jnp.where(hits, values.reshape(-1)[:, None], 0), axis=0,
-                         dtype=array.dtype)
-
-
-def _first_set(words: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
-  """For each row of words: (any bit set, rank of the first set bit, word index)."""
-  nonzero = words != 0
-  word_index = jnp.argmax(nonzero, axis=-1).astype(jnp.int32)
-  at_index = jnp.arange(words.shape[-1], dtype=jnp.int32) == word_index[..., None]
-  word = jnp.sum(jnp.where(at_index, words, jnp.uint32(0)), axis=-1, dtype=jnp.uint32)
-  rank = word_index * WORD_BITS + jax.lax.clz(word).astype(jnp.int32)
-  return nonzero.any(axis=-1), rank, word_index
-
-
-def _first_occurrence(keys: jnp.ndarray, valid: jnp.ndarray) -> jnp.ndarray:
-  """valid[j] and no valid i < j has the same key (K x K comparison; K is small)."""
-  same = (keys[:, None] == keys[None, :]) & valid[:, None] & valid[None, :]
-  earlier = jnp.tril(same, k=-1).any(axis=1)
-  return valid & ~earlier
-
-
 class _Context(NamedTuple):
   """Per-chromosome facts fixed for the whole simulation (computed once, before the loop)."""
   placement: jnp.ndarray  # [O]
@@ -139,10 +67,13 @@ class _Context(NamedTuple):
   tensor_at_rank: jnp.ndarray  # [D, T]
   needs_transfer: jnp.ndarray  # [T, D]
   end_release: jnp.ndarray  # [O] bytes an op frees on its device when it ends
+  op_time_scale: jnp.ndarray  # [O] duration multipliers (stochastic mode; 1 otherwise)
+  transfer_time_scale: jnp.ndarray  # [T * D]
 
 
 def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
-             transfer_priority: jnp.ndarray) -> tuple[_Context, _State]:
+             transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray,
+             transfer_time_scale: jnp.ndarray) -> tuple[_Context, _State]:
   num_ops = graph.op_mask.shape[0]
   num_tensors = graph.tensor_size.shape[0]
   num_devices = graph.num_devices
@@ -151,8 +82,8 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
   inf = jnp.array(jnp.inf, dtype)
   placement = jnp.where(graph.op_mask, placement, 0).astype(jnp.int32)
   # Padding ops rank last, so real ops keep their order among themselves.
-  op_rank, op_at_rank = _ranks(jnp.where(graph.op_mask, op_priority, -jnp.inf))
-  tensor_rank, tensor_at_rank = jax.vmap(_ranks, in_axes=1)(transfer_priority)  # [D, T]
+  op_rank, op_at_rank = ranks(jnp.where(graph.op_mask, op_priority, -jnp.inf))
+  tensor_rank, tensor_at_rank = jax.vmap(ranks, in_axes=1)(transfer_priority)  # [D, T]
 
   home = placement[graph.tensor_producer]  # [T]
   consumer_device = placement[graph.data_edge_consumer]
@@ -174,7 +105,7 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
   initially_ready = graph.in_edges == 0
   ready_words = jnp.zeros(num_devices * words, jnp.uint32).at[
       placement * words + op_rank // WORD_BITS].add(
-          jnp.where(initially_ready, _bit(op_rank), jnp.uint32(0)))
+          jnp.where(initially_ready, bit(op_rank), jnp.uint32(0)))
 
   nan_ops = jnp.full(num_ops, jnp.nan, dtype)
   nan_transfers = jnp.full(num_tensors * num_devices, jnp.nan, dtype)
@@ -192,7 +123,9 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
 
   context = _Context(placement=placement, op_rank=op_rank, op_at_rank=op_at_rank,
                      tensor_rank=tensor_rank, tensor_at_rank=tensor_at_rank,
-                     needs_transfer=needs_transfer, end_release=end_release)
+                     needs_transfer=needs_transfer, end_release=end_release,
+                     op_time_scale=op_time_scale.astype(dtype),
+                     transfer_time_scale=transfer_time_scale.reshape(-1).astype(dtype))
   return context, state
 
 
@@ -233,18 +166,18 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int) -> _State:
     is_use = valid & (kind == USE)
     use_slot = tensor * num_devices + here
     uses_left = s.uses_left.at[use_slot].add(-is_use.astype(jnp.int32))
-    freed = _first_occurrence(tensor, is_use) & (uses_left[use_slot] == 0)
+    freed = first_occurrence(tensor, is_use) & (uses_left[use_slot] == 0)
     resident = s.resident - jnp.where(
         device_onehot, jnp.sum(jnp.where(freed, graph.tensor_size[tensor], 0)), 0)
 
     # CONTROL and local DATA entries satisfy one requirement of their op.
     satisfies = valid & ((kind == CONTROL) | ((kind == DATA) & (placement[op] == here)))
     pending = s.pending.at[op].add(-satisfies.astype(jnp.int32))
-    now_ready = _first_occurrence(op, satisfies) & (pending[op] == 0)
+    now_ready = first_occurrence(op, satisfies) & (pending[op] == 0)
     device = placement[op]
     ranks = op_rank[op]
-    ready_words = _add_small(s.ready_words.reshape(-1), device * words + ranks // WORD_BITS,
-                             jnp.where(now_ready, _bit(ranks), jnp.uint32(0))
+    ready_words = add_small(s.ready_words.reshape(-1), device * words + ranks // WORD_BITS,
+                             jnp.where(now_ready, bit(ranks), jnp.uint32(0))
                              ).reshape(num_devices, words)
 
     # SEND: queue the tensor on every channel to a device that reads it.
@@ -252,8 +185,8 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int) -> _State:
     wanted = is_send[:, None] & needs_transfer[tensor]  # [K, D]
     rank = tensor_rank[device_ids[None, :], tensor[:, None]]  # [K, D]
     slot = ((here * num_devices + device_ids[None, :]) * tensor_words + rank // WORD_BITS)
-    queue_words = _add_small(s.queue_words.reshape(-1), slot,
-                             jnp.where(wanted, _bit(rank), jnp.uint32(0))
+    queue_words = add_small(s.queue_words.reshape(-1), slot,
+                             jnp.where(wanted, bit(rank), jnp.uint32(0))
                              ).reshape(channels, tensor_words)
     return s._replace(uses_left=uses_left, resident=resident, pending=pending,
                       ready_words=ready_words, queue_words=queue_words,
@@ -262,27 +195,28 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int) -> _State:
 
   def dispatch(s: _State, allowed: jnp.ndarray) -> _State:
     """Every idle device starts its best ready op; every idle channel its best transfer."""
-    has_ready, rank, word_index = _first_set(s.ready_words)
+    has_ready, rank, word_index = first_set(s.ready_words)
     start = allowed & has_ready & (s.device_op < 0)
     op = op_at_rank[jnp.minimum(rank, num_ops - 1)]
     word_ids = jnp.arange(words, dtype=jnp.int32)
     cleared = s.ready_words + jnp.where(
         start[:, None] & (word_ids[None, :] == word_index[:, None]),
-        jnp.uint32(0) - _bit(rank)[:, None], jnp.uint32(0))
-    end = s.now + graph.compute_cost[op] / graph.speed
+        jnp.uint32(0) - bit(rank)[:, None], jnp.uint32(0))
+    end = s.now + graph.compute_cost[op] / graph.speed * ctx.op_time_scale[op]
     op_slot = jnp.where(start, op, num_ops)
     resident = s.resident + jnp.where(start, graph.output_bytes[op] + graph.extra_memory[op], 0)
 
-    has_waiting, t_rank, t_word = _first_set(s.queue_words)
+    has_waiting, t_rank, t_word = first_set(s.queue_words)
     send = allowed & has_waiting & (s.channel_tensor < 0)
     tensor = tensor_at_rank[channel_dst, jnp.minimum(t_rank, num_tensors - 1)]
     tensor_word_ids = jnp.arange(tensor_words, dtype=jnp.int32)
     queue_words = s.queue_words + jnp.where(
         send[:, None] & (tensor_word_ids[None, :] == t_word[:, None]),
-        jnp.uint32(0) - _bit(t_rank)[:, None], jnp.uint32(0))
-    transfer_end = s.now + (link_latency + graph.tensor_size[tensor] / link_bandwidth)
+        jnp.uint32(0) - bit(t_rank)[:, None], jnp.uint32(0))
+    transfer_end = s.now + (link_latency + graph.tensor_size[tensor] / link_bandwidth) * (
+        ctx.transfer_time_scale[tensor * num_devices + channel_dst])
     transfer_slot = jnp.where(send, tensor * num_devices + channel_dst, num_tensors * num_devices)
-    resident = _add_small(resident, channel_dst, jnp.where(send, graph.tensor_size[tensor], 0))
+    resident = add_small(resident, channel_dst, jnp.where(send, graph.tensor_size[tensor], 0))
     return s._replace(
         ready_words=cleared, device_op=jnp.where(start, op, s.device_op),
         device_end=jnp.where(start, end, s.device_end),
@@ -360,19 +294,40 @@ def _result(graph: SimGraph, s: _State) -> SimResult:
 
 
 def simulate_one(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
-                 transfer_priority: jnp.ndarray, chunk: int = 4) -> SimResult:
+                 transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None = None,
+                 transfer_time_scale: jnp.ndarray | None = None, chunk: int = 4) -> SimResult:
   """The WC model for one chromosome's placement and priorities (padded to the graph)."""
-  ctx, state = _prepare(graph, placement, op_priority, transfer_priority)
+  op_time_scale, transfer_time_scale = _default_scales(graph, op_time_scale,
+                                                       transfer_time_scale)
+  ctx, state = _prepare(graph, placement, op_priority, transfer_priority, op_time_scale,
+                        transfer_time_scale)
   final = jax.lax.while_loop(_keep_going, lambda s: _step(graph, ctx, s, chunk), state)
   return _result(graph, final)
 
 
+def _default_scales(graph: SimGraph, op_time_scale, transfer_time_scale, batch=()):
+  dtype = graph.compute_cost.dtype
+  if op_time_scale is None:
+    op_time_scale = jnp.ones(batch + graph.op_mask.shape, dtype)
+  if transfer_time_scale is None:
+    transfer_time_scale = jnp.ones(batch + graph.tensor_size.shape + (graph.num_devices,), dtype)
+  return op_time_scale, transfer_time_scale
+
+
 @functools.partial(jax.jit, static_argnames=("chunk",))
 def simulate_batch(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
-                   transfer_priority: jnp.ndarray, chunk: int = 4) -> SimResult:
-  """The WC model for a population: placement [P, O], priorities [P, O] and [P, T, D]."""
-  ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0))(
-      graph, placement, op_priority, transfer_priority)
+                   transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None = None,
+                   transfer_time_scale: jnp.ndarray | None = None,
+                   chunk: int = 4) -> SimResult:
+  """The WC model for a population: placement [P, O], priorities [P, O] and [P, T, D].
+
+  `op_time_scale` [P, O] and `transfer_time_scale` [P, T, D] multiply every duration (the
+  stochastic mode draws them); by default all durations are as modelled.
+  """
+  op_time_scale, transfer_time_scale = _default_scales(
+      graph, op_time_scale, transfer_time_scale, batch=placement.shape[:1])
+  ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0, 0, 0))(
+      graph, placement, op_priority, transfer_priority, op_time_scale, transfer_time_scale)
   step = jax.vmap(lambda c, s: _step(graph, c, s, chunk))
   final = jax.lax.while_loop(lambda s: jnp.any(jax.vmap(_keep_going)(s)),
                              lambda s: step(ctx, s), state)

@@ -1,0 +1,196 @@
+"""Scoring chromosomes: decode, simulate with a performance model, reduce to an objective.
+
+This is the one scoring path every optimizer uses. Models:
+  wc       work-conserving asynchronous model (Doppler), JAX (`regal.wc_model`), the default;
+  sync     REGAL's synchronous-transfer model, JAX (`regal.sync_model`);
+  doppler  the Doppler repository's simulator reproduced on SimPy (`regal.doppler_model`);
+           host-side only, for scoring and comparison.
+Objectives (smaller is better):
+  runtime               the makespan;
+  memory                the largest per-device peak memory;
+  runtime_under_memory  the makespan if every device stays within its memory limit, otherwise
+                        a score above every feasible one (REGAL section 3.2): the sum of all
+                        durations (no schedule of either model takes longer) times one plus the
+                        relative excess, so infeasible solutions still rank by excess.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from datasets import errors
+from datasets.devices import DeviceSpec
+from datasets.graph import Graph
+from regal import chromosome as chromosome_lib
+from regal import doppler_model, reference_models, sync_model, wc_model
+from regal.schedule import Schedule
+from regal.sim_graph import SimGraph, build_sim_graph
+
+MODELS = ("wc", "sync", "doppler")
+OBJECTIVES = ("runtime", "memory", "runtime_under_memory")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Problem:
+  """A graph on a device set, scored by one model and objective."""
+  graph: Graph
+  devices: DeviceSpec
+  model: str = "wc"
+  objective: str = "runtime"
+  memory_limit: float | None = None  # Per device; default: the devices' capacities.
+  pinned: np.ndarray | None = None  # [o] device or -1 (chromosome.NO_PIN)
+  noise_sigma: float = 0.0  # Stochastic WC: lognormal sigma of every duration.
+  noise_samples: int = 8
+  dtype: type = np.float32
+
+  def __post_init__(self):
+    if self.model not in MODELS:
+      raise errors.ConfigError(f"unknown model {self.model!r}; known: {', '.join(MODELS)}")
+    if self.objective not in OBJECTIVES:
+      raise errors.ConfigError(f"unknown objective {self.objective!r}; known: "
+                               f"{', '.join(OBJECTIVES)}")
+    if self.objective == "runtime_under_memory" and self.memory_limit is None and np.isinf(
+        self.devices.memory_capacity).all():
+      raise errors.ConfigError("objective runtime_under_memory needs a memory limit "
+                               "(--memory_limit or device memory capacities)")
+    if self.memory_limit is not None and not self.memory_limit > 0:
+      raise errors.ConfigError(f"memory limit must be positive, got {self.memory_limit}")
+    if self.noise_sigma < 0 or (self.noise_sigma > 0 and self.model != "wc"):
+      raise errors.ConfigError("stochastic durations (noise_sigma > 0) need the wc model and "
+                               "a non-negative sigma")
+    if self.model == "doppler" and self.objective != "runtime":
+      raise errors.ConfigError("the doppler model has no memory: use objective runtime")
+
+  @property
+  def layout(self) -> chromosome_lib.Layout:
+    return chromosome_lib.Layout(self.graph.num_ops, self.graph.num_tensors,
+                                 self.devices.num_devices)
+
+  @property
+  def memory_limits(self) -> np.ndarray:
+    if self.memory_limit is not None:
+      return np.full(self.devices.num_devices, float(self.memory_limit))
+    return np.asarray(self.devices.memory_capacity, np.float64)
+
+  def duration_bound(self) -> float:
+    """No schedule of the wc or sync model takes longer than doing every task in a row."""
+    devices, graph = self.devices, self.graph
+    off_diagonal = ~np.eye(devices.num_devices, dtype=bool)
+    per_byte = float((1.0 / devices.bandwidth[off_diagonal]).max(initial=0.0))
+    latency = float(devices.latency[off_diagonal].max(initial=0.0))
+    compute = graph.compute_cost.sum() / devices.speed.min()
+    transfers = ((graph.tensor_size.sum() * per_byte + graph.num_tensors * latency)
+                 * (devices.num_devices - 1))
+    return float(compute + transfers + 1.0)
+
+
+def objective_value(problem: Problem, makespan, peak_memory):
+  """The objective from makespans [...] and peaks [..., D] (numpy or jax arrays)."""
+  xp = jnp if isinstance(makespan, jax.Array) else np
+  if problem.objective == "runtime":
+    return makespan
+  if problem.objective == "memory":
+    return xp.max(peak_memory, axis=-1)
+  limits = xp.asarray(problem.memory_limits, dtype=peak_memory.dtype)
+  excess = xp.sum(xp.maximum(peak_memory - limits, 0), axis=-1)
+  relative = excess / xp.sum(xp.where(xp.isinf(limits), 0, limits))
+  bound = problem.duration_bound()
+  return xp.where(excess > 0, bound * (1 + relative), makespan)
+
+
+def pin_heaviest_to_first_device(graph: Graph) -> np.ndarray:
+  """REGAL's symmetry breaking: the op of largest compute cost sits on device 0."""
+  pinned = np.full(graph.num_ops, chromosome_lib.NO_PIN)
+  pinned[int(np.argmax(graph.compute_cost))] = 0
+  return pinned
+
+
+# ----- reference (host) scoring ------------------------------------------------------------
+def simulate_reference(problem: Problem, placement: np.ndarray, op_priority: np.ndarray,
+                       transfer_priority: np.ndarray) -> Schedule:
+  """One solution through the slow, readable model (or the SimPy one for 'doppler')."""
+  if problem.model == "doppler":
+    return doppler_model.simulate_doppler(problem.graph, problem.devices, placement)
+  simulate = (reference_models.simulate_wc if problem.model == "wc"
+              else reference_models.simulate_synchronous)
+  return simulate(problem.graph, problem.devices, placement, op_priority, transfer_priority,
+                  dtype=problem.dtype)
+
+
+def score_reference(problem: Problem, chromosome: np.ndarray) -> tuple[float, Schedule]:
+  decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), problem.layout,
+                                  problem.pinned)
+  schedule = simulate_reference(problem, np.asarray(decoded.placement),
+                                np.asarray(decoded.op_priority),
+                                np.asarray(decoded.transfer_priority))
+  value = objective_value(problem, np.float64(schedule.makespan),
+                          np.asarray(schedule.peak_memory, np.float64))
+  return float(value), schedule
+
+
+# ----- batched JAX scoring -----------------------------------------------------------------
+def sim_graph_for(problem: Problem) -> SimGraph:
+  return build_sim_graph(problem.graph, problem.devices, dtype=problem.dtype)
+
+
+def _padded_inputs(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarray):
+  layout = problem.layout
+  pinned = None if problem.pinned is None else jnp.asarray(problem.pinned, jnp.int32)
+  decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout, pinned))(chromosomes)
+  extra_ops = sim.op_mask.shape[0] - layout.num_ops
+  extra_tensors = sim.tensor_size.shape[0] - layout.num_tensors
+  placement = jnp.pad(decoded.placement, ((0, 0), (0, extra_ops)))
+  op_priority = jnp.pad(decoded.op_priority, ((0, 0), (0, extra_ops)))
+  transfer_priority = jnp.pad(decoded.transfer_priority, ((0, 0), (0, extra_tensors), (0, 0)))
+  return placement, op_priority, transfer_priority
+
+
+def simulate_chromosomes(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarray,
+                         key: jax.Array | None = None) -> wc_model.SimResult:
+  """Batched JAX simulation of chromosomes [P, layout.size] (jit-compatible).
+
+  In stochastic mode (noise_sigma > 0) each chromosome is simulated `noise_samples` times
+  with independent lognormal duration noise drawn from `key`; results gain a leading sample
+  axis [S, P, ...].
+  """
+  if problem.model == "doppler":
+    raise errors.ConfigError("the doppler model runs on the host only; use wc or sync for "
+                             "batched scoring")
+  placement, op_priority, transfer_priority = _padded_inputs(problem, sim, chromosomes)
+  if problem.model == "sync":
+    return sync_model.simulate_batch(sim, placement, op_priority, transfer_priority)
+  if problem.noise_sigma == 0:
+    return wc_model.simulate_batch(sim, placement, op_priority, transfer_priority)
+  if key is None:
+    raise errors.ConfigError("stochastic scoring needs an explicit PRNG key")
+  samples, population = problem.noise_samples, chromosomes.shape[0]
+  op_key, transfer_key = jax.random.split(key)
+  dtype = sim.compute_cost.dtype
+  op_scale = jnp.exp(problem.noise_sigma * jax.random.normal(
+      op_key, (samples, population) + placement.shape[1:], dtype))
+  transfer_scale = jnp.exp(problem.noise_sigma * jax.random.normal(
+      transfer_key, (samples, population) + transfer_priority.shape[1:], dtype))
+  repeat = lambda x: jnp.broadcast_to(x, (samples,) + x.shape).reshape((-1,) + x.shape[1:])
+  result = wc_model.simulate_batch(
+      sim, repeat(placement), repeat(op_priority), repeat(transfer_priority),
+      op_scale.reshape((-1,) + op_scale.shape[2:]),
+      transfer_scale.reshape((-1,) + transfer_scale.shape[2:]))
+  return jax.tree_util.tree_map(lambda x: x.reshape((samples, population) + x.shape[1:]),
+                                result)
+
+
+def make_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
+  """A jitted function chromosomes [P, n] (, key) -> objective values [P] (smaller is better)."""
+  sim = jax.tree_util.tree_map(jnp.asarray, sim_graph_for(problem))
+
+  @jax.jit
+  def fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
+    result = simulate_chromosomes(problem, sim, chromosomes, key)
+    value = objective_value(problem, result.makespan, result.peak_memory)
+    return value.mean(axis=0) if problem.noise_sigma > 0 else value
+
+  return fitness

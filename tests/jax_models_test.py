@@ -1,0 +1,109 @@
+"""The JAX WC and synchronous models equal their references, bit for bit in float32."""
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from datasets import devices as devices_lib
+from datasets import io as graph_io
+from datasets import synthetic
+from regal import reference_models as rm
+from regal import sync_model, wc_model
+from regal.sim_graph import build_sim_graph
+from graph_strategies import dags
+
+MODELS = {"wc": (wc_model.simulate_batch, rm.simulate_wc),
+          "sync": (sync_model.simulate_batch, rm.simulate_synchronous)}
+SMALL_SHAPE = (16, 32, 128, 32, 16)  # One compilation for every hypothesis graph.
+
+
+def random_inputs(rng, sim, population):
+  ops, tensors = sim.op_mask.shape[0], sim.tensor_size.shape[0]
+  devices = sim.num_devices
+  return (rng.integers(0, devices, (population, ops)).astype(np.int32),
+          rng.random((population, ops)).astype(np.float32),
+          rng.random((population, tensors, devices)).astype(np.float32))
+
+
+def assert_same(graph, devices, model, sim, placement, priority, transfer_priority,
+                exact_memory=True, exact_times=True, **scales):
+  """Integer costs must match exactly. Memory is compared with rtol 1e-5 where byte counts
+  exceed float32's exact integers (the two sum in different orders); so are times when
+  durations are fractional (XLA may round a fused multiply-add once instead of twice)."""
+  jax_sim, reference = MODELS[model]
+  result = jax.device_get(jax_sim(sim, placement, priority, transfer_priority, **{
+      k: v for k, v in scales.items()}))
+  o, t = graph.num_ops, graph.num_tensors
+  for p in range(placement.shape[0]):
+    extra = {k: v[p][:o] if k == "op_time_scale" else v[p][:t] for k, v in scales.items()}
+    ref = reference(graph, devices, placement[p, :o], priority[p, :o],
+                    transfer_priority[p, :t], dtype=np.float32, **extra)
+    same = (np.testing.assert_array_equal if exact_times else
+            lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5))
+    same(result.op_start[p, :o], ref.op_start)
+    same(result.op_end[p, :o], ref.op_end)
+    same(result.transfer_start[p, :t], ref.transfer_start)
+    same(result.transfer_end[p, :t], ref.transfer_end)
+    same(result.makespan[p], ref.makespan)
+    if exact_memory:
+      np.testing.assert_array_equal(result.peak_memory[p], ref.peak_memory)
+    else:
+      np.testing.assert_allclose(result.peak_memory[p], ref.peak_memory, rtol=1e-5)
+
+
+device_sets = st.builds(
+    lambda n, speed, bandwidth, latency: devices_lib.DeviceSpec(
+        memory_capacity=np.inf, speed=np.array(speed[:n], float),
+        bandwidth=np.array(bandwidth[:n * n], float).reshape(n, n),
+        latency=np.array(latency[:n * n], float).reshape(n, n)),
+    st.sampled_from([1, 2, 3]),
+    st.lists(st.sampled_from([1.0, 2.0]), min_size=3, max_size=3),
+    st.lists(st.sampled_from([1.0, 2.0, 4.0]), min_size=9, max_size=9),
+    st.lists(st.sampled_from([0.0, 1.0]), min_size=9, max_size=9))
+
+
+@settings(max_examples=25)
+@given(dags(max_ops=12, max_outputs=2), device_sets, st.sampled_from(["wc", "sync"]),
+       st.integers(0, 2**31))
+def test_random_graphs_and_devices(graph, devices, model, seed):
+  sim = build_sim_graph(graph, devices, shape=SMALL_SHAPE)
+  rng = np.random.default_rng(seed)
+  placement, priority, transfer_priority = random_inputs(rng, sim, 4)
+  # Coarse priorities make ties common, which exercises the tie-breaking rules.
+  priority = np.round(priority * 3) / 3
+  transfer_priority = np.round(transfer_priority * 2) / 2
+  assert_same(graph, devices, model, sim, placement, priority, transfer_priority)
+
+
+@pytest.mark.parametrize("model", ["wc", "sync"])
+def test_synthetic_graphs(model):
+  rng = np.random.default_rng(7)
+  graphs = [synthetic.generate(rng) for _ in range(3)]
+  devices = devices_lib.homogeneous(3, latency=1.0)
+  for graph in graphs:
+    sim = build_sim_graph(graph, devices, shape=(256, 256, 2048, 1024, 512))
+    assert_same(graph, devices, model, sim, *random_inputs(rng, sim, 3))
+
+
+def test_stochastic_durations_match_reference():
+  rng = np.random.default_rng(3)
+  graph = synthetic.generate(rng)
+  devices = devices_lib.homogeneous(2)
+  sim = build_sim_graph(graph, devices)
+  inputs = random_inputs(rng, sim, 2)
+  ops, tensors = sim.op_mask.shape[0], sim.tensor_size.shape[0]
+  scales = {"op_time_scale": np.exp(0.3 * rng.normal(size=(2, ops))).astype(np.float32),
+            "transfer_time_scale": np.exp(0.3 * rng.normal(size=(2, tensors, 2))).astype(
+                np.float32)}
+  assert_same(graph, devices, "wc", sim, *inputs, exact_times=False, **scales)
+
+
+@pytest.mark.parametrize("model", ["wc", "sync"])
+def test_doppler_graphs(shared_graphs, model):
+  graphs = [graph_io.load_graph(str(p)) for p in sorted((shared_graphs / "doppler").glob("*.txt"))]
+  devices = devices_lib.homogeneous(4)
+  rng = np.random.default_rng(11)
+  for graph in graphs:
+    sim = build_sim_graph(graph, devices, shape=(256, 256, 2048, 512, 8))
+    # Doppler's costs reach 7e11: integers, but beyond float32's exact range.
+    assert_same(graph, devices, model, sim, *random_inputs(rng, sim, 2), exact_memory=False)
