@@ -26,11 +26,12 @@ from datasets import errors
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import chromosome as chromosome_lib
-from regal import doppler_model, reference_models, sync_model, wc_model
+from regal import doppler_model, parallel, reference_models, sync_model, wc_model
 from regal.schedule import Schedule
 from regal.sim_graph import SimGraph, build_sim_graph
 
 MODELS = ("wc", "sync", "doppler")
+WC_CHUNK = 8  # Work entries per loop step: fewer steps outweigh the wider step (measured).
 OBJECTIVES = ("runtime", "memory", "runtime_under_memory")
 
 
@@ -150,10 +151,13 @@ def _padded_inputs(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarray):
 
 
 def simulate_chromosomes(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarray,
-                         key: jax.Array | None = None) -> wc_model.SimResult:
+                         key: jax.Array | None = None,
+                         record_times: bool = False) -> wc_model.SimResult:
   """Batched JAX simulation of chromosomes [P, layout.size] (jit-compatible).
 
-  In stochastic mode (noise_sigma > 0) each chromosome is simulated `noise_samples` times
+  Op and transfer times are recorded only with `record_times` (fitness needs only makespan
+  and peak memory). In stochastic mode (noise_sigma > 0) each chromosome is simulated
+  `noise_samples` times
   with independent lognormal duration noise drawn from `key`; results gain a leading sample
   axis [S, P, ...].
   """
@@ -164,7 +168,8 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarr
   if problem.model == "sync":
     return sync_model.simulate_batch(sim, placement, op_priority, transfer_priority)
   if problem.noise_sigma == 0:
-    return wc_model.simulate_batch(sim, placement, op_priority, transfer_priority)
+    return wc_model.simulate_batch(sim, placement, op_priority, transfer_priority,
+                                   chunk=WC_CHUNK, record_times=record_times)
   if key is None:
     raise errors.ConfigError("stochastic scoring needs an explicit PRNG key")
   samples, population = problem.noise_samples, chromosomes.shape[0]
@@ -178,7 +183,8 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarr
   result = wc_model.simulate_batch(
       sim, repeat(placement), repeat(op_priority), repeat(transfer_priority),
       op_scale.reshape((-1,) + op_scale.shape[2:]),
-      transfer_scale.reshape((-1,) + transfer_scale.shape[2:]))
+      transfer_scale.reshape((-1,) + transfer_scale.shape[2:]), chunk=WC_CHUNK,
+      record_times=record_times)
   return jax.tree_util.tree_map(lambda x: x.reshape((samples, population) + x.shape[1:]),
                                 result)
 
@@ -187,10 +193,15 @@ def make_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
   """A jitted function chromosomes [P, n] (, key) -> objective values [P] (smaller is better)."""
   sim = jax.tree_util.tree_map(jnp.asarray, sim_graph_for(problem))
 
-  @jax.jit
-  def fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
+  def local_fitness(sim: SimGraph, chromosomes: jnp.ndarray, key: jax.Array | None = None):
     result = simulate_chromosomes(problem, sim, chromosomes, key)
     value = objective_value(problem, result.makespan, result.peak_memory)
     return value.mean(axis=0) if problem.noise_sigma > 0 else value
+
+  @jax.jit
+  def fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
+    if key is not None:  # Stochastic scoring runs unsharded: one key, one noise draw.
+      return local_fitness(sim, chromosomes, key)
+    return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(sim, chromosomes)
 
   return fitness

@@ -57,14 +57,13 @@ def bit(rank: jnp.ndarray) -> jnp.ndarray:
 
 
 def add_small(array: jnp.ndarray, slots: jnp.ndarray, values: jnp.ndarray) -> jnp.ndarray:
-  """array.at[slots].add(values) for a small 1-D array, as a one-hot sum.
+  """array.at[..., slots].add(values) along the last axis of a small array, as a one-hot sum.
 
-  On a population, XLA's CPU scatter costs far more per element than the elementwise compare
-  and sum over a few dozen slots, which also vectorize across the batch.
+  array [B..., S]; slots and values [B..., M]. On a population, XLA's CPU scatter costs far
+  more per element than an elementwise compare and sum over a few dozen slots.
   """
-  hits = slots.reshape(-1)[:, None] == jnp.arange(array.shape[0], dtype=slots.dtype)[None, :]
-  return array + jnp.sum(jnp.where(hits, values.reshape(-1)[:, None], 0), axis=0,
-                         dtype=array.dtype)
+  hits = slots[..., :, None] == jnp.arange(array.shape[-1], dtype=slots.dtype)
+  return array + jnp.sum(jnp.where(hits, values[..., :, None], 0), axis=-2, dtype=array.dtype)
 
 
 def first_set(words: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
@@ -78,7 +77,58 @@ def first_set(words: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray
 
 
 def first_occurrence(keys: jnp.ndarray, valid: jnp.ndarray) -> jnp.ndarray:
-  """valid[j] and no valid i < j has the same key (K x K comparison; K is small)."""
-  same = (keys[:, None] == keys[None, :]) & valid[:, None] & valid[None, :]
-  earlier = jnp.tril(same, k=-1).any(axis=1)
-  return valid & ~earlier
+  """valid[..., j] and no valid i < j has the same key (K x K comparison on the last axis)."""
+  same = ((keys[..., :, None] == keys[..., None, :]) & valid[..., :, None]
+          & valid[..., None, :])
+  size = keys.shape[-1]
+  before = jnp.arange(size)[None, :] < jnp.arange(size)[:, None]  # [j, i]: i < j
+  return valid & ~(same & before).any(axis=-1)
+
+
+def gather_rows(array: jnp.ndarray, index: jnp.ndarray) -> jnp.ndarray:
+  """array[p, index[p, ...]] for every row p: array [P, X, ...], index [P, ...].
+
+  Written as one gather from the flattened array: the batched gather that `vmap` produces is
+  several times slower on XLA's CPU backend and can force a copy of the whole array.
+  """
+  rows, width = array.shape[:2]
+  offsets = (jnp.arange(rows, dtype=index.dtype) * width).reshape((rows,) + (1,) * (index.ndim - 1))
+  return array.reshape((rows * width,) + array.shape[2:])[offsets + index]
+
+
+def row_offsets(rows: int, width: int, index: jnp.ndarray) -> jnp.ndarray:
+  return (jnp.arange(rows, dtype=index.dtype) * width).reshape((rows,) + (1,) * (index.ndim - 1))
+
+
+def gather_flat(flat: jnp.ndarray, width: int, index: jnp.ndarray) -> jnp.ndarray:
+  """flat[p * width + index[p, ...]]: row p of a [P * width] array, read at `index`."""
+  return flat[row_offsets(index.shape[0], width, index) + index]
+
+
+def set_flat(flat: jnp.ndarray, width: int, index: jnp.ndarray, values: jnp.ndarray,
+             keep: jnp.ndarray) -> jnp.ndarray:
+  """flat[p * width + index[p, ...]] = values where `keep`; other entries are dropped.
+
+  Big per-chromosome state lives flat ([P * width]) and is updated by writing values computed
+  from a read of the same entries: the write then depends on the read, so XLA's CPU backend
+  updates the array in place. (A scatter-add independent of the read, a reshape inside the
+  loop, or `vmap`'s batched scatter each made it copy the whole array every step.) Duplicate
+  indices must carry equal values.
+  """
+  flat_index = jnp.where(keep, row_offsets(index.shape[0], width, index) + index, flat.shape[0])
+  return flat.at[flat_index].set(values, mode="drop")
+
+
+def scatter_rows(array: jnp.ndarray, index: jnp.ndarray, values: jnp.ndarray, *,
+                 add: bool, keep: jnp.ndarray | None = None) -> jnp.ndarray:
+  """array[p, index[p, ...]] (+)= values for every row p; entries where `keep` is False are
+  dropped. array [P, X], index and values [P, ...]."""
+  rows, width = array.shape
+  offsets = (jnp.arange(rows, dtype=index.dtype) * width).reshape((rows,) + (1,) * (index.ndim - 1))
+  flat_index = offsets + index
+  if keep is not None:
+    flat_index = jnp.where(keep, flat_index, rows * width)
+  flat = array.reshape(-1)
+  updated = (flat.at[flat_index].add(values, mode="drop") if add
+             else flat.at[flat_index].set(values, mode="drop"))
+  return updated.reshape(rows, width)

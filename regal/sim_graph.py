@@ -8,10 +8,11 @@ Work entries (kind, tensor, op):
   USE      (tensor t)       an op finished that read t: one fewer use of t on its device;
   CONTROL  (op u)           an op finished that u depends on by a control edge;
   DATA     (tensor t, op u) t became present on some device: u is satisfied if it runs there;
-  SEND     (tensor t)       an op finished that produced t: queue t's transfers.
+  SEND     (tensor t)       an op finished that produced t: queue t's transfers;
+  SENDER   (tensor t)       a transfer of t arrived: one fewer use of t on the sending device.
 An op's range lists its USE entries (one per data in-edge), CONTROL entries, DATA entries (one
-per data out-edge) and SEND entries (one per output tensor). A tensor's range lists DATA entries
-for its readers, walked when a transfer of it arrives.
+per data out-edge) and SEND entries (one per output tensor). A tensor's range, walked when a
+transfer of it arrives, lists one SENDER entry, then DATA entries for its readers.
 
 Shapes are bucketed (datasets.padding.bucket_size), so graphs of similar size share one
 compilation. Padding ops never become ready (they wait on an edge that never comes).
@@ -25,7 +26,7 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from datasets.padding import bucket_size
 
-USE, CONTROL, DATA, SEND = 0, 1, 2, 3
+USE, CONTROL, DATA, SEND, SENDER = 0, 1, 2, 3, 4
 
 
 @struct.dataclass
@@ -34,17 +35,13 @@ class SimGraph:
   op_mask: np.ndarray  # [O] bool
   compute_cost: np.ndarray  # [O]
   extra_memory: np.ndarray  # [O]
-  output_bytes: np.ndarray  # [O] total size of each op's outputs
+  alloc_bytes: np.ndarray  # [O] outputs + extra memory, allocated when an op starts
   in_edges: np.ndarray  # [O] int32 requirements before an op is ready (padding: 1)
-  op_work_begin: np.ndarray  # [O] int32
-  op_work_end: np.ndarray  # [O] int32
+  op_work: np.ndarray  # [O, 2] int32 (begin, end) of each op's work-list range
   tensor_producer: np.ndarray  # [T] int32 (padding: 0)
   tensor_size: np.ndarray  # [T]
-  tensor_work_begin: np.ndarray  # [T] int32
-  tensor_work_end: np.ndarray  # [T] int32
-  work_kind: np.ndarray  # [L] int32
-  work_tensor: np.ndarray  # [L] int32
-  work_op: np.ndarray  # [L] int32
+  tensor_work: np.ndarray  # [T, 2] int32 range of DATA entries for a tensor's readers
+  work: np.ndarray  # [L, 3] int32 work entries (kind, tensor, op)
   data_edge_mask: np.ndarray  # [E] bool
   data_edge_tensor: np.ndarray  # [E] int32
   data_edge_consumer: np.ndarray  # [E] int32
@@ -104,6 +101,7 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
   tensor_begin, tensor_end = [], []
   for tensor in range(num_tensors):
     tensor_begin.append(len(kinds))
+    kinds.append(SENDER), tensors.append(tensor), ops.append(0)
     for reader in readers[tensor]:
       kinds.append(DATA), tensors.append(tensor), ops.append(reader)
     tensor_end.append(len(kinds))
@@ -123,17 +121,17 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
       op_mask=_padded(np.ones(num_ops, bool), ops_size, bool),
       compute_cost=_padded(graph.compute_cost, ops_size, dtype),
       extra_memory=_padded(graph.extra_memory, ops_size, dtype),
-      output_bytes=_padded(output_bytes, ops_size, dtype),
+      alloc_bytes=_padded(output_bytes + graph.extra_memory, ops_size, dtype),
       in_edges=_padded(np.bincount(graph.edge_dst, minlength=num_ops), ops_size, np.int32, 1),
-      op_work_begin=_padded(op_begin, ops_size, np.int32, end_of_work),
-      op_work_end=_padded(op_end, ops_size, np.int32, end_of_work),
+      op_work=np.stack([_padded(op_begin, ops_size, np.int32, end_of_work),
+                        _padded(op_end, ops_size, np.int32, end_of_work)], axis=1),
       tensor_producer=_padded(graph.tensor_producer, tensors_size, np.int32),
       tensor_size=_padded(graph.tensor_size, tensors_size, dtype),
-      tensor_work_begin=_padded(tensor_begin, tensors_size, np.int32, end_of_work),
-      tensor_work_end=_padded(tensor_end, tensors_size, np.int32, end_of_work),
-      work_kind=_padded(kinds, work_size, np.int32, USE),
-      work_tensor=_padded(tensors, work_size, np.int32),
-      work_op=_padded(ops, work_size, np.int32),
+      tensor_work=np.stack([_padded(tensor_begin, tensors_size, np.int32, end_of_work),
+                            _padded(tensor_end, tensors_size, np.int32, end_of_work)], axis=1),
+      work=np.stack([_padded(kinds, work_size, np.int32, USE),
+                     _padded(tensors, work_size, np.int32),
+                     _padded(ops, work_size, np.int32)], axis=1),
       data_edge_mask=_padded(np.ones(graph.num_data_edges, bool), data_size, bool),
       data_edge_tensor=_padded(graph.data_edge_tensor, data_size, np.int32),
       data_edge_consumer=_padded(graph.data_edge_consumer, data_size, np.int32),

@@ -110,8 +110,8 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int) -> _State:
   # ----- propagate the last task's effects -----
   index = s.work_pos + lanes
   valid = index < s.work_end
-  index = jnp.minimum(index, graph.work_kind.shape[0] - 1)
-  kind, tensor, op = graph.work_kind[index], graph.work_tensor[index], graph.work_op[index]
+  entry = graph.work[jnp.minimum(index, graph.work.shape[0] - 1)]
+  kind, tensor, op = entry[:, 0], entry[:, 1], entry[:, 2]
   here = s.work_device
 
   is_use = valid & (kind == USE)
@@ -132,8 +132,8 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int) -> _State:
   slot = tensor[:, None] * num_devices + device_ids[None, :]  # [K, D]
   wanted = is_send[:, None] & ctx.needs_transfer[tensor]
   rank = ctx.transfer_rank[slot]
-  ready_transfers = add_small(s.ready_transfers, rank // WORD_BITS,
-                              jnp.where(wanted, bit(rank), jnp.uint32(0)))
+  ready_transfers = add_small(s.ready_transfers, (rank // WORD_BITS).reshape(-1),
+                              jnp.where(wanted, bit(rank), jnp.uint32(0)).reshape(-1))
   s = s._replace(uses_left=uses_left, resident=resident, pending=pending,
                  inputs_ready=inputs_ready, ready_ops=ready_ops,
                  ready_transfers=ready_transfers,
@@ -165,8 +165,7 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int) -> _State:
   device_free = jnp.where(take_transfer & ((device_ids == src) | (device_ids == dst)), t_finish,
                           device_free)
   # Memory: allocate, note the peak, then release what the task frees when it ends.
-  allocated = s.resident + jnp.where(
-      take_op & (device_ids == device), graph.output_bytes[op] + graph.extra_memory[op], 0)
+  allocated = s.resident + jnp.where(take_op & (device_ids == device), graph.alloc_bytes[op], 0)
   allocated = allocated + jnp.where(take_transfer & (device_ids == dst), graph.tensor_size[t], 0)
   peak = jnp.maximum(s.peak, allocated)
   sender_slot = t * num_devices + src
@@ -190,10 +189,10 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int) -> _State:
       op_end=s.op_end.at[op_slot].set(op_finish, mode="drop"),
       transfer_start=s.transfer_start.at[transfer_slot].set(t_begin, mode="drop"),
       transfer_end=s.transfer_end.at[transfer_slot].set(t_finish, mode="drop"),
-      work_pos=jnp.where(take_op, graph.op_work_begin[op],
-                         jnp.where(take_transfer, graph.tensor_work_begin[t], s.work_pos)),
-      work_end=jnp.where(take_op, graph.op_work_end[op],
-                         jnp.where(take_transfer, graph.tensor_work_end[t], s.work_end)),
+      work_pos=jnp.where(take_op, graph.op_work[op, 0],
+                         jnp.where(take_transfer, graph.tensor_work[t, 0], s.work_pos)),
+      work_end=jnp.where(take_op, graph.op_work[op, 1],
+                         jnp.where(take_transfer, graph.tensor_work[t, 1], s.work_end)),
       work_device=jnp.where(take_op, device, jnp.where(take_transfer, dst, s.work_device)),
       work_time=jnp.where(take_op, op_finish, jnp.where(take_transfer, t_finish, s.work_time)))
 

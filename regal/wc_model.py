@@ -4,16 +4,20 @@ Semantics: exactly those of `regal.reference_models.simulate_wc` (read its docst
 
 Formulation (why it is fast): a direct list scheduler scans every op at every step to find the
 best ready one, O(ops) work per event. Here each step does O(devices^2 + K) work:
-* ops are ranked once by priority, and each device keeps its ready ops as a bitmap over ranks
-  in uint32 words: the best ready op is the first set bit (`clz` of the first non-zero word);
-* each channel keeps its waiting transfers the same way, ranked by the receiving device's
-  transfer priorities;
+* ops are ranked once by priority, and each device keeps its ready ops as a bitset over ranks
+  (`regal.ranked_sets`): the best ready op is the first set bit;
+* each channel (ordered device pair) keeps its waiting transfers the same way, ranked by the
+  receiving device's transfer priorities;
 * running work is at most one op per device and one transfer per channel, so the next event
-  is a minimum over D + D^2 end times;
+  is a minimum over D + D(D-1) end times;
 * the edges an event affects are a contiguous range of a flat work list (`regal.sim_graph`),
   walked K entries per step, so a hub op costs a few extra steps instead of padding every
-  step to the largest degree.
-The loop is one `lax.while_loop` per chromosome; `vmap` runs a population in lockstep.
+  step to the largest degree;
+* everything a step looks up about an op or tensor sits in one row of a packed table, and
+  durations are computed once before the loop, so a step does few gathers (on a CPU, batched
+  gathers and scatters cost far more per element than arithmetic).
+A population runs in lockstep under one `lax.while_loop` whose condition is "any chromosome
+still busy"; a finished chromosome's step changes nothing.
 """
 from __future__ import annotations
 
@@ -22,62 +26,76 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from regal.ranked_sets import (WORD_BITS, add_small, bit, first_occurrence, first_set,
-                               ranks)
-from regal.sim_graph import CONTROL, DATA, SEND, USE, SimGraph
+                               gather_flat, gather_rows, ranks, scatter_rows,
+                               set_flat)
+from regal.sim_graph import CONTROL, DATA, SEND, SENDER, USE, SimGraph
+
 
 class SimResult(NamedTuple):
   makespan: jnp.ndarray  # []
   peak_memory: jnp.ndarray  # [D]
-  op_start: jnp.ndarray  # [O]
+  op_start: jnp.ndarray  # [O] (empty unless times are recorded)
   op_end: jnp.ndarray  # [O]
   transfer_start: jnp.ndarray  # [T, D] (NaN: not sent)
   transfer_end: jnp.ndarray  # [T, D]
 
 
+class _Context(NamedTuple):
+  """Per-chromosome tables fixed for the whole simulation (computed once, before the loop)."""
+  op_ints: jnp.ndarray  # [O, 2] (device, rank)
+  op_floats: jnp.ndarray  # [O, 2] (duration, bytes released when the op ends)
+  op_at_rank: jnp.ndarray  # [O]
+  queue_rank: jnp.ndarray  # [T, D] rank of tensor t among transfers to device j, -1: none
+  tensor_at_rank: jnp.ndarray  # [D * T] tensor at rank r among transfers to j: [j * T + r]
+  transfer_duration: jnp.ndarray  # [T * D] duration of sending t to device j
+
+
 class _State(NamedTuple):
   now: jnp.ndarray
-  pending: jnp.ndarray  # [O] requirements still missing
+  busy: jnp.ndarray  # [] bool: anything left to do
+  pending: jnp.ndarray  # [O] requirements still missing ([P * O] flat in the batched loop)
   ready_words: jnp.ndarray  # [D, W] uint32 ready ops by rank
-  queue_words: jnp.ndarray  # [D * D, WT] uint32 waiting transfers by rank
+  queue_words: jnp.ndarray  # [C, WT] uint32 waiting transfers by rank, C = D (D - 1)
   device_op: jnp.ndarray  # [D] running op or -1
   device_end: jnp.ndarray  # [D] (inf when idle)
-  channel_tensor: jnp.ndarray  # [D * D] running transfer or -1
-  channel_end: jnp.ndarray  # [D * D]
-  uses_left: jnp.ndarray  # [T * D] remaining uses of tensor t on device j
+  channel_tensor: jnp.ndarray  # [C] running transfer or -1
+  channel_end: jnp.ndarray  # [C]
+  uses_left: jnp.ndarray  # [T * D] remaining uses of t on device j ([P * T * D] in the loop)
   resident: jnp.ndarray  # [D] bytes now
   peak: jnp.ndarray  # [D]
+  makespan: jnp.ndarray  # [] latest op end so far
   work_pos: jnp.ndarray  # [] next work entry of the event being propagated
   work_end: jnp.ndarray  # []
   work_device: jnp.ndarray  # [] device that event happened on (or delivered to)
-  op_start: jnp.ndarray
+  work_src: jnp.ndarray  # [] sending device of the transfer being propagated
+  op_start: jnp.ndarray  # [O] or [0] when times are not recorded
   op_end: jnp.ndarray
-  transfer_start: jnp.ndarray  # [T * D]
-  transfer_end: jnp.ndarray  # [T * D]
+  transfer_start: jnp.ndarray  # [T * D] or [0]
+  transfer_end: jnp.ndarray
 
 
-class _Context(NamedTuple):
-  """Per-chromosome facts fixed for the whole simulation (computed once, before the loop)."""
-  placement: jnp.ndarray  # [O]
-  op_rank: jnp.ndarray  # [O]
-  op_at_rank: jnp.ndarray  # [O]
-  tensor_rank: jnp.ndarray  # [D, T] rank of tensor t among transfers to device j
-  tensor_at_rank: jnp.ndarray  # [D, T]
-  needs_transfer: jnp.ndarray  # [T, D]
-  end_release: jnp.ndarray  # [O] bytes an op frees on its device when it ends
-  op_time_scale: jnp.ndarray  # [O] duration multipliers (stochastic mode; 1 otherwise)
-  transfer_time_scale: jnp.ndarray  # [T * D]
+def channel_index(src: jnp.ndarray, dst: jnp.ndarray, num_devices: int) -> jnp.ndarray:
+  """Index of the channel src -> dst (src != dst) among the D (D - 1) channels."""
+  return src * (num_devices - 1) + dst - (dst > src)
+
+
+def channel_ends(num_devices: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """(src, dst) of every channel, in (src, dst) order."""
+  pairs = [(a, b) for a in range(num_devices) for b in range(num_devices) if a != b]
+  src = jnp.array([a for a, _ in pairs], jnp.int32).reshape(-1)
+  dst = jnp.array([b for _, b in pairs], jnp.int32).reshape(-1)
+  return src, dst
 
 
 def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
              transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray,
-             transfer_time_scale: jnp.ndarray) -> tuple[_Context, _State]:
+             transfer_time_scale: jnp.ndarray, record_times: bool) -> tuple[_Context, _State]:
   num_ops = graph.op_mask.shape[0]
   num_tensors = graph.tensor_size.shape[0]
   num_devices = graph.num_devices
-  channels = num_devices * num_devices
+  channels = num_devices * (num_devices - 1)
   dtype = graph.compute_cost.dtype
   inf = jnp.array(jnp.inf, dtype)
   placement = jnp.where(graph.op_mask, placement, 0).astype(jnp.int32)
@@ -89,220 +107,213 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
   consumer_device = placement[graph.data_edge_consumer]
   edge_uses = jnp.zeros(num_tensors * num_devices, jnp.int32).at[
       graph.data_edge_tensor * num_devices + consumer_device].add(
-          graph.data_edge_mask.astype(jnp.int32))
-  edge_uses = edge_uses.reshape(num_tensors, num_devices)
+          graph.data_edge_mask.astype(jnp.int32)).reshape(num_tensors, num_devices)
   device_ids = jnp.arange(num_devices, dtype=jnp.int32)
-  needs_transfer = (edge_uses > 0) & (device_ids[None, :] != home[:, None])
-  uses_left = edge_uses + jnp.where(device_ids[None, :] == home[:, None],
-                                    needs_transfer.sum(axis=1, keepdims=True), 0)
+  at_home = device_ids[None, :] == home[:, None]
+  needs_transfer = (edge_uses > 0) & ~at_home
+  uses_left = edge_uses + jnp.where(at_home, needs_transfer.sum(axis=1, keepdims=True), 0)
   # Released when an op ends: its extra memory and outputs nobody on its device uses.
   unused_at_home = uses_left[jnp.arange(num_tensors), home] == 0
   end_release = graph.extra_memory + jnp.zeros(num_ops, dtype).at[graph.tensor_producer].add(
       jnp.where(unused_at_home, graph.tensor_size, 0))
+  # Same operations, in the same order, as the reference: (cost / speed) * scale.
+  duration = graph.compute_cost / graph.speed[placement] * op_time_scale.astype(dtype)
+  link = (graph.latency[home] + graph.tensor_size[:, None] / graph.bandwidth[home])  # [T, D]
+  transfer_duration = (link * transfer_time_scale.astype(dtype)).reshape(-1)
 
   words = -(-num_ops // WORD_BITS)
   tensor_words = -(-num_tensors // WORD_BITS)
-  initially_ready = graph.in_edges == 0
   ready_words = jnp.zeros(num_devices * words, jnp.uint32).at[
       placement * words + op_rank // WORD_BITS].add(
-          jnp.where(initially_ready, bit(op_rank), jnp.uint32(0)))
-
-  nan_ops = jnp.full(num_ops, jnp.nan, dtype)
-  nan_transfers = jnp.full(num_tensors * num_devices, jnp.nan, dtype)
+          jnp.where(graph.in_edges == 0, bit(op_rank), jnp.uint32(0)))
+  recorded_ops = num_ops if record_times else 0
+  recorded_transfers = num_tensors * num_devices if record_times else 0
   state = _State(
-      now=jnp.zeros((), dtype), pending=graph.in_edges.astype(jnp.int32),
+      now=jnp.zeros((), dtype), busy=jnp.ones((), bool),
+      pending=graph.in_edges.astype(jnp.int32),
       ready_words=ready_words.reshape(num_devices, words),
       queue_words=jnp.zeros((channels, tensor_words), jnp.uint32),
       device_op=jnp.full(num_devices, -1, jnp.int32), device_end=jnp.full(num_devices, inf),
       channel_tensor=jnp.full(channels, -1, jnp.int32), channel_end=jnp.full(channels, inf),
-      uses_left=uses_left.reshape(-1).astype(jnp.int32), resident=jnp.zeros(num_devices, dtype),
-      peak=jnp.zeros(num_devices, dtype), work_pos=jnp.zeros((), jnp.int32),
-      work_end=jnp.zeros((), jnp.int32), work_device=jnp.zeros((), jnp.int32),
-      op_start=nan_ops, op_end=nan_ops, transfer_start=nan_transfers,
-      transfer_end=nan_transfers)
-
-  context = _Context(placement=placement, op_rank=op_rank, op_at_rank=op_at_rank,
-                     tensor_rank=tensor_rank, tensor_at_rank=tensor_at_rank,
-                     needs_transfer=needs_transfer, end_release=end_release,
-                     op_time_scale=op_time_scale.astype(dtype),
-                     transfer_time_scale=transfer_time_scale.reshape(-1).astype(dtype))
+      uses_left=uses_left.reshape(-1), resident=jnp.zeros(num_devices, dtype),
+      peak=jnp.zeros(num_devices, dtype), makespan=jnp.full((), -jnp.inf, dtype),
+      work_pos=jnp.zeros((), jnp.int32), work_end=jnp.zeros((), jnp.int32),
+      work_device=jnp.zeros((), jnp.int32), work_src=jnp.zeros((), jnp.int32),
+      op_start=jnp.full(recorded_ops, jnp.nan, dtype), op_end=jnp.full(recorded_ops, jnp.nan, dtype),
+      transfer_start=jnp.full(recorded_transfers, jnp.nan, dtype),
+      transfer_end=jnp.full(recorded_transfers, jnp.nan, dtype))
+  context = _Context(
+      op_ints=jnp.stack([placement, op_rank], axis=1),
+      op_floats=jnp.stack([duration, end_release], axis=1), op_at_rank=op_at_rank,
+      queue_rank=jnp.where(needs_transfer, tensor_rank.T, -1),
+      tensor_at_rank=tensor_at_rank.reshape(-1), transfer_duration=transfer_duration)
   return context, state
 
 
-def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int) -> _State:
-  """One loop step: propagate up to `chunk` work entries, then maybe dispatch, then maybe
-  complete the next event. A no-op once `_keep_going` is False, so a batch can run in lockstep
-  under an unbatched loop condition (any over the batch); a batched `while_loop` predicate
-  would instead select the whole carried state every iteration."""
+def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: bool) -> _State:
+  """One loop step for a whole population (every array has a leading population axis).
+
+  Propagate up to `chunk` work entries; then, with nothing left to propagate, dispatch if no
+  event ends now, and complete the next event. A no-op for a chromosome with nothing left to
+  do. Large per-chromosome arrays are read and written through `gather_rows` /
+  `scatter_rows` (flat indices), which XLA's CPU backend runs several times faster than the
+  batched gathers and scatters `vmap` would produce.
+  """
+  population = s.now.shape[0]
   num_ops = graph.op_mask.shape[0]
   num_tensors = graph.tensor_size.shape[0]
   num_devices = graph.num_devices
-  channels = num_devices * num_devices
+  channels = num_devices * (num_devices - 1)
   words = s.ready_words.shape[-1]
   tensor_words = s.queue_words.shape[-1]
   inf = jnp.array(jnp.inf, s.now.dtype)
-  placement, op_rank, op_at_rank = ctx.placement, ctx.op_rank, ctx.op_at_rank
-  tensor_rank, tensor_at_rank = ctx.tensor_rank, ctx.tensor_at_rank
-  needs_transfer, end_release = ctx.needs_transfer, ctx.end_release
   device_ids = jnp.arange(num_devices, dtype=jnp.int32)
-  channel_src = jnp.repeat(device_ids, num_devices)
-  channel_dst = jnp.tile(device_ids, num_devices)
-  link_latency = graph.latency.reshape(-1)
-  link_bandwidth = graph.bandwidth.reshape(-1)
-  lanes = jnp.arange(chunk, dtype=jnp.int32)
+  channel_ids = jnp.arange(channels, dtype=jnp.int32)
+  channel_src, channel_dst = channel_ends(num_devices)
+  col = lambda x: x[:, None]  # noqa: E731  [P] -> [P, 1] for broadcasting.
 
-  def propagate(s: _State) -> _State:
-    """Walks up to `chunk` work entries of the event being propagated (none if idle)."""
-    index = s.work_pos + lanes
-    valid = index < s.work_end
-    index = jnp.minimum(index, graph.work_kind.shape[0] - 1)
-    kind = graph.work_kind[index]
-    tensor = graph.work_tensor[index]
-    op = graph.work_op[index]
-    here = s.work_device
-    device_onehot = device_ids == here
+  # ----- propagate: walk up to `chunk` entries of the last event's work list -----
+  index = col(s.work_pos) + jnp.arange(chunk, dtype=jnp.int32)  # [P, K]
+  valid = index < col(s.work_end)
+  entry = graph.work[jnp.minimum(index, graph.work.shape[0] - 1)]  # [P, K, 3]
+  kind, tensor, op = entry[..., 0], entry[..., 1], entry[..., 2]
+  here = col(s.work_device)
+  op_ints = gather_rows(ctx.op_ints, op)  # [P, K, 2]
+  device, rank = op_ints[..., 0], op_ints[..., 1]
 
-    # USE: one fewer use of an input on this device; the last use frees it.
-    is_use = valid & (kind == USE)
-    use_slot = tensor * num_devices + here
-    uses_left = s.uses_left.at[use_slot].add(-is_use.astype(jnp.int32))
-    freed = first_occurrence(tensor, is_use) & (uses_left[use_slot] == 0)
-    resident = s.resident - jnp.where(
-        device_onehot, jnp.sum(jnp.where(freed, graph.tensor_size[tensor], 0)), 0)
+  # USE: one fewer use of an input on this device; the last use frees it. SENDER entries
+  # (first in a transfer's list) do the same for the sending device. The count after this
+  # chunk is computed from the count before, so the state is read once, then written once.
+  is_use = valid & ((kind == USE) | (kind == SENDER))
+  use_device = jnp.where(kind == SENDER, col(s.work_src), here)
+  use_slot = tensor * num_devices + use_device
+  uses_width = num_tensors * num_devices
+  same_slot = ((use_slot[:, :, None] == use_slot[:, None, :]) & is_use[:, None, :]).sum(-1)
+  uses_after = gather_flat(s.uses_left, uses_width, use_slot) - same_slot
+  uses_left = set_flat(s.uses_left, uses_width, use_slot, uses_after, is_use)
+  freed = first_occurrence(tensor, is_use) & (uses_after == 0)
+  freed_bytes = jnp.where(freed, graph.tensor_size[tensor], 0)  # [P, K]
+  resident = s.resident - jnp.sum(jnp.where(use_device[..., None] == device_ids,
+                                            freed_bytes[..., None], 0), axis=1)
 
-    # CONTROL and local DATA entries satisfy one requirement of their op.
-    satisfies = valid & ((kind == CONTROL) | ((kind == DATA) & (placement[op] == here)))
-    pending = s.pending.at[op].add(-satisfies.astype(jnp.int32))
-    now_ready = first_occurrence(op, satisfies) & (pending[op] == 0)
-    device = placement[op]
-    ranks = op_rank[op]
-    ready_words = add_small(s.ready_words.reshape(-1), device * words + ranks // WORD_BITS,
-                             jnp.where(now_ready, bit(ranks), jnp.uint32(0))
-                             ).reshape(num_devices, words)
+  # CONTROL and local DATA entries satisfy one requirement of their op.
+  satisfies = valid & ((kind == CONTROL) | ((kind == DATA) & (device == here)))
+  hits = ((op[:, :, None] == op[:, None, :]) & satisfies[:, None, :]).sum(-1)
+  pending_after = gather_flat(s.pending, num_ops, op) - hits
+  pending = set_flat(s.pending, num_ops, op, pending_after, satisfies)
+  now_ready = first_occurrence(op, satisfies) & (pending_after == 0)
+  ready_words = add_small(s.ready_words.reshape(population, -1),
+                          device * words + rank // WORD_BITS,
+                          jnp.where(now_ready, bit(rank), jnp.uint32(0)))
+  ready_words = ready_words.reshape(population, num_devices, words)
 
-    # SEND: queue the tensor on every channel to a device that reads it.
-    is_send = valid & (kind == SEND)
-    wanted = is_send[:, None] & needs_transfer[tensor]  # [K, D]
-    rank = tensor_rank[device_ids[None, :], tensor[:, None]]  # [K, D]
-    slot = ((here * num_devices + device_ids[None, :]) * tensor_words + rank // WORD_BITS)
-    queue_words = add_small(s.queue_words.reshape(-1), slot,
-                             jnp.where(wanted, bit(rank), jnp.uint32(0))
-                             ).reshape(channels, tensor_words)
-    return s._replace(uses_left=uses_left, resident=resident, pending=pending,
-                      ready_words=ready_words, queue_words=queue_words,
-                      work_pos=jnp.where(s.work_pos < s.work_end, s.work_pos + chunk,
-                                         s.work_pos))
+  # SEND: queue the tensor on the channel to every other device that reads it.
+  queue_rank = gather_rows(ctx.queue_rank, tensor)  # [P, K, D]
+  wanted = (valid & (kind == SEND))[..., None] & (queue_rank >= 0)
+  channel = channel_index(here[..., None], device_ids, num_devices)  # [P, 1, D]
+  safe_rank = jnp.maximum(queue_rank, 0)
+  queue_words = add_small(
+      s.queue_words.reshape(population, -1),
+      (channel * tensor_words + safe_rank // WORD_BITS).reshape(population, -1),
+      jnp.where(wanted, bit(safe_rank), jnp.uint32(0)).reshape(population, -1))
+  queue_words = queue_words.reshape(population, channels, tensor_words)
+  active = s.work_pos < s.work_end
+  work_pos = jnp.where(active, s.work_pos + chunk, s.work_pos)
+  idle = work_pos >= s.work_end
 
-  def dispatch(s: _State, allowed: jnp.ndarray) -> _State:
-    """Every idle device starts its best ready op; every idle channel its best transfer."""
-    has_ready, rank, word_index = first_set(s.ready_words)
-    start = allowed & has_ready & (s.device_op < 0)
-    op = op_at_rank[jnp.minimum(rank, num_ops - 1)]
-    word_ids = jnp.arange(words, dtype=jnp.int32)
-    cleared = s.ready_words + jnp.where(
-        start[:, None] & (word_ids[None, :] == word_index[:, None]),
-        jnp.uint32(0) - bit(rank)[:, None], jnp.uint32(0))
-    end = s.now + graph.compute_cost[op] / graph.speed * ctx.op_time_scale[op]
-    op_slot = jnp.where(start, op, num_ops)
-    resident = s.resident + jnp.where(start, graph.output_bytes[op] + graph.extra_memory[op], 0)
+  # ----- dispatch: idle devices and channels start their best candidates -----
+  # Only when nothing is left to propagate and no event ends now (those complete first).
+  next_end = jnp.minimum(s.device_end.min(axis=1), s.channel_end.min(axis=1, initial=jnp.inf))
+  allowed = col(idle & (next_end > s.now))
+  has_ready, op_rank, word_index = first_set(ready_words)  # [P, D]
+  start = allowed & has_ready & (s.device_op < 0)
+  started = gather_rows(ctx.op_at_rank, jnp.minimum(op_rank, num_ops - 1))  # [P, D]
+  started_duration = gather_rows(ctx.op_floats, started)[..., 0]
+  word_ids = jnp.arange(words, dtype=jnp.int32)
+  ready_words = ready_words + jnp.where(
+      start[..., None] & (word_ids == word_index[..., None]),
+      jnp.uint32(0) - bit(op_rank)[..., None], jnp.uint32(0))
+  device_op = jnp.where(start, started, s.device_op)
+  device_end = jnp.where(start, col(s.now) + started_duration, s.device_end)
+  resident = resident + jnp.where(start, graph.alloc_bytes[started], 0)
 
-    has_waiting, t_rank, t_word = first_set(s.queue_words)
-    send = allowed & has_waiting & (s.channel_tensor < 0)
-    tensor = tensor_at_rank[channel_dst, jnp.minimum(t_rank, num_tensors - 1)]
-    tensor_word_ids = jnp.arange(tensor_words, dtype=jnp.int32)
-    queue_words = s.queue_words + jnp.where(
-        send[:, None] & (tensor_word_ids[None, :] == t_word[:, None]),
-        jnp.uint32(0) - bit(t_rank)[:, None], jnp.uint32(0))
-    transfer_end = s.now + (link_latency + graph.tensor_size[tensor] / link_bandwidth) * (
-        ctx.transfer_time_scale[tensor * num_devices + channel_dst])
-    transfer_slot = jnp.where(send, tensor * num_devices + channel_dst, num_tensors * num_devices)
-    resident = add_small(resident, channel_dst, jnp.where(send, graph.tensor_size[tensor], 0))
-    return s._replace(
-        ready_words=cleared, device_op=jnp.where(start, op, s.device_op),
-        device_end=jnp.where(start, end, s.device_end),
-        op_start=s.op_start.at[op_slot].set(s.now, mode="drop"),
-        queue_words=queue_words, channel_tensor=jnp.where(send, tensor, s.channel_tensor),
-        channel_end=jnp.where(send, transfer_end, s.channel_end),
-        transfer_start=s.transfer_start.at[transfer_slot].set(s.now, mode="drop"),
-        resident=resident, peak=jnp.maximum(s.peak, resident))
+  has_waiting, t_rank, t_word = first_set(queue_words)  # [P, C]
+  send = allowed & has_waiting & (s.channel_tensor < 0)
+  sent = gather_rows(ctx.tensor_at_rank, channel_dst * num_tensors
+                     + jnp.minimum(t_rank, num_tensors - 1))  # [P, C]
+  sent_slot = sent * num_devices + channel_dst
+  tensor_word_ids = jnp.arange(tensor_words, dtype=jnp.int32)
+  queue_words = queue_words + jnp.where(
+      send[..., None] & (tensor_word_ids == t_word[..., None]),
+      jnp.uint32(0) - bit(t_rank)[..., None], jnp.uint32(0))
+  channel_tensor = jnp.where(send, sent, s.channel_tensor)
+  channel_end = jnp.where(send, col(s.now) + gather_rows(ctx.transfer_duration, sent_slot),
+                          s.channel_end)
+  resident = add_small(resident, jnp.broadcast_to(channel_dst, send.shape),
+                       jnp.where(send, graph.tensor_size[sent], 0))
+  peak = jnp.maximum(s.peak, resident)
+  op_start, op_end = s.op_start, s.op_end
+  transfer_start, transfer_end = s.transfer_start, s.transfer_end
+  if record_times:
+    op_start = scatter_rows(op_start, started, jnp.broadcast_to(col(s.now), start.shape),
+                            add=False, keep=start)
+    transfer_start = scatter_rows(transfer_start, sent_slot,
+                                  jnp.broadcast_to(col(s.now), send.shape), add=False,
+                                  keep=send)
 
-  def complete_next(s: _State, allowed: jnp.ndarray) -> _State:
-    """Finishes the earliest running op or transfer and starts propagating its effects."""
-    ends = jnp.concatenate([s.device_end, s.channel_end])
-    which = jnp.argmin(ends).astype(jnp.int32)  # Devices first, then channels, by id.
-    happens = allowed & jnp.isfinite(ends[which])
-    now = jnp.where(happens, ends[which], s.now)
-    is_op = happens & (which < num_devices)
-    is_transfer = happens & (which >= num_devices)
-    device = jnp.minimum(which, num_devices - 1)
-    channel = jnp.maximum(which - num_devices, 0)
-    op = jnp.maximum(s.device_op[device], 0)
-    tensor = jnp.maximum(s.channel_tensor[channel], 0)
-    src, dst = channel_src[channel], channel_dst[channel]
+  # ----- complete the earliest running op or transfer -----
+  ends = jnp.concatenate([device_end, channel_end], axis=1)
+  which = jnp.argmin(ends, axis=1).astype(jnp.int32)  # Devices first, then channels, by id.
+  now_end = jnp.min(ends, axis=1)
+  happens = idle & jnp.isfinite(now_end)
+  now = jnp.where(happens, now_end, s.now)
+  finishing_device = col(happens) & (device_ids == col(which))
+  finishing_channel = col(happens) & (channel_ids == col(which - num_devices))
+  is_op = finishing_device.any(axis=1)
+  is_transfer = finishing_channel.any(axis=1)
+  done_op = jnp.sum(jnp.where(finishing_device, device_op, 0), axis=1)
+  done_device = jnp.sum(jnp.where(finishing_device, device_ids, 0), axis=1)
+  done_tensor = jnp.sum(jnp.where(finishing_channel, channel_tensor, 0), axis=1)
+  src = jnp.sum(jnp.where(finishing_channel, channel_src, 0), axis=1)
+  dst = jnp.sum(jnp.where(finishing_channel, channel_dst, 0), axis=1)
 
-    op_end = s.op_end.at[jnp.where(is_op, op, num_ops)].set(now, mode="drop")
-    transfer_end = s.transfer_end.at[
-        jnp.where(is_transfer, tensor * num_devices + dst, num_tensors * num_devices)].set(
-            now, mode="drop")
-    # A finished transfer is one use fewer of the tensor on its sending device.
-    sender_slot = tensor * num_devices + src
-    uses_left = s.uses_left.at[sender_slot].add(-is_transfer.astype(jnp.int32))
-    sender_freed = is_transfer & (uses_left[sender_slot] == 0)
-    resident = s.resident.at[device].add(jnp.where(is_op, -end_release[op], 0))
-    resident = resident.at[src].add(jnp.where(sender_freed, -graph.tensor_size[tensor], 0))
-    return s._replace(
-        now=now, op_end=op_end, transfer_end=transfer_end, uses_left=uses_left,
-        resident=resident,
-        device_op=s.device_op.at[device].set(jnp.where(is_op, -1, s.device_op[device])),
-        device_end=s.device_end.at[device].set(jnp.where(is_op, inf, s.device_end[device])),
-        channel_tensor=s.channel_tensor.at[channel].set(
-            jnp.where(is_transfer, -1, s.channel_tensor[channel])),
-        channel_end=s.channel_end.at[channel].set(
-            jnp.where(is_transfer, inf, s.channel_end[channel])),
-        work_pos=jnp.where(is_op, graph.op_work_begin[op],
-                           jnp.where(is_transfer, graph.tensor_work_begin[tensor], s.work_pos)),
-        work_end=jnp.where(is_op, graph.op_work_end[op],
-                           jnp.where(is_transfer, graph.tensor_work_end[tensor], s.work_end)),
-        work_device=jnp.where(is_op, device, jnp.where(is_transfer, dst, s.work_device)))
-
-  s = propagate(s)
-  idle = s.work_pos >= s.work_end
-  s = dispatch(s, idle & (_next_end(s) > s.now))
-  return complete_next(s, idle)
-
-
-def _can_dispatch(s: _State) -> jnp.ndarray:
-  idle_ready = (s.device_op < 0) & (s.ready_words != 0).any(axis=1)
-  idle_waiting = (s.channel_tensor < 0) & (s.queue_words != 0).any(axis=1)
-  return idle_ready.any() | idle_waiting.any()
-
-
-def _next_end(s: _State) -> jnp.ndarray:
-  return jnp.minimum(s.device_end.min(), s.channel_end.min())
-
-
-def _keep_going(s: _State) -> jnp.ndarray:
-  return (s.work_pos < s.work_end) | jnp.isfinite(_next_end(s)) | _can_dispatch(s)
+  released = gather_rows(ctx.op_floats, done_op[:, None])[:, 0, 1]
+  resident = resident - jnp.where(finishing_device, col(released), 0)
+  op_range = graph.op_work[done_op]  # [P, 2]
+  tensor_range = graph.tensor_work[done_tensor]
+  work_range = jnp.where(col(is_op), op_range,
+                         jnp.where(col(is_transfer), tensor_range,
+                                   jnp.stack([work_pos, s.work_end], axis=1)))
+  if record_times:
+    op_end = scatter_rows(op_end, done_op[:, None], now[:, None], add=False, keep=col(is_op))
+    transfer_end = scatter_rows(transfer_end, (done_tensor * num_devices + dst)[:, None],
+                                now[:, None], add=False, keep=col(is_transfer))
+  device_op = jnp.where(finishing_device, -1, device_op)
+  device_end = jnp.where(finishing_device, inf, device_end)
+  channel_tensor = jnp.where(finishing_channel, -1, channel_tensor)
+  channel_end = jnp.where(finishing_channel, inf, channel_end)
+  work_active = work_range[:, 0] < work_range[:, 1]
+  can_start = (((device_op < 0) & (ready_words != 0).any(axis=2)).any(axis=1)
+               | ((channel_tensor < 0) & (queue_words != 0).any(axis=2)).any(axis=1))
+  running = jnp.isfinite(jnp.minimum(device_end.min(axis=1),
+                                     channel_end.min(axis=1, initial=jnp.inf)))
+  return _State(
+      now=now, busy=work_active | running | can_start, pending=pending,
+      ready_words=ready_words, queue_words=queue_words, device_op=device_op,
+      device_end=device_end, channel_tensor=channel_tensor, channel_end=channel_end,
+      uses_left=uses_left, resident=resident, peak=peak,
+      makespan=jnp.where(is_op, jnp.maximum(s.makespan, now), s.makespan),
+      work_pos=work_range[:, 0], work_end=work_range[:, 1],
+      work_device=jnp.where(is_op, done_device, jnp.where(is_transfer, dst, s.work_device)),
+      work_src=jnp.where(is_transfer, src, s.work_src),
+      op_start=op_start, op_end=op_end, transfer_start=transfer_start, transfer_end=transfer_end)
 
 
 def _result(graph: SimGraph, s: _State) -> SimResult:
-  num_tensors, num_devices = graph.tensor_size.shape[0], graph.num_devices
-  makespan = jnp.max(jnp.where(graph.op_mask, s.op_end, -jnp.inf))
-  return SimResult(makespan=makespan, peak_memory=s.peak, op_start=s.op_start, op_end=s.op_end,
-                   transfer_start=s.transfer_start.reshape(num_tensors, num_devices),
-                   transfer_end=s.transfer_end.reshape(num_tensors, num_devices))
-
-
-def simulate_one(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
-                 transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None = None,
-                 transfer_time_scale: jnp.ndarray | None = None, chunk: int = 4) -> SimResult:
-  """The WC model for one chromosome's placement and priorities (padded to the graph)."""
-  op_time_scale, transfer_time_scale = _default_scales(graph, op_time_scale,
-                                                       transfer_time_scale)
-  ctx, state = _prepare(graph, placement, op_priority, transfer_priority, op_time_scale,
-                        transfer_time_scale)
-  final = jax.lax.while_loop(_keep_going, lambda s: _step(graph, ctx, s, chunk), state)
-  return _result(graph, final)
+  shape = (-1, graph.num_devices) if s.transfer_start.shape[0] else (0, graph.num_devices)
+  return SimResult(makespan=s.makespan, peak_memory=s.peak, op_start=s.op_start,
+                   op_end=s.op_end, transfer_start=s.transfer_start.reshape(shape),
+                   transfer_end=s.transfer_end.reshape(shape))
 
 
 def _default_scales(graph: SimGraph, op_time_scale, transfer_time_scale, batch=()):
@@ -314,21 +325,38 @@ def _default_scales(graph: SimGraph, op_time_scale, transfer_time_scale, batch=(
   return op_time_scale, transfer_time_scale
 
 
-@functools.partial(jax.jit, static_argnames=("chunk",))
+def simulate_one(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
+                 transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None = None,
+                 transfer_time_scale: jnp.ndarray | None = None, chunk: int = 4,
+                 record_times: bool = True) -> SimResult:
+  """The WC model for one chromosome's placement and priorities (padded to the graph)."""
+  expand = lambda x: None if x is None else x[None]  # noqa: E731
+  result = simulate_batch(graph, placement[None], op_priority[None], transfer_priority[None],
+                          expand(op_time_scale), expand(transfer_time_scale), chunk=chunk,
+                          record_times=record_times)
+  return jax.tree_util.tree_map(lambda x: x[0], result)
+
+
+@functools.partial(jax.jit, static_argnames=("chunk", "record_times"))
 def simulate_batch(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
                    transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None = None,
-                   transfer_time_scale: jnp.ndarray | None = None,
-                   chunk: int = 4) -> SimResult:
+                   transfer_time_scale: jnp.ndarray | None = None, chunk: int = 4,
+                   record_times: bool = True) -> SimResult:
   """The WC model for a population: placement [P, O], priorities [P, O] and [P, T, D].
 
   `op_time_scale` [P, O] and `transfer_time_scale` [P, T, D] multiply every duration (the
-  stochastic mode draws them); by default all durations are as modelled.
+  stochastic mode draws them); by default all durations are as modelled. Without
+  `record_times` only the makespan and peak memory are computed (faster: for fitness).
   """
-  op_time_scale, transfer_time_scale = _default_scales(
-      graph, op_time_scale, transfer_time_scale, batch=placement.shape[:1])
-  ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0, 0, 0))(
-      graph, placement, op_priority, transfer_priority, op_time_scale, transfer_time_scale)
-  step = jax.vmap(lambda c, s: _step(graph, c, s, chunk))
-  final = jax.lax.while_loop(lambda s: jnp.any(jax.vmap(_keep_going)(s)),
-                             lambda s: step(ctx, s), state)
+  scales = _default_scales(graph, op_time_scale, transfer_time_scale,
+                           batch=placement.shape[:1])
+  ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0, 0, 0, None))(
+      graph, placement, op_priority, transfer_priority, *scales, record_times)
+  state = state._replace(pending=state.pending.reshape(-1),
+                         uses_left=state.uses_left.reshape(-1))
+  final = jax.lax.while_loop(lambda s: jnp.any(s.busy),
+                             lambda s: _step(graph, ctx, s, chunk, record_times), state)
+  population = placement.shape[0]
+  final = final._replace(pending=final.pending.reshape(population, -1),
+                         uses_left=final.uses_left.reshape(population, -1))
   return jax.vmap(_result, in_axes=(None, 0))(graph, final)

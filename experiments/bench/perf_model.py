@@ -1,0 +1,103 @@
+r"""Evaluations per second of the performance models: JAX (batched) against the references.
+
+  python -m experiments.bench.perf_model                 # 50/200/1000 nodes, P = 64..1024
+  python -m experiments.bench.perf_model --sizes 200 --populations 1024 --json out.json
+
+For each REGAL synthetic graph size (2 devices), it times the batched JAX WC and synchronous
+models (compilation excluded, reported separately; the population spread over every local
+device, each CPU core being one) and the pure-Python reference models, in the same run, and
+prints evaluations per second and the ratio JAX / reference. Each evaluation decodes a
+chromosome and returns makespan plus per-device peak memory.
+"""
+from __future__ import annotations
+
+from regal import parallel
+
+parallel.use_all_cpu_cores()  # Before JAX starts.
+
+import json  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+from typing import Sequence  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from datasets import atomic, synthetic  # noqa: E402
+from datasets import devices as devices_lib  # noqa: E402
+from regal import performance  # noqa: E402
+
+_SIZES = flags.DEFINE_list("sizes", ["50", "200", "1000"], "Graph sizes (ops).")
+_POPULATIONS = flags.DEFINE_list("populations", ["64", "256", "1024"], "Population sizes.")
+_MODELS = flags.DEFINE_list("models", ["wc", "sync"], "Models to time.")
+_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls per setting (best is kept).")
+_REFERENCE_SECONDS = flags.DEFINE_float("reference_seconds", 2.0,
+                                        "Time budget per reference measurement.")
+_JSON = flags.DEFINE_string("json", None, "Also write the figures here as JSON.")
+
+
+def synthetic_graph(num_ops: int, seed: int = 0):
+  """A REGAL synthetic Erdos-Renyi graph with exactly `num_ops` core ops (about 1000 edges at
+  200 ops, like the anchors in the performance-model issue)."""
+  spec = synthetic.SyntheticSpec(min_nodes=num_ops, max_nodes=num_ops)
+  return synthetic.generate(np.random.default_rng(seed), spec, topology="erdos_renyi")
+
+
+def time_jax(problem: performance.Problem, population: int, repeats: int) -> tuple[float, float]:
+  fitness = performance.make_fitness_fn(problem)
+  genes = jnp.asarray(np.random.default_rng(population).random(
+      (population, problem.layout.size)).astype(np.float32))
+  start = time.perf_counter()
+  fitness(genes).block_until_ready()
+  compile_seconds = time.perf_counter() - start
+  best = np.inf
+  for _ in range(repeats):
+    start = time.perf_counter()
+    fitness(genes).block_until_ready()
+    best = min(best, time.perf_counter() - start)
+  return population / best, compile_seconds
+
+
+def time_reference(problem: performance.Problem, budget: float) -> float:
+  rng = np.random.default_rng(1)
+  done, start = 0, time.perf_counter()
+  while time.perf_counter() - start < budget or done < 2:
+    performance.score_reference(problem, rng.random(problem.layout.size).astype(np.float32))
+    done += 1
+  return done / (time.perf_counter() - start)
+
+
+def main(argv: Sequence[str]) -> None:
+  del argv
+  devices = devices_lib.homogeneous(2)
+  rows = []
+  print(f"JAX {jax.__version__} on {jax.default_backend()} with {jax.local_device_count()} "
+        f"local devices; {platform.processor() or platform.machine()}")
+  header = (f"{'model':>5} {'ops':>5} {'edges':>6} {'pop':>5} {'jax evals/s':>12} "
+            f"{'compile s':>9} {'ref evals/s':>11} {'ratio':>8}")
+  print(header)
+  for size in map(int, _SIZES.value):
+    graph = synthetic_graph(size)
+    for model in _MODELS.value:
+      problem = performance.Problem(graph, devices, model=model)
+      reference = time_reference(problem, _REFERENCE_SECONDS.value)
+      for population in map(int, _POPULATIONS.value):
+        rate, compile_seconds = time_jax(problem, population, _REPEATS.value)
+        row = {"model": model, "ops": graph.num_ops, "edges": graph.num_edges,
+               "population": population, "jax_evals_per_s": rate,
+               "compile_s": compile_seconds, "reference_evals_per_s": reference,
+               "ratio": rate / reference}
+        rows.append(row)
+        print(f"{model:>5} {graph.num_ops:>5} {graph.num_edges:>6} {population:>5} "
+              f"{rate:>12.0f} {compile_seconds:>9.1f} {reference:>11.1f} "
+              f"{rate / reference:>7.1f}x", flush=True)
+  if _JSON.value:
+    atomic.write_text(_JSON.value, json.dumps({
+        "backend": jax.default_backend(), "local_devices": jax.local_device_count(),
+        "jax": jax.__version__, "rows": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+  app.run(main)

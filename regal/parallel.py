@@ -1,0 +1,48 @@
+"""Spreading a population over every local device (CPU cores included).
+
+XLA runs one while loop on one thread, so on a CPU a single device leaves the other cores
+idle. `use_all_cpu_cores` (call it before JAX initialises) exposes each core as a host device;
+`over_local_devices` then splits the population axis across the local devices with
+`shard_map`, each shard looping on its own.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec
+
+_FLAG = "--xla_force_host_platform_device_count"
+
+
+def use_all_cpu_cores() -> None:
+  """Asks XLA for one host device per CPU core; no effect once JAX has started."""
+  flags = os.environ.get("XLA_FLAGS", "")
+  if _FLAG not in flags:
+    os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}={os.cpu_count() or 1}".strip()
+
+
+def over_local_devices(fn: Callable, population_size: int) -> Callable:
+  """`fn(shared, *batched)` with the batched arguments' leading axis split across devices.
+
+  Falls back to `fn` itself when there is one device or the population does not divide.
+  """
+  devices = jax.local_devices()
+  if len(devices) == 1 or population_size % len(devices):
+    return fn
+  try:
+    from jax import shard_map  # jax >= 0.7
+    kwargs = {"check_vma": False}
+  except ImportError:  # pragma: no cover - older JAX
+    from jax.experimental.shard_map import shard_map
+    kwargs = {"check_rep": False}
+  mesh = Mesh(np.array(devices), ("population",))
+  batched = PartitionSpec("population")
+
+  def sharded(shared, *args):
+    specs = (PartitionSpec(),) + (batched,) * len(args)
+    return shard_map(fn, mesh=mesh, in_specs=specs, out_specs=batched, **kwargs)(shared, *args)
+
+  return sharded
