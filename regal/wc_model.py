@@ -77,13 +77,14 @@ class _State(NamedTuple):
 
 
 def channel_index(src: jnp.ndarray, dst: jnp.ndarray, num_devices: int) -> jnp.ndarray:
-  """Index of the channel src -> dst (src != dst) among the D (D - 1) channels."""
-  return src * (num_devices - 1) + dst - (dst > src)
+  """Index of the channel src -> dst (src != dst) among the D (D - 1) channels, grouped by
+  receiving device (so per-receiver sums are a reshape and a sum over D - 1 channels)."""
+  return dst * (num_devices - 1) + src - (src > dst)
 
 
 def channel_ends(num_devices: int) -> tuple[jnp.ndarray, jnp.ndarray]:
-  """(src, dst) of every channel, in (src, dst) order."""
-  pairs = [(a, b) for a in range(num_devices) for b in range(num_devices) if a != b]
+  """(src, dst) of every channel, in `channel_index` order."""
+  pairs = [(a, b) for b in range(num_devices) for a in range(num_devices) if a != b]
   src = jnp.array([a for a, _ in pairs], jnp.int32).reshape(-1)
   dst = jnp.array([b for _, b in pairs], jnp.int32).reshape(-1)
   return src, dst
@@ -193,8 +194,10 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   uses_left = set_flat(s.uses_left, uses_width, use_slot, uses_after, is_use)
   freed = first_occurrence(tensor, is_use) & (uses_after == 0)
   freed_bytes = jnp.where(freed, graph.tensor_size[tensor], 0)  # [P, K]
-  resident = s.resident - jnp.sum(jnp.where(use_device[..., None] == device_ids,
-                                            freed_bytes[..., None], 0), axis=1)
+  freed_here = jnp.sum(jnp.where(kind == USE, freed_bytes, 0), axis=1)
+  freed_at_sender = jnp.sum(jnp.where(kind == SENDER, freed_bytes, 0), axis=1)
+  resident = (s.resident - jnp.where(device_ids == here, col(freed_here), 0)
+              - jnp.where(device_ids == col(s.work_src), col(freed_at_sender), 0))
 
   # CONTROL and local DATA entries satisfy one requirement of their op.
   satisfies = valid & ((kind == CONTROL) | ((kind == DATA) & (device == here)))
@@ -249,8 +252,8 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   channel_tensor = jnp.where(send, sent, s.channel_tensor)
   channel_end = jnp.where(send, col(s.now) + gather_rows(ctx.transfer_duration, sent_slot),
                           s.channel_end)
-  resident = add_small(resident, jnp.broadcast_to(channel_dst, send.shape),
-                       jnp.where(send, graph.tensor_size[sent], 0))
+  received = jnp.where(send, graph.tensor_size[sent], 0)  # [P, C], grouped by receiver
+  resident = resident + received.reshape(population, num_devices, num_devices - 1).sum(-1)
   peak = jnp.maximum(s.peak, resident)
   op_start, op_end = s.op_start, s.op_end
   transfer_start, transfer_end = s.transfer_start, s.transfer_end
