@@ -31,7 +31,7 @@ from regal.schedule import Schedule
 from regal.sim_graph import SimGraph, build_sim_graph
 
 MODELS = ("wc", "sync", "doppler")
-WC_CHUNK = 8  # Work entries per loop step: fewer steps outweigh the wider step (measured).
+WC_CHUNK = 8  # Work entries per loop step (both JAX models): fewer steps beat narrower ones.
 OBJECTIVES = ("runtime", "memory", "runtime_under_memory")
 
 
@@ -166,7 +166,8 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarr
                              "batched scoring")
   placement, op_priority, transfer_priority = _padded_inputs(problem, sim, chromosomes)
   if problem.model == "sync":
-    return sync_model.simulate_batch(sim, placement, op_priority, transfer_priority)
+    return sync_model.simulate_batch(sim, placement, op_priority, transfer_priority,
+                                     chunk=WC_CHUNK, record_times=record_times)
   if problem.noise_sigma == 0:
     return wc_model.simulate_batch(sim, placement, op_priority, transfer_priority,
                                    chunk=WC_CHUNK, record_times=record_times)

@@ -15,14 +15,13 @@ import jax
 import jax.numpy as jnp
 
 from regal.ranked_sets import (WORD_BITS, add_small, bit, first_occurrence, first_set,
-                               ranks)
-from regal.sim_graph import CONTROL, DATA, SEND, USE, SimGraph
+                               gather_flat, gather_rows, ranks, scatter_rows, set_flat)
+from regal.sim_graph import CONTROL, DATA, SEND, SENDER, USE, SimGraph
 from regal.wc_model import SimResult
 
 
 class _Context(NamedTuple):
-  placement: jnp.ndarray  # [O]
-  op_rank: jnp.ndarray  # [O]
+  op_ints: jnp.ndarray  # [O, 2] (device, rank)
   op_at_rank: jnp.ndarray  # [O]
   op_priority: jnp.ndarray  # [O]
   transfer_rank: jnp.ndarray  # [T * D] rank of transfer (t, j) among all transfers
@@ -45,14 +44,17 @@ class _State(NamedTuple):
   work_end: jnp.ndarray
   work_device: jnp.ndarray
   work_time: jnp.ndarray  # when the task being propagated ended
-  op_start: jnp.ndarray
-  op_end: jnp.ndarray
-  transfer_start: jnp.ndarray  # [T * D]
+  work_src: jnp.ndarray  # sending device of the transfer being propagated
+  busy: jnp.ndarray  # anything left to do
+  makespan: jnp.ndarray
+  op_end: jnp.ndarray  # [O] (needed: a transfer starts after its producer ends)
+  op_start: jnp.ndarray  # [O] or [0] when times are not recorded
+  transfer_start: jnp.ndarray  # [T * D] or [0]
   transfer_end: jnp.ndarray
 
 
 def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
-             transfer_priority: jnp.ndarray) -> tuple[_Context, _State]:
+             transfer_priority: jnp.ndarray, record_times: bool) -> tuple[_Context, _State]:
   num_ops = graph.op_mask.shape[0]
   num_tensors = graph.tensor_size.shape[0]
   num_devices = graph.num_devices
@@ -80,8 +82,8 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
   transfer_words = -(-num_tensors * num_devices // WORD_BITS)
   ready_ops = jnp.zeros(words, jnp.uint32).at[op_rank // WORD_BITS].add(
       jnp.where(graph.in_edges == 0, bit(op_rank), jnp.uint32(0)))
-  nan_ops = jnp.full(num_ops, jnp.nan, dtype)
-  nan_transfers = jnp.full(num_tensors * num_devices, jnp.nan, dtype)
+  recorded_ops = num_ops if record_times else 0
+  recorded_transfers = num_tensors * num_devices if record_times else 0
   zero = jnp.zeros((), jnp.int32)
   state = _State(
       pending=graph.in_edges.astype(jnp.int32), inputs_ready=jnp.zeros(num_ops, dtype),
@@ -89,134 +91,170 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
       device_free=jnp.zeros(num_devices, dtype), uses_left=uses_left.reshape(-1),
       resident=jnp.zeros(num_devices, dtype), peak=jnp.zeros(num_devices, dtype),
       work_pos=zero, work_end=zero, work_device=zero, work_time=jnp.zeros((), dtype),
-      op_start=nan_ops, op_end=nan_ops, transfer_start=nan_transfers,
-      transfer_end=nan_transfers)
-  context = _Context(placement=placement, op_rank=op_rank, op_at_rank=op_at_rank,
+      work_src=zero, busy=jnp.ones((), bool), makespan=jnp.full((), -jnp.inf, dtype),
+      op_end=jnp.full(num_ops, jnp.nan, dtype), op_start=jnp.full(recorded_ops, jnp.nan, dtype),
+      transfer_start=jnp.full(recorded_transfers, jnp.nan, dtype),
+      transfer_end=jnp.full(recorded_transfers, jnp.nan, dtype))
+  context = _Context(op_ints=jnp.stack([placement, op_rank], axis=1), op_at_rank=op_at_rank,
                      op_priority=op_priority, transfer_rank=transfer_rank,
                      transfer_at_rank=transfer_at_rank, transfer_priority=flat_priority,
                      needs_transfer=needs_transfer, end_release=end_release)
   return context, state
 
 
-def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int) -> _State:
-  """Propagates up to `chunk` work entries, or runs the next task of the total order."""
+def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: bool) -> _State:
+  """One loop step for a whole population (leading population axis everywhere; `pending`,
+  `inputs_ready`, `uses_left` and `op_end` flat, see `regal.ranked_sets.set_flat`).
+
+  Propagates up to `chunk` work entries of the last task; with nothing left to propagate,
+  runs the next task of the total order. A no-op for a chromosome with nothing left to do.
+  """
+  population = s.work_pos.shape[0]
   num_ops = graph.op_mask.shape[0]
   num_tensors = graph.tensor_size.shape[0]
   num_devices = graph.num_devices
   device_ids = jnp.arange(num_devices, dtype=jnp.int32)
-  lanes = jnp.arange(chunk, dtype=jnp.int32)
-  placement = ctx.placement
+  col = lambda x: x[:, None]  # noqa: E731
 
   # ----- propagate the last task's effects -----
-  index = s.work_pos + lanes
-  valid = index < s.work_end
+  index = col(s.work_pos) + jnp.arange(chunk, dtype=jnp.int32)
+  valid = index < col(s.work_end)
   entry = graph.work[jnp.minimum(index, graph.work.shape[0] - 1)]
-  kind, tensor, op = entry[:, 0], entry[:, 1], entry[:, 2]
-  here = s.work_device
+  kind, tensor, op = entry[..., 0], entry[..., 1], entry[..., 2]
+  here = col(s.work_device)
+  op_ints = gather_rows(ctx.op_ints, op)
+  device, rank = op_ints[..., 0], op_ints[..., 1]
 
-  is_use = valid & (kind == USE)
-  use_slot = tensor * num_devices + here
-  uses_left = s.uses_left.at[use_slot].add(-is_use.astype(jnp.int32))
-  freed = first_occurrence(tensor, is_use) & (uses_left[use_slot] == 0)
-  resident = s.resident - jnp.where(
-      device_ids == here, jnp.sum(jnp.where(freed, graph.tensor_size[tensor], 0)), 0)
+  # USE (an input of a finished op) and SENDER (a finished transfer's source) release uses.
+  is_use = valid & ((kind == USE) | (kind == SENDER))
+  use_device = jnp.where(kind == SENDER, col(s.work_src), here)
+  use_slot = tensor * num_devices + use_device
+  uses_width = num_tensors * num_devices
+  same_slot = ((use_slot[:, :, None] == use_slot[:, None, :]) & is_use[:, None, :]).sum(-1)
+  uses_after = gather_flat(s.uses_left, uses_width, use_slot) - same_slot
+  uses_left = set_flat(s.uses_left, uses_width, use_slot, uses_after, is_use)
+  freed = first_occurrence(use_slot, is_use) & (uses_after == 0)
+  freed_bytes = jnp.where(freed, graph.tensor_size[tensor], 0)
+  resident = s.resident - jnp.sum(jnp.where(use_device[..., None] == device_ids,
+                                            freed_bytes[..., None], 0), axis=1)
 
-  satisfies = valid & ((kind == CONTROL) | ((kind == DATA) & (placement[op] == here)))
-  pending = s.pending.at[op].add(-satisfies.astype(jnp.int32))
-  inputs_ready = s.inputs_ready.at[op].max(jnp.where(satisfies, s.work_time, -jnp.inf))
-  now_ready = first_occurrence(op, satisfies) & (pending[op] == 0)
-  ready_ops = add_small(s.ready_ops, ctx.op_rank[op] // WORD_BITS,
-                        jnp.where(now_ready, bit(ctx.op_rank[op]), jnp.uint32(0)))
+  satisfies = valid & ((kind == CONTROL) | ((kind == DATA) & (device == here)))
+  hits = ((op[:, :, None] == op[:, None, :]) & satisfies[:, None, :]).sum(-1)
+  pending_after = gather_flat(s.pending, num_ops, op) - hits
+  pending = set_flat(s.pending, num_ops, op, pending_after, satisfies)
+  ready_after = jnp.maximum(gather_flat(s.inputs_ready, num_ops, op), col(s.work_time))
+  inputs_ready = set_flat(s.inputs_ready, num_ops, op, ready_after, satisfies)
+  now_ready = first_occurrence(op, satisfies) & (pending_after == 0)
+  ready_ops = add_small(s.ready_ops, rank // WORD_BITS,
+                        jnp.where(now_ready, bit(rank), jnp.uint32(0)))
 
   is_send = valid & (kind == SEND)
-  slot = tensor[:, None] * num_devices + device_ids[None, :]  # [K, D]
-  wanted = is_send[:, None] & ctx.needs_transfer[tensor]
-  rank = ctx.transfer_rank[slot]
-  ready_transfers = add_small(s.ready_transfers, (rank // WORD_BITS).reshape(-1),
-                              jnp.where(wanted, bit(rank), jnp.uint32(0)).reshape(-1))
-  s = s._replace(uses_left=uses_left, resident=resident, pending=pending,
-                 inputs_ready=inputs_ready, ready_ops=ready_ops,
-                 ready_transfers=ready_transfers,
-                 work_pos=jnp.where(s.work_pos < s.work_end, s.work_pos + chunk, s.work_pos))
+  slot = tensor[..., None] * num_devices + device_ids  # [P, K, D]
+  transfer_rank = gather_rows(ctx.transfer_rank, slot)
+  wanted = is_send[..., None] & gather_rows(ctx.needs_transfer, slot)
+  ready_transfers = add_small(
+      s.ready_transfers, (transfer_rank // WORD_BITS).reshape(population, -1),
+      jnp.where(wanted, bit(transfer_rank), jnp.uint32(0)).reshape(population, -1))
+  work_pos = jnp.where(s.work_pos < s.work_end, s.work_pos + chunk, s.work_pos)
 
   # ----- run the next task when nothing is left to propagate -----
-  idle = s.work_pos >= s.work_end
-  has_op, op_rank, op_word = first_set(s.ready_ops)
-  has_transfer, t_rank, t_word = first_set(s.ready_transfers)
-  op = ctx.op_at_rank[jnp.minimum(op_rank, num_ops - 1)]
-  transfer = ctx.transfer_at_rank[jnp.minimum(t_rank, num_tensors * num_devices - 1)]
+  idle = work_pos >= s.work_end
+  has_op, op_rank, op_word = first_set(ready_ops)
+  has_transfer, t_rank, t_word = first_set(ready_transfers)
+  op = gather_rows(ctx.op_at_rank, jnp.minimum(op_rank, num_ops - 1)[:, None])[:, 0]
+  transfer = gather_rows(ctx.transfer_at_rank,
+                         jnp.minimum(t_rank, num_tensors * num_devices - 1)[:, None])[:, 0]
+  op_priority = gather_rows(ctx.op_priority, op[:, None])[:, 0]
+  transfer_priority = gather_rows(ctx.transfer_priority, transfer[:, None])[:, 0]
   # Ties go to ops: an op runs unless a transfer has a strictly larger priority.
-  take_op = idle & has_op & ~(has_transfer & (ctx.transfer_priority[transfer]
-                                               > ctx.op_priority[op]))
+  take_op = idle & has_op & ~(has_transfer & (transfer_priority > op_priority))
   take_transfer = idle & has_transfer & ~take_op
 
-  device = placement[op]
-  op_begin = jnp.maximum(s.device_free[device], s.inputs_ready[op])
+  device = gather_rows(ctx.op_ints, op[:, None])[:, 0, 0]
+  on_device = device_ids == col(device)
+  device_free_here = jnp.sum(jnp.where(on_device, s.device_free, 0), axis=1)
+  op_begin = jnp.maximum(device_free_here, gather_flat(inputs_ready, num_ops, op[:, None])[:, 0])
   op_finish = op_begin + graph.compute_cost[op] / graph.speed[device]
 
   t = transfer // num_devices
   dst = transfer % num_devices
-  src = placement[graph.tensor_producer[t]]
-  t_begin = jnp.maximum(jnp.maximum(s.device_free[src], s.device_free[dst]),
-                        s.op_end[graph.tensor_producer[t]])
+  producer = graph.tensor_producer[t]
+  src = gather_rows(ctx.op_ints, producer[:, None])[:, 0, 0]
+  at_src, at_dst = device_ids == col(src), device_ids == col(dst)
+  t_begin = jnp.maximum(jnp.maximum(jnp.sum(jnp.where(at_src, s.device_free, 0), axis=1),
+                                    jnp.sum(jnp.where(at_dst, s.device_free, 0), axis=1)),
+                        gather_flat(s.op_end, num_ops, producer[:, None])[:, 0])
   t_finish = t_begin + (graph.latency[src, dst] + graph.tensor_size[t] / graph.bandwidth[src, dst])
 
-  device_free = jnp.where(take_op & (device_ids == device), op_finish, s.device_free)
-  device_free = jnp.where(take_transfer & ((device_ids == src) | (device_ids == dst)), t_finish,
-                          device_free)
+  device_free = jnp.where(col(take_op) & on_device, col(op_finish), s.device_free)
+  device_free = jnp.where(col(take_transfer) & (at_src | at_dst), col(t_finish), device_free)
   # Memory: allocate, note the peak, then release what the task frees when it ends.
-  allocated = s.resident + jnp.where(take_op & (device_ids == device), graph.alloc_bytes[op], 0)
-  allocated = allocated + jnp.where(take_transfer & (device_ids == dst), graph.tensor_size[t], 0)
+  allocated = resident + jnp.where(col(take_op) & on_device, col(graph.alloc_bytes[op]), 0)
+  allocated = allocated + jnp.where(col(take_transfer) & at_dst, col(graph.tensor_size[t]), 0)
   peak = jnp.maximum(s.peak, allocated)
-  sender_slot = t * num_devices + src
-  uses_left = s.uses_left.at[sender_slot].add(-take_transfer.astype(jnp.int32))
-  sender_freed = take_transfer & (uses_left[sender_slot] == 0)
-  resident = allocated - jnp.where(take_op & (device_ids == device), ctx.end_release[op], 0)
-  resident = resident - jnp.where(sender_freed & (device_ids == src), graph.tensor_size[t], 0)
+  release = gather_rows(ctx.end_release, op[:, None])[:, 0]
+  resident = allocated - jnp.where(col(take_op) & on_device, col(release), 0)
 
-  op_slot = jnp.where(take_op, op, num_ops)
-  transfer_slot = jnp.where(take_transfer, transfer, num_tensors * num_devices)
-  word_ids = jnp.arange(s.ready_ops.shape[0], dtype=jnp.int32)
-  transfer_word_ids = jnp.arange(s.ready_transfers.shape[0], dtype=jnp.int32)
+  # The value written depends on the reads of op_end above, so the write is in place.
+  op_end = set_flat(s.op_end, num_ops, op[:, None], jnp.where(take_op, op_finish, t_begin)[:, None],
+                    col(take_op))
+  op_start, transfer_start, transfer_end = s.op_start, s.transfer_start, s.transfer_end
+  if record_times:
+    op_start = scatter_rows(op_start, op[:, None], op_begin[:, None], add=False,
+                            keep=col(take_op))
+    transfer_start = scatter_rows(transfer_start, transfer[:, None], t_begin[:, None],
+                                  add=False, keep=col(take_transfer))
+    transfer_end = scatter_rows(transfer_end, transfer[:, None], t_finish[:, None],
+                                add=False, keep=col(take_transfer))
+  word_ids = jnp.arange(ready_ops.shape[-1], dtype=jnp.int32)
+  transfer_word_ids = jnp.arange(ready_transfers.shape[-1], dtype=jnp.int32)
+  ready_ops = ready_ops + jnp.where(col(take_op) & (word_ids == col(op_word)),
+                                    col(jnp.uint32(0) - bit(op_rank)), jnp.uint32(0))
+  ready_transfers = ready_transfers + jnp.where(
+      col(take_transfer) & (transfer_word_ids == col(t_word)), col(jnp.uint32(0) - bit(t_rank)),
+      jnp.uint32(0))
+  op_range = graph.op_work[op]
+  tensor_range = graph.tensor_work[t]
+  work_range = jnp.where(col(take_op), op_range,
+                         jnp.where(col(take_transfer), tensor_range,
+                                   jnp.stack([work_pos, s.work_end], axis=1)))
+  busy = ((work_range[:, 0] < work_range[:, 1]) | (ready_ops != 0).any(axis=1)
+          | (ready_transfers != 0).any(axis=1))
   return s._replace(
-      ready_ops=s.ready_ops + jnp.where(take_op & (word_ids == op_word),
-                                        jnp.uint32(0) - bit(op_rank), jnp.uint32(0)),
-      ready_transfers=s.ready_transfers + jnp.where(
-          take_transfer & (transfer_word_ids == t_word), jnp.uint32(0) - bit(t_rank),
-          jnp.uint32(0)),
-      device_free=device_free, uses_left=uses_left, resident=resident, peak=peak,
-      op_start=s.op_start.at[op_slot].set(op_begin, mode="drop"),
-      op_end=s.op_end.at[op_slot].set(op_finish, mode="drop"),
-      transfer_start=s.transfer_start.at[transfer_slot].set(t_begin, mode="drop"),
-      transfer_end=s.transfer_end.at[transfer_slot].set(t_finish, mode="drop"),
-      work_pos=jnp.where(take_op, graph.op_work[op, 0],
-                         jnp.where(take_transfer, graph.tensor_work[t, 0], s.work_pos)),
-      work_end=jnp.where(take_op, graph.op_work[op, 1],
-                         jnp.where(take_transfer, graph.tensor_work[t, 1], s.work_end)),
+      pending=pending, inputs_ready=inputs_ready, ready_ops=ready_ops,
+      ready_transfers=ready_transfers, device_free=device_free, uses_left=uses_left,
+      resident=resident, peak=peak, work_pos=work_range[:, 0], work_end=work_range[:, 1],
       work_device=jnp.where(take_op, device, jnp.where(take_transfer, dst, s.work_device)),
-      work_time=jnp.where(take_op, op_finish, jnp.where(take_transfer, t_finish, s.work_time)))
-
-
-def _keep_going(s: _State) -> jnp.ndarray:
-  return ((s.work_pos < s.work_end) | (s.ready_ops != 0).any()
-          | (s.ready_transfers != 0).any())
+      work_time=jnp.where(take_op, op_finish, jnp.where(take_transfer, t_finish, s.work_time)),
+      work_src=jnp.where(take_transfer, src, s.work_src), busy=busy,
+      makespan=jnp.where(take_op, jnp.maximum(s.makespan, op_finish), s.makespan),
+      op_end=op_end, op_start=op_start, transfer_start=transfer_start,
+      transfer_end=transfer_end)
 
 
 def _result(graph: SimGraph, s: _State) -> SimResult:
-  num_tensors, num_devices = graph.tensor_size.shape[0], graph.num_devices
-  makespan = jnp.max(jnp.where(graph.op_mask, s.op_end, -jnp.inf))
-  return SimResult(makespan=makespan, peak_memory=s.peak, op_start=s.op_start, op_end=s.op_end,
-                   transfer_start=s.transfer_start.reshape(num_tensors, num_devices),
-                   transfer_end=s.transfer_end.reshape(num_tensors, num_devices))
+  shape = (-1, graph.num_devices) if s.transfer_start.shape[0] else (0, graph.num_devices)
+  return SimResult(makespan=s.makespan, peak_memory=s.peak,
+                   op_start=s.op_start, op_end=s.op_end if s.op_start.shape[0] else s.op_start,
+                   transfer_start=s.transfer_start.reshape(shape),
+                   transfer_end=s.transfer_end.reshape(shape))
 
 
-@functools.partial(jax.jit, static_argnames=("chunk",))
+@functools.partial(jax.jit, static_argnames=("chunk", "record_times"))
 def simulate_batch(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
-                   transfer_priority: jnp.ndarray, chunk: int = 4) -> SimResult:
-  """The synchronous model for a population: placement [P, O], priorities [P, O], [P, T, D]."""
-  ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0))(
-      graph, placement, op_priority, transfer_priority)
-  step = jax.vmap(lambda c, s: _step(graph, c, s, chunk))
-  final = jax.lax.while_loop(lambda s: jnp.any(jax.vmap(_keep_going)(s)),
-                             lambda s: step(ctx, s), state)
+                   transfer_priority: jnp.ndarray, chunk: int = 8,
+                   record_times: bool = True) -> SimResult:
+  """The synchronous model for a population: placement [P, O], priorities [P, O], [P, T, D].
+
+  Without `record_times` only the makespan and peak memory are returned (for fitness).
+  """
+  population = placement.shape[0]
+  ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0, None))(
+      graph, placement, op_priority, transfer_priority, record_times)
+  flat = ("pending", "inputs_ready", "uses_left", "op_end")
+  state = state._replace(**{name: getattr(state, name).reshape(-1) for name in flat})
+  ctx = ctx._replace(needs_transfer=ctx.needs_transfer.reshape(population, -1))
+  final = jax.lax.while_loop(lambda s: jnp.any(s.busy),
+                             lambda s: _step(graph, ctx, s, chunk, record_times), state)
+  final = final._replace(**{name: getattr(final, name).reshape(population, -1) for name in flat})
   return jax.vmap(_result, in_axes=(None, 0))(graph, final)
