@@ -8,11 +8,11 @@ Work entries (kind, tensor, op):
   USE      (tensor t)       an op finished that read t: one fewer use of t on its device;
   CONTROL  (op u)           an op finished that u depends on by a control edge;
   DATA     (tensor t, op u) t became present on some device: u is satisfied if it runs there;
-  SEND     (tensor t)       an op finished that produced t: queue t's transfers;
   SENDER   (tensor t)       a transfer of t arrived: one fewer use of t on the sending device.
-An op's range lists its USE entries (one per data in-edge), CONTROL entries, DATA entries (one
-per data out-edge) and SEND entries (one per output tensor). A tensor's range, walked when a
-transfer of it arrives, lists one SENDER entry, then DATA entries for its readers.
+An op's range lists its USE entries (one per data in-edge), CONTROL entries and DATA entries
+(one per data out-edge). A tensor's range, walked when a transfer of it arrives, lists one
+SENDER entry, then DATA entries for its readers. An op's outputs (whose transfers it queues
+when it finishes) are a row of `op_outputs`, handled in the step that finishes the op.
 
 Shapes are bucketed (datasets.padding.bucket_size), so graphs of similar size share one
 compilation. Padding ops never become ready (they wait on an edge that never comes).
@@ -26,7 +26,7 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from datasets.padding import bucket_size
 
-USE, CONTROL, DATA, SEND, SENDER = 0, 1, 2, 3, 4
+USE, CONTROL, DATA, SENDER = 0, 1, 2, 3
 
 
 @struct.dataclass
@@ -38,6 +38,7 @@ class SimGraph:
   alloc_bytes: np.ndarray  # [O] outputs + extra memory, allocated when an op starts
   in_edges: np.ndarray  # [O] int32 requirements before an op is ready (padding: 1)
   op_work: np.ndarray  # [O, 2] int32 (begin, end) of each op's work-list range
+  op_outputs: np.ndarray  # [O, M] int32 each op's output tensors, -1 padded
   tensor_producer: np.ndarray  # [T] int32 (padding: 0)
   tensor_size: np.ndarray  # [T]
   tensor_work: np.ndarray  # [T, 2] int32 range of DATA entries for a tensor's readers
@@ -95,8 +96,6 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
     for tensor in outputs[op]:
       for reader in readers[tensor]:
         kinds.append(DATA), tensors.append(tensor), ops.append(reader)
-    for tensor in outputs[op]:
-      kinds.append(SEND), tensors.append(tensor), ops.append(op)
     op_end.append(len(kinds))
   tensor_begin, tensor_end = [], []
   for tensor in range(num_tensors):
@@ -114,6 +113,9 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
       or graph.num_data_edges > data_size or graph.num_control_edges > control_size):
     raise ValueError(f"graph {graph.name!r} does not fit the simulation shape {shape}")
   end_of_work = len(kinds)
+  op_outputs = np.full((ops_size, max([1] + [len(o) for o in outputs])), -1, np.int32)
+  for op, tensors_of_op in enumerate(outputs):
+    op_outputs[op, :len(tensors_of_op)] = tensors_of_op
   output_bytes = np.bincount(graph.tensor_producer, graph.tensor_size, minlength=num_ops)
   bandwidth = np.array(devices.bandwidth, np.float64)
   np.fill_diagonal(bandwidth, 1.0)
@@ -125,6 +127,7 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
       in_edges=_padded(np.bincount(graph.edge_dst, minlength=num_ops), ops_size, np.int32, 1),
       op_work=np.stack([_padded(op_begin, ops_size, np.int32, end_of_work),
                         _padded(op_end, ops_size, np.int32, end_of_work)], axis=1),
+      op_outputs=op_outputs,
       tensor_producer=_padded(graph.tensor_producer, tensors_size, np.int32),
       tensor_size=_padded(graph.tensor_size, tensors_size, dtype),
       tensor_work=np.stack([_padded(tensor_begin, tensors_size, np.int32, end_of_work),

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from regal.ranked_sets import (WORD_BITS, add_small, bit, first_occurrence, first_set,
                                gather_flat, gather_rows, ranks, scatter_rows, set_flat)
-from regal.sim_graph import CONTROL, DATA, SEND, SENDER, USE, SimGraph
+from regal.sim_graph import CONTROL, DATA, SENDER, USE, SimGraph
 from regal.wc_model import SimResult
 
 
@@ -148,18 +148,12 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   ready_ops = add_small(s.ready_ops, rank // WORD_BITS,
                         jnp.where(now_ready, bit(rank), jnp.uint32(0)))
 
-  is_send = valid & (kind == SEND)
-  slot = tensor[..., None] * num_devices + device_ids  # [P, K, D]
-  transfer_rank = gather_rows(ctx.transfer_rank, slot)
-  wanted = is_send[..., None] & gather_rows(ctx.needs_transfer, slot)
-  ready_transfers = add_small(
-      s.ready_transfers, (transfer_rank // WORD_BITS).reshape(population, -1),
-      jnp.where(wanted, bit(transfer_rank), jnp.uint32(0)).reshape(population, -1))
   work_pos = jnp.where(s.work_pos < s.work_end, s.work_pos + chunk, s.work_pos)
 
   # ----- run the next task when nothing is left to propagate -----
   idle = work_pos >= s.work_end
   has_op, op_rank, op_word = first_set(ready_ops)
+  ready_transfers = s.ready_transfers
   has_transfer, t_rank, t_word = first_set(ready_transfers)
   op = gather_rows(ctx.op_at_rank, jnp.minimum(op_rank, num_ops - 1)[:, None])[:, 0]
   transfer = gather_rows(ctx.transfer_at_rank,
@@ -213,6 +207,14 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   ready_transfers = ready_transfers + jnp.where(
       col(take_transfer) & (transfer_word_ids == col(t_word)), col(jnp.uint32(0) - bit(t_rank)),
       jnp.uint32(0))
+  # A run op makes the transfers of its outputs ready (they depend on it alone).
+  outputs = graph.op_outputs[op]  # [P, M]
+  slot = jnp.maximum(outputs, 0)[..., None] * num_devices + device_ids  # [P, M, D]
+  transfer_rank = gather_rows(ctx.transfer_rank, slot)
+  wanted = (col(take_op) & (outputs >= 0))[..., None] & gather_rows(ctx.needs_transfer, slot)
+  ready_transfers = add_small(
+      ready_transfers, (transfer_rank // WORD_BITS).reshape(population, -1),
+      jnp.where(wanted, bit(transfer_rank), jnp.uint32(0)).reshape(population, -1))
   op_range = graph.op_work[op]
   tensor_range = graph.tensor_work[t]
   work_range = jnp.where(col(take_op), op_range,

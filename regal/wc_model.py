@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from regal.ranked_sets import (WORD_BITS, add_small, bit, first_occurrence, first_set,
                                gather_flat, gather_rows, ranks, scatter_rows,
                                set_flat)
-from regal.sim_graph import CONTROL, DATA, SEND, SENDER, USE, SimGraph
+from regal.sim_graph import CONTROL, DATA, SENDER, USE, SimGraph
 
 
 class SimResult(NamedTuple):
@@ -210,16 +210,6 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
                           jnp.where(now_ready, bit(rank), jnp.uint32(0)))
   ready_words = ready_words.reshape(population, num_devices, words)
 
-  # SEND: queue the tensor on the channel to every other device that reads it.
-  queue_rank = gather_rows(ctx.queue_rank, tensor)  # [P, K, D]
-  wanted = (valid & (kind == SEND))[..., None] & (queue_rank >= 0)
-  channel = channel_index(here[..., None], device_ids, num_devices)  # [P, 1, D]
-  safe_rank = jnp.maximum(queue_rank, 0)
-  queue_words = add_small(
-      s.queue_words.reshape(population, -1),
-      (channel * tensor_words + safe_rank // WORD_BITS).reshape(population, -1),
-      jnp.where(wanted, bit(safe_rank), jnp.uint32(0)).reshape(population, -1))
-  queue_words = queue_words.reshape(population, channels, tensor_words)
   active = s.work_pos < s.work_end
   work_pos = jnp.where(active, s.work_pos + chunk, s.work_pos)
   idle = work_pos >= s.work_end
@@ -240,6 +230,7 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   device_end = jnp.where(start, col(s.now) + started_duration, s.device_end)
   resident = resident + jnp.where(start, graph.alloc_bytes[started], 0)
 
+  queue_words = s.queue_words
   has_waiting, t_rank, t_word = first_set(queue_words)  # [P, C]
   send = allowed & has_waiting & (s.channel_tensor < 0)
   sent = gather_rows(ctx.tensor_at_rank, channel_dst * num_tensors
@@ -282,6 +273,17 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
 
   released = gather_rows(ctx.op_floats, done_op[:, None])[:, 0, 1]
   resident = resident - jnp.where(finishing_device, col(released), 0)
+  # A finished op queues each output on the channel to every other device that reads it.
+  outputs = graph.op_outputs[done_op]  # [P, M]
+  queue_rank = gather_rows(ctx.queue_rank, jnp.maximum(outputs, 0))  # [P, M, D]
+  wanted = (col(is_op) & (outputs >= 0))[..., None] & (queue_rank >= 0)
+  safe_rank = jnp.maximum(queue_rank, 0)
+  channel = channel_index(done_device[:, None, None], device_ids, num_devices)  # [P, 1, D]
+  queue_words = add_small(
+      queue_words.reshape(population, -1),
+      (channel * tensor_words + safe_rank // WORD_BITS).reshape(population, -1),
+      jnp.where(wanted, bit(safe_rank), jnp.uint32(0)).reshape(population, -1)
+  ).reshape(population, channels, tensor_words)
   op_range = graph.op_work[done_op]  # [P, 2]
   tensor_range = graph.tensor_work[done_tensor]
   work_range = jnp.where(col(is_op), op_range,
