@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import heapq
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 

@@ -14,9 +14,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from regal.ranked_sets import (WORD_BITS, add_small, bit, first_occurrence, first_set,
-                               gather_flat, gather_rows, ranks, scatter_rows, set_flat)
-from regal.sim_graph import CONTROL, DATA, SENDER, USE, SimGraph
+from regal.ranked_sets import (WORD_BITS, add_small, bit, first_set, gather_flat, gather_rows,
+                               ranks, scatter_rows, set_flat)
+from regal.sim_graph import SimGraph
+from regal.sim_shared import memory_plan, read_chunk, release_uses, satisfy
 from regal.wc_model import SimResult
 
 
@@ -63,18 +64,7 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
   op_priority = jnp.where(graph.op_mask, op_priority, -jnp.inf)
   op_rank, op_at_rank = ranks(op_priority)
 
-  home = placement[graph.tensor_producer]
-  consumer_device = placement[graph.data_edge_consumer]
-  edge_uses = jnp.zeros(num_tensors * num_devices, jnp.int32).at[
-      graph.data_edge_tensor * num_devices + consumer_device].add(
-          graph.data_edge_mask.astype(jnp.int32)).reshape(num_tensors, num_devices)
-  device_ids = jnp.arange(num_devices, dtype=jnp.int32)
-  needs_transfer = (edge_uses > 0) & (device_ids[None, :] != home[:, None])
-  uses_left = edge_uses + jnp.where(device_ids[None, :] == home[:, None],
-                                    needs_transfer.sum(axis=1, keepdims=True), 0)
-  unused_at_home = uses_left[jnp.arange(num_tensors), home] == 0
-  end_release = graph.extra_memory + jnp.zeros(num_ops, dtype).at[graph.tensor_producer].add(
-      jnp.where(unused_at_home, graph.tensor_size, 0))
+  _, needs_transfer, uses_left, end_release = memory_plan(graph, placement)
   flat_priority = jnp.where(needs_transfer, transfer_priority, -jnp.inf).reshape(-1)
   transfer_rank, transfer_at_rank = ranks(flat_priority)
 
@@ -117,37 +107,17 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   col = lambda x: x[:, None]  # noqa: E731
 
   # ----- propagate the last task's effects -----
-  index = col(s.work_pos) + jnp.arange(chunk, dtype=jnp.int32)
-  valid = index < col(s.work_end)
-  entry = graph.work[jnp.minimum(index, graph.work.shape[0] - 1)]
-  kind, tensor, op = entry[..., 0], entry[..., 1], entry[..., 2]
-  here = col(s.work_device)
-  op_ints = gather_rows(ctx.op_ints, op)
+  c = read_chunk(graph, s.work_pos, s.work_end, chunk)
+  op_ints = gather_rows(ctx.op_ints, c.op)
   device, rank = op_ints[..., 0], op_ints[..., 1]
-
-  # USE (an input of a finished op) and SENDER (a finished transfer's source) release uses.
-  is_use = valid & ((kind == USE) | (kind == SENDER))
-  use_device = jnp.where(kind == SENDER, col(s.work_src), here)
-  use_slot = tensor * num_devices + use_device
-  uses_width = num_tensors * num_devices
-  same_slot = ((use_slot[:, :, None] == use_slot[:, None, :]) & is_use[:, None, :]).sum(-1)
-  uses_after = gather_flat(s.uses_left, uses_width, use_slot) - same_slot
-  uses_left = set_flat(s.uses_left, uses_width, use_slot, uses_after, is_use)
-  freed = first_occurrence(use_slot, is_use) & (uses_after == 0)
-  freed_bytes = jnp.where(freed, graph.tensor_size[tensor], 0)
-  resident = s.resident - jnp.sum(jnp.where(use_device[..., None] == device_ids,
-                                            freed_bytes[..., None], 0), axis=1)
-
-  satisfies = valid & ((kind == CONTROL) | ((kind == DATA) & (device == here)))
-  hits = ((op[:, :, None] == op[:, None, :]) & satisfies[:, None, :]).sum(-1)
-  pending_after = gather_flat(s.pending, num_ops, op) - hits
-  pending = set_flat(s.pending, num_ops, op, pending_after, satisfies)
-  ready_after = jnp.maximum(gather_flat(s.inputs_ready, num_ops, op), col(s.work_time))
-  inputs_ready = set_flat(s.inputs_ready, num_ops, op, ready_after, satisfies)
-  now_ready = first_occurrence(op, satisfies) & (pending_after == 0)
+  uses_left, resident = release_uses(graph, c, s.uses_left, s.resident, s.work_device,
+                                     s.work_src)
+  pending, satisfies, now_ready = satisfy(graph, c, s.pending, device, s.work_device)
+  # An op can start no earlier than its latest satisfied requirement arrived.
+  ready_after = jnp.maximum(gather_flat(s.inputs_ready, num_ops, c.op), col(s.work_time))
+  inputs_ready = set_flat(s.inputs_ready, num_ops, c.op, ready_after, satisfies)
   ready_ops = add_small(s.ready_ops, rank // WORD_BITS,
                         jnp.where(now_ready, bit(rank), jnp.uint32(0)))
-
   work_pos = jnp.where(s.work_pos < s.work_end, s.work_pos + chunk, s.work_pos)
 
   # ----- run the next task when nothing is left to propagate -----

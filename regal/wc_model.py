@@ -27,10 +27,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from regal.ranked_sets import (WORD_BITS, add_small, bit, first_occurrence, first_set,
-                               gather_flat, gather_rows, ranks, scatter_rows,
-                               set_flat)
-from regal.sim_graph import CONTROL, DATA, SENDER, USE, SimGraph
+from regal.ranked_sets import WORD_BITS, add_small, bit, first_set, gather_rows, ranks, scatter_rows
+from regal.sim_graph import SimGraph
+from regal.sim_shared import memory_plan, read_chunk, release_uses, satisfy
 
 
 class SimResult(NamedTuple):
@@ -104,19 +103,8 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
   op_rank, op_at_rank = ranks(jnp.where(graph.op_mask, op_priority, -jnp.inf))
   tensor_rank, tensor_at_rank = jax.vmap(ranks, in_axes=1)(transfer_priority)  # [D, T]
 
-  home = placement[graph.tensor_producer]  # [T]
-  consumer_device = placement[graph.data_edge_consumer]
-  edge_uses = jnp.zeros(num_tensors * num_devices, jnp.int32).at[
-      graph.data_edge_tensor * num_devices + consumer_device].add(
-          graph.data_edge_mask.astype(jnp.int32)).reshape(num_tensors, num_devices)
-  device_ids = jnp.arange(num_devices, dtype=jnp.int32)
-  at_home = device_ids[None, :] == home[:, None]
-  needs_transfer = (edge_uses > 0) & ~at_home
-  uses_left = edge_uses + jnp.where(at_home, needs_transfer.sum(axis=1, keepdims=True), 0)
-  # Released when an op ends: its extra memory and outputs nobody on its device uses.
-  unused_at_home = uses_left[jnp.arange(num_tensors), home] == 0
-  end_release = graph.extra_memory + jnp.zeros(num_ops, dtype).at[graph.tensor_producer].add(
-      jnp.where(unused_at_home, graph.tensor_size, 0))
+  plan = memory_plan(graph, placement)
+  home, needs_transfer, uses_left, end_release = plan
   # Same operations, in the same order, as the reference: (cost / speed) * scale.
   duration = graph.compute_cost / graph.speed[placement] * op_time_scale.astype(dtype)
   link = (graph.latency[home] + graph.tensor_size[:, None] / graph.bandwidth[home])  # [T, D]
@@ -174,42 +162,16 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   col = lambda x: x[:, None]  # noqa: E731  [P] -> [P, 1] for broadcasting.
 
   # ----- propagate: walk up to `chunk` entries of the last event's work list -----
-  index = col(s.work_pos) + jnp.arange(chunk, dtype=jnp.int32)  # [P, K]
-  valid = index < col(s.work_end)
-  entry = graph.work[jnp.minimum(index, graph.work.shape[0] - 1)]  # [P, K, 3]
-  kind, tensor, op = entry[..., 0], entry[..., 1], entry[..., 2]
-  here = col(s.work_device)
-  op_ints = gather_rows(ctx.op_ints, op)  # [P, K, 2]
+  c = read_chunk(graph, s.work_pos, s.work_end, chunk)
+  op_ints = gather_rows(ctx.op_ints, c.op)  # [P, K, 2]
   device, rank = op_ints[..., 0], op_ints[..., 1]
-
-  # USE: one fewer use of an input on this device; the last use frees it. SENDER entries
-  # (first in a transfer's list) do the same for the sending device. The count after this
-  # chunk is computed from the count before, so the state is read once, then written once.
-  is_use = valid & ((kind == USE) | (kind == SENDER))
-  use_device = jnp.where(kind == SENDER, col(s.work_src), here)
-  use_slot = tensor * num_devices + use_device
-  uses_width = num_tensors * num_devices
-  same_slot = ((use_slot[:, :, None] == use_slot[:, None, :]) & is_use[:, None, :]).sum(-1)
-  uses_after = gather_flat(s.uses_left, uses_width, use_slot) - same_slot
-  uses_left = set_flat(s.uses_left, uses_width, use_slot, uses_after, is_use)
-  freed = first_occurrence(tensor, is_use) & (uses_after == 0)
-  freed_bytes = jnp.where(freed, graph.tensor_size[tensor], 0)  # [P, K]
-  freed_here = jnp.sum(jnp.where(kind == USE, freed_bytes, 0), axis=1)
-  freed_at_sender = jnp.sum(jnp.where(kind == SENDER, freed_bytes, 0), axis=1)
-  resident = (s.resident - jnp.where(device_ids == here, col(freed_here), 0)
-              - jnp.where(device_ids == col(s.work_src), col(freed_at_sender), 0))
-
-  # CONTROL and local DATA entries satisfy one requirement of their op.
-  satisfies = valid & ((kind == CONTROL) | ((kind == DATA) & (device == here)))
-  hits = ((op[:, :, None] == op[:, None, :]) & satisfies[:, None, :]).sum(-1)
-  pending_after = gather_flat(s.pending, num_ops, op) - hits
-  pending = set_flat(s.pending, num_ops, op, pending_after, satisfies)
-  now_ready = first_occurrence(op, satisfies) & (pending_after == 0)
+  uses_left, resident = release_uses(graph, c, s.uses_left, s.resident, s.work_device,
+                                     s.work_src)
+  pending, _, now_ready = satisfy(graph, c, s.pending, device, s.work_device)
   ready_words = add_small(s.ready_words.reshape(population, -1),
                           device * words + rank // WORD_BITS,
                           jnp.where(now_ready, bit(rank), jnp.uint32(0)))
   ready_words = ready_words.reshape(population, num_devices, words)
-
   active = s.work_pos < s.work_end
   work_pos = jnp.where(active, s.work_pos + chunk, s.work_pos)
   idle = work_pos >= s.work_end
