@@ -63,7 +63,7 @@ def release_uses(graph: SimGraph, c: Chunk, uses_left: jnp.ndarray, resident: jn
   """
   num_tensors, num_devices = graph.tensor_size.shape[0], graph.num_devices
   is_use = c.valid & ((c.kind == USE) | (c.kind == SENDER))
-  device = jnp.where((c.kind == SENDER).any(axis=1), sender, here)  # [P]
+  device = jnp.where((c.valid & (c.kind == SENDER)).any(axis=1), sender, here)  # [P]
   slot = c.tensor * num_devices + device[:, None]
   width = num_tensors * num_devices
   same = ((slot[:, :, None] == slot[:, None, :]) & is_use[:, None, :]).sum(-1)
