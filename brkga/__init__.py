@@ -1,5 +1,9 @@
 """A generic, domain-free BRKGA (biased random-key genetic algorithm) engine in JAX.
 
 Knows nothing about graphs: it evolves random-key chromosomes against any fitness function.
-The engine itself arrives with the BRKGA issue; see WORKSPACE.md for the plan.
 """
+from brkga.engine import (Params, Result, State, ask, crossover, goncalves_resende, init,
+                          initial_population, max_generations, mutants, run, tell)
+
+__all__ = ["Params", "Result", "State", "ask", "crossover", "goncalves_resende", "init",
+           "initial_population", "max_generations", "mutants", "run", "tell"]

@@ -1,0 +1,116 @@
+"""The domain-free BRKGA engine: optimization, monotone best, budget, seeds, mutants."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import brkga
+
+HIDDEN = jnp.asarray([3, 0, 6, 1, 7, 2, 5, 4])
+
+
+def footrule(chromosomes):
+  """Distance between the order of the keys and a hidden permutation (0 only when equal)."""
+  ranks = jnp.argsort(jnp.argsort(chromosomes, axis=1), axis=1)
+  return jnp.sum(jnp.abs(ranks - HIDDEN), axis=1).astype(jnp.float32)
+
+
+PARAMS = brkga.Params(population_size=40, num_elites=8, num_mutants=6, num_populations=2,
+                      exchange_interval=5, exchange_count=2)
+
+
+@pytest.fixture(scope="module")
+def search():
+  run = jax.jit(lambda key: brkga.run(footrule, key, PARAMS, 4000, 8))
+  return run, run(jax.random.key(0))
+
+
+def test_recovers_hidden_permutation(search):
+  _, result = search
+  assert result.best_fitness == 0
+  order = np.argsort(np.argsort(np.asarray(result.best_chromosome)))
+  assert order.tolist() == HIDDEN.tolist()
+
+
+def test_best_never_worsens_and_budget_is_respected(search):
+  _, result = search
+  history = np.asarray(result.history)
+  assert np.all(np.diff(history) <= 0)
+  generations = brkga.max_generations(PARAMS, 4000)
+  assert int(result.generations) == generations == len(history) - 1
+  used = 2 * 40 + generations * PARAMS.offspring_per_generation
+  assert int(result.evaluations) == used
+  assert used <= 4000 < used + PARAMS.offspring_per_generation
+
+
+def test_same_key_same_result(search):
+  run, result = search
+  again = run(jax.random.key(0))
+  np.testing.assert_array_equal(again.history, result.history)
+  np.testing.assert_array_equal(again.best_chromosome, result.best_chromosome)
+
+
+def test_counts_every_fitness_call():
+  calls = []
+
+  def counting(x):
+    calls.append(x.shape[0])  # Runs at trace time: one entry per distinct call site.
+    return footrule(x)
+
+  params = brkga.Params(population_size=20, num_elites=4, num_mutants=3)
+  result = brkga.run(counting, jax.random.key(1), params, 500, 8)
+  assert calls == [20, 16]  # The initial population, then one generation's offspring.
+  assert int(result.evaluations) == 20 + int(result.generations) * 16 <= 500
+
+
+def test_seed_is_an_upper_bound():
+  seed = jnp.asarray(np.argsort(np.argsort(HIDDEN)) / 8.0 + 0.01)[None]  # decodes to HIDDEN
+  assert footrule(seed)[0] == 0
+  params = brkga.Params(population_size=20, num_elites=4, num_mutants=3)
+  result = brkga.run(footrule, jax.random.key(2), params, 20, 8, seeds=seed)
+  assert int(result.generations) == 0 and result.best_fitness == 0
+  worse_seed = jnp.full((1, 8), 0.5)
+  bound = footrule(worse_seed)[0]
+  result = brkga.run(footrule, jax.random.key(3), params, 300, 8, seeds=worse_seed)
+  assert result.best_fitness <= bound
+
+
+def test_extreme_beta_concentrates_mutants():
+  key = jax.random.key(4)
+  alpha = jnp.asarray([100.0, 0.1, 1.0])
+  beta = jnp.asarray([0.1, 100.0, 1.0])
+  draws = brkga.mutants(key, (4000, 3), alpha, beta)
+  means = np.asarray(draws.mean(axis=0))
+  assert means[0] > 0.99 and means[1] < 0.01 and abs(means[2] - 0.5) < 0.03
+
+
+def test_crossover_takes_elite_genes_with_rho():
+  elite, other = jnp.ones((2000, 50)), jnp.zeros((2000, 50))
+  child = brkga.crossover(jax.random.key(5), elite, other, 0.7)
+  assert abs(float(child.mean()) - 0.7) < 0.01
+  per_gene = brkga.crossover(jax.random.key(6), elite, other,
+                             jnp.where(jnp.arange(50) < 25, 1.0, 0.0))
+  assert per_gene[:, :25].min() == 1 and per_gene[:, 25:].max() == 0
+
+
+def test_elites_keep_their_fitness_and_mutants_can_be_parents():
+  params = brkga.Params(population_size=6, num_elites=2, num_mutants=2)
+  population = jnp.linspace(0, 1, 6 * 3).reshape(1, 6, 3)
+  fitness = jnp.arange(6.0)[None]
+  state = brkga.init(jax.random.key(7), params, population, fitness)
+  offspring, state = brkga.ask(state, params)
+  assert offspring.shape == (1, 4, 3)
+  scored = jnp.asarray([[10.0, 11.0, -1.0, 12.0]])  # A mutant (index 2) is the new best.
+  state = brkga.tell(state, params, offspring, scored)
+  np.testing.assert_array_equal(state.fitness[0], [-1.0, 0.0, 1.0, 10.0, 11.0, 12.0])
+  assert state.best_fitness == -1.0
+  np.testing.assert_array_equal(state.best_chromosome, offspring[0, 2])
+
+
+def test_bad_params():
+  with pytest.raises(ValueError, match="num_elites"):
+    brkga.Params(population_size=10, num_elites=10).validate()
+  with pytest.raises(ValueError, match="must not exceed"):
+    brkga.Params(population_size=10, num_elites=5, num_mutants=6).validate()
+  with pytest.raises(ValueError, match="budget 10 is below"):
+    brkga.max_generations(brkga.Params(population_size=20, num_elites=4), 10)
