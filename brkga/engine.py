@@ -8,7 +8,11 @@ again), adds children and mutants, and scores only the new ones:
 * a mutant draws gene i from Beta(alpha_i, beta_i) (uniform by default);
 mutants join the non-elite pool and can be parents in the next generation. Several independent
 populations evolve side by side and, every `exchange_interval` generations, each receives the
-best `exchange_count` chromosomes of every other population in place of its worst.
+best `exchange_count` chromosomes of every other population in place of its worst. After
+`restart_patience` generations without a better best, the populations restart: that
+generation's offspring are all fresh uniform keys, and only the best chromosome so far survives
+(the slots of the other elites hold fresh unscored keys ranked last, so they are never elites
+and are replaced by the next offspring; nothing unscored is counted as evaluated).
 
 Fitness is minimized. The interface follows evosax: `init` / `ask` / `tell` over immutable
 state and parameter dataclasses, and `run`, which runs a whole search under `jit` with a
@@ -37,6 +41,7 @@ class Params:
   num_populations: int = struct.field(pytree_node=False, default=1)
   exchange_interval: int = struct.field(pytree_node=False, default=0)  # 0: never exchange.
   exchange_count: int = struct.field(pytree_node=False, default=2)
+  restart_patience: int = struct.field(pytree_node=False, default=0)  # 0: never restart.
 
   @property
   def num_children(self) -> int:
@@ -77,6 +82,7 @@ class State:
   best_fitness: jnp.ndarray  # []
   generation: jnp.ndarray  # [] int32
   evaluations: jnp.ndarray  # [] int32
+  stagnation: jnp.ndarray  # [] int32 generations since the best last improved
   key: jax.Array
 
 
@@ -108,7 +114,7 @@ def init(key: jax.Array, params: Params, population: jnp.ndarray,
   return State(population=population, fitness=fitness, best_chromosome=population[best, 0],
                best_fitness=fitness[best, 0], generation=jnp.zeros((), jnp.int32),
                evaluations=jnp.asarray(population.shape[0] * population.shape[1], jnp.int32),
-               key=key)
+               stagnation=jnp.zeros((), jnp.int32), key=key)
 
 
 def crossover(key: jax.Array, elite: jnp.ndarray, other: jnp.ndarray,
@@ -122,8 +128,12 @@ def mutants(key: jax.Array, shape: tuple[int, ...], alpha, beta) -> jnp.ndarray:
   return jax.random.beta(key, alpha, beta, shape)
 
 
+def _restarting(state: State, params: Params) -> jnp.ndarray:
+  return jnp.asarray(params.restart_patience > 0) & (state.stagnation >= params.restart_patience)
+
+
 def ask(state: State, params: Params) -> tuple[jnp.ndarray, State]:
-  """Children and mutants to score: [Pi, P - E, n] (children first)."""
+  """Children and mutants to score: [Pi, P - E, n] (children first; all fresh on a restart)."""
   pops, size, genes = state.population.shape
   elites, children = params.num_elites, params.num_children
   key, elite_key, other_key, cross_key, mutant_key = jax.random.split(state.key, 5)
@@ -133,15 +143,32 @@ def ask(state: State, params: Params) -> tuple[jnp.ndarray, State]:
   kids = crossover(cross_key, take(elite_parent), take(other_parent), params.rho)
   fresh = mutants(mutant_key, (pops, params.num_mutants, genes), params.mutant_alpha,
                   params.mutant_beta).astype(state.population.dtype)
-  return jnp.concatenate([kids, fresh], axis=1), state.replace(key=key)
+  offspring = jnp.concatenate([kids, fresh], axis=1)
+  if params.restart_patience:
+    key, restart_key = jax.random.split(key)
+    offspring = jnp.where(_restarting(state, params),
+                          jax.random.uniform(restart_key, offspring.shape, offspring.dtype),
+                          offspring)
+  return offspring, state.replace(key=key)
 
 
 def tell(state: State, params: Params, offspring: jnp.ndarray,
          offspring_fitness: jnp.ndarray) -> State:
   """The next generation: elites (fitness kept) plus scored offspring, sorted."""
   elites = params.num_elites
-  population = jnp.concatenate([state.population[:, :elites], offspring], axis=1)
-  fitness = jnp.concatenate([state.fitness[:, :elites], offspring_fitness], axis=1)
+  kept, kept_fitness = state.population[:, :elites], state.fitness[:, :elites]
+  key = state.key
+  if params.restart_patience:
+    # On a restart only the best so far survives; other elite slots get fresh unscored keys.
+    key, fresh_key = jax.random.split(key)
+    fresh = jax.random.uniform(fresh_key, kept.shape, kept.dtype).at[0, 0].set(
+        state.best_chromosome)
+    fresh_fitness = jnp.full_like(kept_fitness, jnp.inf).at[0, 0].set(state.best_fitness)
+    restarting = _restarting(state, params)
+    kept = jnp.where(restarting, fresh, kept)
+    kept_fitness = jnp.where(restarting, fresh_fitness, kept_fitness)
+  population = jnp.concatenate([kept, offspring], axis=1)
+  fitness = jnp.concatenate([kept_fitness, offspring_fitness], axis=1)
   population, fitness = _sort(population, fitness)
   generation = state.generation + 1
   if params.exchange_interval and params.num_populations > 1:
@@ -155,7 +182,8 @@ def tell(state: State, params: Params, offspring: jnp.ndarray,
       population=population, fitness=fitness,
       best_chromosome=jnp.where(improved, population[best, 0], state.best_chromosome),
       best_fitness=jnp.where(improved, fitness[best, 0], state.best_fitness),
-      generation=generation,
+      generation=generation, key=key,
+      stagnation=jnp.where(improved | _restarting(state, params), 0, state.stagnation + 1),
       evaluations=state.evaluations + offspring.shape[0] * offspring.shape[1])
 
 

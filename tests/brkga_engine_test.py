@@ -114,3 +114,30 @@ def test_bad_params():
     brkga.Params(population_size=10, num_elites=5, num_mutants=6).validate()
   with pytest.raises(ValueError, match="budget 10 is below"):
     brkga.max_generations(brkga.Params(population_size=20, num_elites=4), 10)
+
+
+def test_restart_keeps_only_the_best_and_never_loses_it():
+  params = brkga.Params(population_size=10, num_elites=3, num_mutants=2, restart_patience=2)
+  population = jnp.linspace(0, 1, 10 * 8).reshape(1, 10, 8)
+  state = brkga.init(jax.random.key(8), params, population, jnp.arange(10.0)[None])
+  for _ in range(2):  # Two generations of worse offspring: stagnation reaches 2.
+    offspring, state = brkga.ask(state, params)
+    state = brkga.tell(state, params, offspring, jnp.full((1, 7), 50.0))
+  assert int(state.stagnation) == 2
+  elites_before = state.population[0, :3]
+  offspring, state = brkga.ask(state, params)  # A restart generation: all fresh keys.
+  state = brkga.tell(state, params, offspring, jnp.full((1, 7), 40.0))
+  assert state.best_fitness == 0.0 and int(state.stagnation) == 0
+  np.testing.assert_array_equal(state.population[0, 0], elites_before[0])
+  # The other former elites are gone; their slots are unscored and rank last.
+  assert np.isinf(np.asarray(state.fitness[0, -2:])).all()
+  assert np.all(np.asarray(state.fitness[0, 1:8]) == 40.0)
+  for old in np.asarray(elites_before[1:]):
+    assert not (np.asarray(state.population[0]) == old).all(axis=1).any()
+
+
+def test_restarts_do_not_break_a_search():
+  params = brkga.Params(population_size=40, num_elites=8, num_mutants=6, restart_patience=5)
+  result = jax.jit(lambda k: brkga.run(footrule, k, params, 3000, 8))(jax.random.key(9))
+  assert np.all(np.diff(np.asarray(result.history)) <= 0)
+  assert int(result.evaluations) <= 3000
