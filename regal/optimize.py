@@ -1,0 +1,85 @@
+r"""Optimizes one graph's placement and schedule with BRKGA and reports the result.
+
+  python -m regal.optimize --graph ../shared/graphs/doppler/ffnn_192nodes.txt --devices 4 \
+      --model doppler --evals 5000 --out result.json
+  python -m regal.optimize --dataset synthetic --split test --index 3 --model sync
+
+Writes a summary to the terminal and, with --out, a JSON result (schema in
+regal/optimize_lib.py). Compiled functions are cached on disk, so a second run on a graph of
+the same size bucket starts faster.
+"""
+from __future__ import annotations
+
+from regal import parallel
+
+parallel.use_all_cpu_cores()  # Before JAX starts.
+
+import os  # noqa: E402
+from typing import Sequence  # noqa: E402
+
+from absl import flags  # noqa: E402
+
+from datasets import dataset as dataset_lib  # noqa: E402
+from datasets import devices as devices_lib  # noqa: E402
+from datasets import errors  # noqa: E402
+from datasets import io as graph_io  # noqa: E402
+from regal import optimize_lib, performance  # noqa: E402
+
+_GRAPH = flags.DEFINE_string("graph", None, "Graph file (json, costgraph or doppler format).")
+_FORMAT = flags.DEFINE_enum("format", None, list(graph_io.FORMATS), "Graph format "
+                            "(default: sniffed from the content, then the extension).")
+_DATASET = flags.DEFINE_enum("dataset", None, ["synthetic"], "Take the graph from a dataset.")
+_SPLIT = flags.DEFINE_enum("split", "test", list(dataset_lib.SPLITS), "Dataset split.")
+_INDEX = flags.DEFINE_integer("index", 0, "Graph index within the split.")
+_DATA_DIR = flags.DEFINE_string("data_dir", None, "Dataset cache folder.")
+_MODEL = flags.DEFINE_enum("model", "wc", list(performance.MODELS), "Performance model.")
+_OBJECTIVE = flags.DEFINE_enum("objective", "runtime", list(performance.OBJECTIVES),
+                               "What to minimize.")
+_MEMORY_LIMIT = flags.DEFINE_float("memory_limit", None, "Per-device memory limit in bytes "
+                                   "(runtime_under_memory; default: device capacities).")
+_EVALS = flags.DEFINE_integer("evals", 5000, "Fitness evaluations (BRKGA budget).")
+_SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
+_OUT = flags.DEFINE_string("out", None, "Write the result JSON here (atomically).")
+devices_lib.define_flags()
+
+
+def load_graph():
+  if bool(_GRAPH.value) == bool(_DATASET.value):
+    raise errors.ConfigError("give exactly one of --graph and --dataset")
+  if _GRAPH.value:
+    return graph_io.load_graph(_GRAPH.value, _FORMAT.value), _GRAPH.value
+  dataset = dataset_lib.load_or_build_synthetic(data_dir=_DATA_DIR.value)
+  graphs = dataset[_SPLIT.value]
+  if not 0 <= _INDEX.value < len(graphs):
+    raise errors.ConfigError(f"--index {_INDEX.value} is outside split {_SPLIT.value!r} "
+                             f"(0..{len(graphs) - 1})")
+  return graphs[_INDEX.value], f"synthetic/{_SPLIT.value}/{_INDEX.value}"
+
+
+def enable_compilation_cache() -> None:
+  import jax
+  cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                       "regal", "jax")
+  jax.config.update("jax_compilation_cache_dir", cache)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  if _EVALS.value < 1:
+    raise errors.ConfigError(f"--evals must be positive, got {_EVALS.value}")
+  graph, source = load_graph()
+  devices = devices_lib.from_flags()
+  enable_compilation_cache()
+  report = optimize_lib.run(graph, devices, model=_MODEL.value, objective=_OBJECTIVE.value,
+                            memory_limit=_MEMORY_LIMIT.value, evals=_EVALS.value,
+                            seed=_SEED.value, source=source)
+  print(optimize_lib.summary(report))
+  if _OUT.value:
+    optimize_lib.write_json(report, _OUT.value)
+    print(f"wrote {_OUT.value}")
+
+
+if __name__ == "__main__":
+  errors.run_cli(main)

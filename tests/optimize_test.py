@@ -1,0 +1,68 @@
+"""regal.optimize: results that re-score exactly, beat one device, and bad input refused."""
+import json
+
+import numpy as np
+import pytest
+
+from datasets import devices as devices_lib
+from datasets import io as graph_io
+from regal import doppler_model, optimize_lib
+from cli_test import assert_one_line_error, run
+
+DOPPLER_FILES = ["chain_mm_112nodes.txt", "ffnn_192nodes.txt",
+                 "transformer_block_215nodes.txt", "full_transformer_layer_261nodes.txt"]
+
+
+@pytest.mark.parametrize("file_name", DOPPLER_FILES)
+def test_doppler_graphs_rescore_and_beat_one_device(shared_graphs, file_name, tmp_path):
+  graph = graph_io.load_graph(str(shared_graphs / "doppler" / file_name))
+  devices = devices_lib.homogeneous(4)
+  report = optimize_lib.run(graph, devices, model="doppler", evals=5000, seed=0)
+  out = tmp_path / "result.json"
+  optimize_lib.write_json(report, str(out))
+  data = json.loads(out.read_text())
+  placement = np.array([entry["device"] for entry in data["placement"]])
+  assert [entry["name"] for entry in data["placement"]] == list(graph.op_names)
+  rescored = doppler_model.simulate_doppler(graph, devices, placement)
+  assert rescored.makespan == data["makespan"] == data["objective"]
+  assert data["makespan"] < graph.compute_cost.sum() == data["baselines"]["single_device"][
+      "makespan"]
+  assert data["evaluations"] <= 5000 and data["settings"]["search_model"] == "wc"
+
+
+def test_cli_writes_result(tmp_path):
+  graph_file = tmp_path / "g.json"
+  graph_file.write_text(json.dumps({
+      "format": "regal.graph", "version": 1, "name": "pair",
+      "ops": [{"name": "a", "compute_cost": 5}, {"name": "b", "compute_cost": 5},
+              {"name": "c", "compute_cost": 1}],
+      "tensors": [{"producer": "a", "size": 1}, {"producer": "b", "size": 1}],
+      "data_edges": [{"tensor": 0, "consumer": "c"}, {"tensor": 1, "consumer": "c"}]}))
+  out = tmp_path / "result.json"
+  result = run("regal.optimize", "--graph", str(graph_file), "--devices", "2", "--evals", "300",
+               "--out", str(out))
+  assert result.returncode == 0, result.stderr
+  assert "improvement" in result.stdout
+  data = json.loads(out.read_text())
+  assert data["format"] == "regal.result" and data["makespan"] == 7  # a || b, send 1, c 1.
+  assert {t["dst"] for t in data["transfers"]} <= {0, 1}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--graph", "/nonexistent.json"], "no such file"),
+    (["--graph", "x.json", "--dataset", "synthetic"], "exactly one of --graph and --dataset"),
+    (["--dataset", "synthetic", "--evals", "0"], "--evals must be positive"),
+])
+def test_cli_bad_input(tmp_path, args, message):
+  out = tmp_path / "result.json"
+  assert_one_line_error(run("regal.optimize", *args, "--out", str(out)), message)
+  assert not out.exists()
+
+
+def test_cli_bad_device_count(shared_graphs, tmp_path):
+  out = tmp_path / "result.json"
+  result = run("regal.optimize", "--graph",
+               str(shared_graphs / "doppler" / "chain_mm_112nodes.txt"), "--devices", "0",
+               "--out", str(out))
+  assert_one_line_error(result, "device count must be an integer >= 1, got 0")
+  assert not out.exists()
