@@ -93,9 +93,18 @@ def simulate_doppler(graph: Graph, devices: DeviceSpec, placement: np.ndarray) -
   for op in range(graph.num_ops):
     env.process(compute(op))
   env.run()
-  nan_transfers = np.full((graph.num_tensors, devices.num_devices), np.nan)
+  # Transfers never wait here: each crossing tensor leaves when its producer ends.
+  transfer_start = np.full((graph.num_tensors, devices.num_devices), np.nan)
+  transfer_end = transfer_start.copy()
+  for tensor, consumer in zip(graph.data_edge_tensor, graph.data_edge_consumer):
+    producer = graph.tensor_producer[tensor]
+    src, dst = placement[producer], placement[consumer]
+    if src != dst:
+      transfer_start[tensor, dst] = op_end[producer]
+      transfer_end[tensor, dst] = op_end[producer] + _exact(
+          devices.transfer_time(graph.tensor_size[tensor], src, dst))
   # This model has no memory: NaN says "not modelled" rather than a misleading 0.
   return Schedule(makespan=np.float64(env.now),
                   peak_memory=np.full(devices.num_devices, np.nan),
-                  op_start=op_start, op_end=op_end, transfer_start=nan_transfers,
-                  transfer_end=nan_transfers.copy())
+                  op_start=op_start, op_end=op_end, transfer_start=transfer_start,
+                  transfer_end=transfer_end)

@@ -3,6 +3,7 @@ r"""Optimizes one graph's placement and schedule with BRKGA and reports the resu
   python -m regal.optimize --graph ../shared/graphs/doppler/ffnn_192nodes.txt --devices 4 \
       --model doppler --evals 5000 --out result.json
   python -m regal.optimize --dataset synthetic --split test --index 3 --model sync
+  python -m regal.optimize          # the default synthetic dataset's first test graph
 
 Writes a summary to the terminal and, with --out, a JSON result (schema in
 regal/optimize_lib.py). Compiled functions are cached on disk, so a second run on a graph of
@@ -23,12 +24,13 @@ from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from regal import optimize_lib, performance  # noqa: E402
+from regal import gantt, optimize_lib, performance  # noqa: E402
 
 _GRAPH = flags.DEFINE_string("graph", None, "Graph file (json, costgraph or doppler format).")
 _FORMAT = flags.DEFINE_enum("format", None, list(graph_io.FORMATS), "Graph format "
                             "(default: sniffed from the content, then the extension).")
-_DATASET = flags.DEFINE_enum("dataset", None, ["synthetic"], "Take the graph from a dataset.")
+_DATASET = flags.DEFINE_enum("dataset", None, ["synthetic"], "Take the graph from a dataset "
+                             "(the default when --graph is not given).")
 _SPLIT = flags.DEFINE_enum("split", "test", list(dataset_lib.SPLITS), "Dataset split.")
 _INDEX = flags.DEFINE_integer("index", 0, "Graph index within the split.")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Dataset cache folder.")
@@ -40,12 +42,14 @@ _MEMORY_LIMIT = flags.DEFINE_float("memory_limit", None, "Per-device memory limi
 _EVALS = flags.DEFINE_integer("evals", 5000, "Fitness evaluations (BRKGA budget).")
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
 _OUT = flags.DEFINE_string("out", None, "Write the result JSON here (atomically).")
+_GANTT = flags.DEFINE_string("gantt", None, "Write a Gantt chart here (.png or .svg).")
 devices_lib.define_flags()
 
 
 def load_graph():
-  if bool(_GRAPH.value) == bool(_DATASET.value):
-    raise errors.ConfigError("give exactly one of --graph and --dataset")
+  """--graph, or a dataset graph; with neither, the default synthetic dataset's test graph."""
+  if _GRAPH.value and _DATASET.value:
+    raise errors.ConfigError("give only one of --graph and --dataset")
   if _GRAPH.value:
     return graph_io.load_graph(_GRAPH.value, _FORMAT.value), _GRAPH.value
   dataset = dataset_lib.load_or_build_synthetic(data_dir=_DATA_DIR.value)
@@ -79,6 +83,9 @@ def main(argv: Sequence[str]) -> None:
   if _OUT.value:
     optimize_lib.write_json(report, _OUT.value)
     print(f"wrote {_OUT.value}")
+  if _GANTT.value:
+    gantt.draw(graph, report.placement, report.schedule, _GANTT.value)
+    print(f"wrote {_GANTT.value}")
 
 
 if __name__ == "__main__":

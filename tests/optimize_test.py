@@ -50,7 +50,7 @@ def test_cli_writes_result(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--graph", "/nonexistent.json"], "no such file"),
-    (["--graph", "x.json", "--dataset", "synthetic"], "exactly one of --graph and --dataset"),
+    (["--graph", "x.json", "--dataset", "synthetic"], "only one of --graph and --dataset"),
     (["--dataset", "synthetic", "--evals", "0"], "--evals must be positive"),
 ])
 def test_cli_bad_input(tmp_path, args, message):
