@@ -25,8 +25,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from datasets import atomic, synthetic  # noqa: E402
+from datasets import atomic  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
+from experiments.bench.graphs import synthetic_graph  # noqa: E402
 from regal import performance  # noqa: E402
 
 _SIZES = flags.DEFINE_list("sizes", ["50", "200", "1000"], "Graph sizes (ops).")
@@ -36,13 +37,6 @@ _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls per setting (best is 
 _REFERENCE_SECONDS = flags.DEFINE_float("reference_seconds", 2.0,
                                         "Time budget per reference measurement.")
 _JSON = flags.DEFINE_string("json", None, "Also write the figures here as JSON.")
-
-
-def synthetic_graph(num_ops: int, seed: int = 0):
-  """A REGAL synthetic Erdos-Renyi graph with exactly `num_ops` core ops (about 1000 edges at
-  200 ops, like the anchors in the performance-model issue)."""
-  spec = synthetic.SyntheticSpec(min_nodes=num_ops, max_nodes=num_ops)
-  return synthetic.generate(np.random.default_rng(seed), spec, topology="erdos_renyi")
 
 
 def time_jax(problem: performance.Problem, population: int, repeats: int) -> tuple[float, float]:
