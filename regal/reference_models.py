@@ -119,6 +119,20 @@ def _needs_transfer(graph: Graph, placement: np.ndarray, num_devices: int) -> np
   return needed
 
 
+def _op_finished(op: int, device: int, adjacency: _Adjacency, placement: np.ndarray,
+                 needs_transfer: np.ndarray, satisfy, queue_transfer) -> None:
+  """An op's end satisfies its control successors and its readers on the same device, and
+  makes each of its outputs due on every other device that reads it."""
+  for succ in adjacency.control_succ[op]:
+    satisfy(succ)
+  for tensor in adjacency.outputs[op]:
+    for consumer in adjacency.readers[tensor]:
+      if placement[consumer] == device:
+        satisfy(consumer)
+    for dst in np.flatnonzero(needs_transfer[tensor]):
+      queue_transfer(int(tensor), int(dst))
+
+
 def _transfer_time(devices: DeviceSpec, num_bytes, src: int, dst: int, dtype):
   return dtype(dtype(devices.latency[src, dst]) + dtype(num_bytes) / dtype(devices.bandwidth[src, dst]))
 
@@ -196,15 +210,10 @@ def simulate_wc(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
         device_busy[device] = None
         op_end[op] = now
         memory.end_op(op)
-        for succ in adjacency.control_succ[op]:
-          satisfy(succ)
-        for tensor in adjacency.outputs[op]:
-          for consumer in adjacency.readers[tensor]:
-            if placement[consumer] == device:
-              satisfy(consumer)
-          for dst in np.flatnonzero(needs_transfer[tensor]):
-            heapq.heappush(waiting.setdefault((device, int(dst)), []),
-                           (-transfer_priority[tensor, dst], int(tensor)))
+        _op_finished(op, device, adjacency, placement, needs_transfer, satisfy,
+                     lambda tensor, dst, src=device: heapq.heappush(
+                         waiting.setdefault((src, dst), []),
+                         (-transfer_priority[tensor, dst], tensor)))
     for channel, (end, tensor) in sorted(channel_busy.items()):
       if end == now:
         del channel_busy[channel]
@@ -243,15 +252,9 @@ def synchronous_order(graph: Graph, placement: np.ndarray, op_priority: np.ndarr
     if kind == 0:
       op = index
       order.append(("op", op))
-      device = placement[op]
-      for succ in adjacency.control_succ[op]:
-        satisfy(succ)
-      for tensor in adjacency.outputs[op]:
-        for consumer in adjacency.readers[tensor]:
-          if placement[consumer] == device:
-            satisfy(consumer)
-        for target in np.flatnonzero(needs_transfer[tensor]):
-          heapq.heappush(heap, (-transfer_priority[tensor, target], 1, int(tensor), int(target)))
+      _op_finished(op, placement[op], adjacency, placement, needs_transfer, satisfy,
+                   lambda tensor, dst: heapq.heappush(
+                       heap, (-transfer_priority[tensor, dst], 1, tensor, dst)))
     else:
       tensor = index
       order.append(("transfer", tensor, dst))
