@@ -76,15 +76,6 @@ def first_set(words: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray
   return nonzero.any(axis=-1), rank, word_index
 
 
-def first_occurrence(keys: jnp.ndarray, valid: jnp.ndarray) -> jnp.ndarray:
-  """valid[..., j] and no valid i < j has the same key (K x K comparison on the last axis)."""
-  same = ((keys[..., :, None] == keys[..., None, :]) & valid[..., :, None]
-          & valid[..., None, :])
-  size = keys.shape[-1]
-  before = jnp.arange(size)[None, :] < jnp.arange(size)[:, None]  # [j, i]: i < j
-  return valid & ~(same & before).any(axis=-1)
-
-
 def gather_rows(array: jnp.ndarray, index: jnp.ndarray) -> jnp.ndarray:
   """array[p, index[p, ...]] for every row p: array [P, X, ...], index [P, ...].
 

@@ -4,20 +4,23 @@ When an op or a transfer finishes, the simulators must touch every edge it affec
 padded adjacency of the largest degree (wasteful on hub ops such as a graph's source), each
 event owns a contiguous range of one flat *work list*, processed a few entries per loop step.
 
-Work entries (kind, tensor, op):
-  USE      (tensor t)       an op finished that read t: one fewer use of t on its device;
-  CONTROL  (op u)           an op finished that u depends on by a control edge;
-  DATA     (tensor t, op u) t became present on some device: u is satisfied if it runs there;
-  SENDER   (tensor t)       a transfer of t arrived: one fewer use of t on the sending device.
-An op's range lists its USE entries (one per data in-edge), CONTROL entries and DATA entries
-(one per data out-edge). A tensor's range, walked when a transfer of it arrives, lists one
-SENDER entry, then DATA entries for its readers. An op's outputs (whose transfers it queues
+Work entries (kind, tensor, op, n_always, n_local):
+  USE      (tensor t, n_local)  an op finished that read t n times: n fewer uses of t there;
+  REQ      (op u, n_always, n_local)  an op finished or a tensor arrived on some device: u has
+           n_always requirements met (control edges) plus n_local if u runs on that device
+           (data edges);
+  SENDER   (tensor t)           a transfer of t arrived: one fewer use of t on the sender.
+An op's range lists a USE entry per distinct input tensor and a REQ entry per distinct
+successor. A tensor's range, walked when a transfer of it arrives, lists one SENDER entry,
+then a REQ entry per distinct reader. An op's outputs (whose transfers it queues
 when it finishes) are a row of `op_outputs`, handled in the step that finishes the op.
 
 Shapes are bucketed (datasets.padding.bucket_size), so graphs of similar size share one
 compilation. Padding ops never become ready (they wait on an edge that never comes).
 """
 from __future__ import annotations
+
+import collections
 
 import numpy as np
 from flax import struct
@@ -26,7 +29,7 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from datasets.padding import bucket_size
 
-USE, CONTROL, DATA, SENDER = 0, 1, 2, 3
+USE, REQ, SENDER = 0, 1, 2
 
 
 @struct.dataclass
@@ -42,7 +45,7 @@ class SimGraph:
   tensor_producer: np.ndarray  # [T] int32 (padding: 0)
   tensor_size: np.ndarray  # [T]
   tensor_work: np.ndarray  # [T, 2] int32 range of DATA entries for a tensor's readers
-  work: np.ndarray  # [L, 3] int32 work entries (kind, tensor, op)
+  work: np.ndarray  # [L, 5] int32 work entries (kind, tensor, op, n_always, n_local)
   data_edge_mask: np.ndarray  # [E] bool
   data_edge_tensor: np.ndarray  # [E] int32
   data_edge_consumer: np.ndarray  # [E] int32
@@ -85,24 +88,34 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
   for src, dst in zip(graph.control_edge_src.tolist(), graph.control_edge_dst.tolist()):
     control_succ[src].append(dst)
 
-  kinds, tensors, ops = [], [], []
+  # Entries are merged so a list names each tensor (USE) or op (REQ) once, with counts: a
+  # chunk then never holds two entries for one key, and needs no de-duplication.
+  kinds, tensors, ops, always, local = [], [], [], [], []
+
+  def add(kind: int, tensor: int, op: int, n_always: int, n_local: int) -> None:
+    kinds.append(kind), tensors.append(tensor), ops.append(op)
+    always.append(n_always), local.append(n_local)
+
   op_begin, op_end = [], []
   for op in range(num_ops):
     op_begin.append(len(kinds))
-    for tensor in inputs[op]:
-      kinds.append(USE), tensors.append(tensor), ops.append(op)
+    for tensor, count in collections.Counter(inputs[op]).items():
+      add(USE, tensor, op, 0, count)
+    needs: dict[int, list[int]] = {}
     for succ in control_succ[op]:
-      kinds.append(CONTROL), tensors.append(0), ops.append(succ)
+      needs.setdefault(succ, [0, 0])[0] += 1
     for tensor in outputs[op]:
       for reader in readers[tensor]:
-        kinds.append(DATA), tensors.append(tensor), ops.append(reader)
+        needs.setdefault(reader, [0, 0])[1] += 1
+    for succ, (n_always, n_local) in needs.items():
+      add(REQ, 0, succ, n_always, n_local)
     op_end.append(len(kinds))
   tensor_begin, tensor_end = [], []
   for tensor in range(num_tensors):
     tensor_begin.append(len(kinds))
-    kinds.append(SENDER), tensors.append(tensor), ops.append(0)
-    for reader in readers[tensor]:
-      kinds.append(DATA), tensors.append(tensor), ops.append(reader)
+    add(SENDER, tensor, 0, 0, 1)
+    for reader, count in collections.Counter(readers[tensor]).items():
+      add(REQ, tensor, reader, 0, count)
     tensor_end.append(len(kinds))
 
   if shape is None:
@@ -134,7 +147,9 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
                             _padded(tensor_end, tensors_size, np.int32, end_of_work)], axis=1),
       work=np.stack([_padded(kinds, work_size, np.int32, USE),
                      _padded(tensors, work_size, np.int32),
-                     _padded(ops, work_size, np.int32)], axis=1),
+                     _padded(ops, work_size, np.int32),
+                     _padded(always, work_size, np.int32),
+                     _padded(local, work_size, np.int32)], axis=1),
       data_edge_mask=_padded(np.ones(graph.num_data_edges, bool), data_size, bool),
       data_edge_tensor=_padded(graph.data_edge_tensor, data_size, np.int32),
       data_edge_consumer=_padded(graph.data_edge_consumer, data_size, np.int32),

@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from regal.ranked_sets import first_occurrence, gather_flat, set_flat
-from regal.sim_graph import CONTROL, DATA, SENDER, USE, SimGraph
+from regal.ranked_sets import gather_flat, set_flat
+from regal.sim_graph import REQ, SENDER, USE, SimGraph
 
 
 class MemoryPlan(NamedTuple):
@@ -44,6 +44,8 @@ class Chunk(NamedTuple):
   kind: jnp.ndarray
   tensor: jnp.ndarray
   op: jnp.ndarray
+  n_always: jnp.ndarray
+  n_local: jnp.ndarray
 
 
 def read_chunk(graph: SimGraph, work_pos: jnp.ndarray, work_end: jnp.ndarray,
@@ -51,7 +53,8 @@ def read_chunk(graph: SimGraph, work_pos: jnp.ndarray, work_end: jnp.ndarray,
   """The next `chunk` entries of each chromosome's current work range."""
   index = work_pos[:, None] + jnp.arange(chunk, dtype=jnp.int32)
   entry = graph.work[jnp.minimum(index, graph.work.shape[0] - 1)]
-  return Chunk(index < work_end[:, None], entry[..., 0], entry[..., 1], entry[..., 2])
+  return Chunk(index < work_end[:, None], entry[..., 0], entry[..., 1], entry[..., 2],
+               entry[..., 3], entry[..., 4])
 
 
 def release_uses(graph: SimGraph, c: Chunk, uses_left: jnp.ndarray, resident: jnp.ndarray,
@@ -59,17 +62,17 @@ def release_uses(graph: SimGraph, c: Chunk, uses_left: jnp.ndarray, resident: jn
   """USE entries (inputs of an op that ended on `here`) and SENDER entries (a transfer that
   left `sender`) each remove one use; a tensor's last use on a device frees its bytes there.
 
-  One chunk comes from one list, so all its use entries concern one device.
+  One chunk comes from one list, so all its use entries concern one device, and each names a
+  different tensor.
   """
   num_tensors, num_devices = graph.tensor_size.shape[0], graph.num_devices
   is_use = c.valid & ((c.kind == USE) | (c.kind == SENDER))
   device = jnp.where((c.valid & (c.kind == SENDER)).any(axis=1), sender, here)  # [P]
   slot = c.tensor * num_devices + device[:, None]
   width = num_tensors * num_devices
-  same = ((slot[:, :, None] == slot[:, None, :]) & is_use[:, None, :]).sum(-1)
-  after = gather_flat(uses_left, width, slot) - same  # Read once, then write once.
+  after = gather_flat(uses_left, width, slot) - c.n_local  # Read once, then write once.
   uses_left = set_flat(uses_left, width, slot, after, is_use)
-  freed = first_occurrence(slot, is_use) & (after == 0)
+  freed = is_use & (after == 0)
   freed_bytes = jnp.sum(jnp.where(freed, graph.tensor_size[c.tensor], 0), axis=1)
   on_device = jnp.arange(num_devices, dtype=jnp.int32) == device[:, None]
   return uses_left, resident - jnp.where(on_device, freed_bytes[:, None], 0)
@@ -77,14 +80,12 @@ def release_uses(graph: SimGraph, c: Chunk, uses_left: jnp.ndarray, resident: jn
 
 def satisfy(graph: SimGraph, c: Chunk, pending: jnp.ndarray, op_device: jnp.ndarray,
             here: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
-  """CONTROL entries, and DATA entries whose op runs on `here`, satisfy one requirement.
-
-  Returns (pending, which entries satisfied, which entries made their op ready), an op made
-  ready counted once even if it appears several times in the chunk.
-  """
+  """REQ entries meet their op's control requirements, and its data requirements if the op
+  runs on `here`. Returns (pending, which entries met any, which made their op ready)."""
   num_ops = graph.op_mask.shape[0]
-  satisfies = c.valid & ((c.kind == CONTROL) | ((c.kind == DATA) & (op_device == here[:, None])))
-  hits = ((c.op[:, :, None] == c.op[:, None, :]) & satisfies[:, None, :]).sum(-1)
-  after = gather_flat(pending, num_ops, c.op) - hits
+  met = jnp.where(c.valid & (c.kind == REQ),
+                  c.n_always + jnp.where(op_device == here[:, None], c.n_local, 0), 0)
+  satisfies = met > 0
+  after = gather_flat(pending, num_ops, c.op) - met
   pending = set_flat(pending, num_ops, c.op, after, satisfies)
-  return pending, satisfies, first_occurrence(c.op, satisfies) & (after == 0)
+  return pending, satisfies, satisfies & (after == 0)
