@@ -49,10 +49,6 @@ def _search_problem(problem: performance.Problem) -> performance.Problem:
   return dataclasses.replace(problem, model="wc")
 
 
-def _rescore(problem: performance.Problem, chromosome: np.ndarray) -> tuple[float, Schedule]:
-  return performance.score_reference(problem, chromosome)
-
-
 def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "runtime",
         memory_limit: float | None = None, evals: int = 5000, seed: int = 0,
         source: str = "") -> Report:
@@ -68,8 +64,8 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
   # Every reported number comes from the readable reference model (the exact Doppler
   # simulator for --model doppler), so it can be checked independently.
   seed_chromosome = search.single_device_seed(problem)
-  single_value, single_schedule = _rescore(problem, seed_chromosome)
-  best_value, schedule = _rescore(problem, result.best_chromosome)
+  single_value, single_schedule = performance.score_reference(problem, seed_chromosome)
+  best_value, schedule = performance.score_reference(problem, result.best_chromosome)
   if best_value > single_value:  # Possible only through the surrogate: never return worse.
     best_value, schedule, chosen = single_value, single_schedule, seed_chromosome
   else:

@@ -292,18 +292,6 @@ def _default_scales(graph: SimGraph, op_time_scale, transfer_time_scale, batch=(
   return op_time_scale, transfer_time_scale
 
 
-def simulate_one(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
-                 transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None = None,
-                 transfer_time_scale: jnp.ndarray | None = None, chunk: int = 4,
-                 record_times: bool = True) -> SimResult:
-  """The WC model for one chromosome's placement and priorities (padded to the graph)."""
-  expand = lambda x: None if x is None else x[None]  # noqa: E731
-  result = simulate_batch(graph, placement[None], op_priority[None], transfer_priority[None],
-                          expand(op_time_scale), expand(transfer_time_scale), chunk=chunk,
-                          record_times=record_times)
-  return jax.tree_util.tree_map(lambda x: x[0], result)
-
-
 @functools.partial(jax.jit, static_argnames=("chunk", "record_times"))
 def simulate_batch(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
                    transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None = None,
