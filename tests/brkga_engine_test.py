@@ -84,6 +84,22 @@ def test_extreme_beta_concentrates_mutants():
   assert means[0] > 0.99 and means[1] < 0.01 and abs(means[2] - 0.5) < 0.03
 
 
+@pytest.mark.parametrize("alpha,beta", [(0.3, 0.3), (2.0, 5.0), (0.05, 3.0), (40.0, 40.0)])
+def test_beta_sample_matches_beta_moments(alpha, beta):
+  draws = np.asarray(brkga.beta_sample(jax.random.key(8), jnp.full(40000, alpha),
+                                       jnp.full(40000, beta)), np.float64)
+  mean = alpha / (alpha + beta)
+  variance = alpha * beta / ((alpha + beta) ** 2 * (alpha + beta + 1))
+  assert np.all((draws >= 0) & (draws <= 1))
+  assert abs(draws.mean() - mean) < 4 * np.sqrt(variance / draws.size) + 1e-6
+  assert abs(draws.var() / variance - 1) < 0.05
+  # Against numpy's sampler (an independent implementation): same quantiles within noise.
+  reference = np.random.default_rng(0).beta(alpha, beta, 40000)
+  quantiles = [0.1, 0.25, 0.5, 0.75, 0.9]
+  np.testing.assert_allclose(np.quantile(draws, quantiles), np.quantile(reference, quantiles),
+                             atol=0.02 * max(np.sqrt(variance) * 4, 1e-3))
+
+
 def test_crossover_takes_elite_genes_with_rho():
   elite, other = jnp.ones((2000, 50)), jnp.zeros((2000, 50))
   child = brkga.crossover(jax.random.key(5), elite, other, 0.7)
