@@ -134,8 +134,14 @@ def score_reference(problem: Problem, chromosome: np.ndarray) -> tuple[float, Sc
 
 
 # ----- batched JAX scoring -----------------------------------------------------------------
-def sim_graph_for(problem: Problem) -> SimGraph:
-  return build_sim_graph(problem.graph, problem.devices, dtype=problem.dtype)
+def needs_memory(problem: Problem) -> bool:
+  """Whether scoring must track memory: the WC model skips it when only the makespan counts."""
+  return problem.objective != "runtime" or problem.model != "wc"
+
+
+def sim_graph_for(problem: Problem, memory: bool | None = None) -> SimGraph:
+  memory = needs_memory(problem) if memory is None else memory
+  return build_sim_graph(problem.graph, problem.devices, dtype=problem.dtype, memory=memory)
 
 
 def _padded_inputs(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarray):

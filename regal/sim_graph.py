@@ -15,6 +15,10 @@ successor. A tensor's range, walked when a transfer of it arrives, lists one SEN
 then a REQ entry per distinct reader. An op's outputs (whose transfers it queues
 when it finishes) are a row of `op_outputs`, handled in the step that finishes the op.
 
+Without memory (`memory=False`, for objectives that need only the makespan) the lists hold
+no USE or SENDER entries: they exist only to release memory, and dropping them shortens every
+walk.
+
 Shapes are bucketed (datasets.padding.bucket_size), so graphs of similar size share one
 compilation. Padding ops never become ready (they wait on an edge that never comes).
 """
@@ -57,6 +61,7 @@ class SimGraph:
   latency: np.ndarray  # [D, D]
   num_ops: int = struct.field(pytree_node=False, default=0)
   num_tensors: int = struct.field(pytree_node=False, default=0)
+  tracks_memory: bool = struct.field(pytree_node=False, default=True)  # USE/SENDER entries
 
   @property
   def num_devices(self) -> int:
@@ -70,10 +75,12 @@ def _padded(values, size: int, dtype, fill=0) -> np.ndarray:
 
 
 def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
-                    shape: tuple[int, int, int, int, int] | None = None) -> SimGraph:
+                    shape: tuple[int, int, int, int, int] | None = None,
+                    memory: bool = True) -> SimGraph:
   """Padded simulation arrays for `graph` on `devices`.
 
   `shape` = (ops, tensors, work entries, data edges, control edges); default: buckets.
+  `memory=False` leaves out the work entries that only track memory (see the module doc).
   """
   num_ops, num_tensors = graph.num_ops, graph.num_tensors
   outputs = [[] for _ in range(num_ops)]
@@ -99,7 +106,7 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
   op_begin, op_end = [], []
   for op in range(num_ops):
     op_begin.append(len(kinds))
-    for tensor, count in collections.Counter(inputs[op]).items():
+    for tensor, count in collections.Counter(inputs[op]).items() if memory else ():
       add(USE, tensor, op, 0, count)
     needs: dict[int, list[int]] = {}
     for succ in control_succ[op]:
@@ -113,7 +120,8 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
   tensor_begin, tensor_end = [], []
   for tensor in range(num_tensors):
     tensor_begin.append(len(kinds))
-    add(SENDER, tensor, 0, 0, 1)
+    if memory:
+      add(SENDER, tensor, 0, 0, 1)
     for reader, count in collections.Counter(readers[tensor]).items():
       add(REQ, tensor, reader, 0, count)
     tensor_end.append(len(kinds))
@@ -157,4 +165,5 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
       control_edge_src=_padded(graph.control_edge_src, control_size, np.int32),
       control_edge_dst=_padded(graph.control_edge_dst, control_size, np.int32),
       speed=np.asarray(devices.speed, dtype), bandwidth=bandwidth.astype(dtype),
-      latency=np.asarray(devices.latency, dtype), num_ops=num_ops, num_tensors=num_tensors)
+      latency=np.asarray(devices.latency, dtype), num_ops=num_ops, num_tensors=num_tensors,
+      tracks_memory=memory)

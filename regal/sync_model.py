@@ -220,6 +220,8 @@ def simulate_batch(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.nda
 
   Without `record_times` only the makespan and peak memory are returned (for fitness).
   """
+  if not graph.tracks_memory:
+    raise ValueError("the synchronous model needs a simulation graph built with memory")
   population = placement.shape[0]
   ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0, None))(
       graph, placement, op_priority, transfer_priority, record_times)

@@ -51,7 +51,8 @@ class _Context(NamedTuple):
   op_ints: jnp.ndarray  # [O, 2] (device, rank)
   op_floats: jnp.ndarray  # [O, 2] (duration, bytes released when the op ends)
   op_at_rank: jnp.ndarray  # [O]
-  queue_rank: jnp.ndarray  # [T, D] rank of tensor t among transfers to device j, -1: none
+  output_queue_rank: jnp.ndarray  # [O, M * D] for op i's m-th output and device j, the rank
+  #                                 of that transfer in j's queues (-1: none), one row per op
   tensor_at_rank: jnp.ndarray  # [D * T] tensor at rank r among transfers to j: [j * T + r]
   transfer_duration: jnp.ndarray  # [T * D] duration of sending t to device j
 
@@ -130,7 +131,9 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
       device_op=jnp.full(num_devices, -1, jnp.int32), device_end=jnp.full(num_devices, inf),
       channel_tensor=jnp.full(channels, -1, jnp.int32), channel_end=jnp.full(channels, inf),
       uses_left=uses_left.reshape(-1), resident=jnp.zeros(num_devices, dtype),
-      peak=jnp.zeros(num_devices, dtype), makespan=jnp.full((), -jnp.inf, dtype),
+      peak=jnp.zeros(num_devices, dtype) if graph.tracks_memory else jnp.full(num_devices, jnp.nan,
+                                                                              dtype),
+      makespan=jnp.full((), -jnp.inf, dtype),
       work_pos=jnp.zeros((), jnp.int32), work_end=jnp.zeros((), jnp.int32),
       work_device=jnp.zeros((), jnp.int32), work_src=jnp.zeros((), jnp.int32),
       op_start=jnp.full(recorded_ops, jnp.nan, dtype), op_end=jnp.full(recorded_ops, jnp.nan, dtype),
@@ -139,7 +142,10 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
   context = _Context(
       op_ints=jnp.stack([placement, op_rank], axis=1),
       op_floats=jnp.stack([duration, end_release], axis=1), op_at_rank=op_at_rank,
-      queue_rank=jnp.where(needs_transfer, tensor_rank.T, -1),
+      output_queue_rank=jnp.where(
+          (graph.op_outputs >= 0)[..., None],
+          jnp.where(needs_transfer, tensor_rank.T, -1)[jnp.maximum(graph.op_outputs, 0)],
+          -1).reshape(num_ops, -1),
       tensor_at_rank=tensor_at_rank.reshape(-1), transfer_duration=transfer_duration)
   return context, state
 
@@ -170,8 +176,11 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   c = read_chunk(graph, s.work_pos, s.work_end, chunk)
   op_ints = gather_rows(ctx.op_ints, c.op)  # [P, K, 2]
   device, rank = op_ints[..., 0], op_ints[..., 1]
-  uses_left, resident = release_uses(graph, c, s.uses_left, s.resident, s.work_device,
-                                     s.work_src)
+  memory = graph.tracks_memory  # Static: without it, no memory work at all (makespan only).
+  uses_left, resident = s.uses_left, s.resident
+  if memory:
+    uses_left, resident = release_uses(graph, c, uses_left, resident, s.work_device,
+                                       s.work_src)
   pending, _, now_ready = satisfy(graph, c, s.pending, device, s.work_device)
   ready_words = scatter_rows(s.ready_words.reshape(population, -1),
                              device * words + rank // WORD_BITS, bit(rank), add=True,
@@ -195,7 +204,8 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
       jnp.uint32(0) - bit(op_rank)[..., None], jnp.uint32(0))
   device_op = jnp.where(start, started, s.device_op)
   device_end = jnp.where(start, col(s.now) + started_duration, s.device_end)
-  resident = resident + jnp.where(start, graph.alloc_bytes[started], 0)
+  if memory:
+    resident = resident + jnp.where(start, graph.alloc_bytes[started], 0)
 
   queue_words = s.queue_words
   has_waiting, t_rank, t_word = first_set(queue_words)  # [P, C]
@@ -210,9 +220,11 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   channel_tensor = jnp.where(send, sent, s.channel_tensor)
   channel_end = jnp.where(send, col(s.now) + gather_rows(ctx.transfer_duration, sent_slot),
                           s.channel_end)
-  received = jnp.where(send, graph.tensor_size[sent], 0)  # [P, C], grouped by receiver
-  resident = resident + received.reshape(population, num_devices, num_devices - 1).sum(-1)
-  peak = jnp.maximum(s.peak, resident)
+  peak = s.peak
+  if memory:
+    received = jnp.where(send, graph.tensor_size[sent], 0)  # [P, C], grouped by receiver
+    resident = resident + received.reshape(population, num_devices, num_devices - 1).sum(-1)
+    peak = jnp.maximum(peak, resident)
   op_start, op_end = s.op_start, s.op_end
   transfer_start, transfer_end = s.transfer_start, s.transfer_end
   if record_times:
@@ -238,14 +250,15 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   src = jnp.sum(jnp.where(finishing_channel, channel_src, 0), axis=1)
   dst = jnp.sum(jnp.where(finishing_channel, channel_dst, 0), axis=1)
 
-  released = gather_rows(ctx.op_floats, done_op[:, None])[:, 0, 1]
-  resident = resident - jnp.where(finishing_device, col(released), 0)
+  if memory:
+    released = gather_rows(ctx.op_floats, done_op[:, None])[:, 0, 1]
+    resident = resident - jnp.where(finishing_device, col(released), 0)
   # A finished op queues each output on the channel to every other device that reads it.
-  outputs = graph.op_outputs[done_op]  # [P, M]
-  queue_rank = gather_rows(ctx.queue_rank, jnp.maximum(outputs, 0))  # [P, M, D]
-  wanted = (col(is_op) & (outputs >= 0))[..., None] & (queue_rank >= 0)
+  queue_rank = gather_rows(ctx.output_queue_rank, done_op[:, None])[:, 0]  # [P, M * D]
+  wanted = col(is_op) & (queue_rank >= 0)
   safe_rank = jnp.maximum(queue_rank, 0)
-  channel = channel_index(done_device[:, None, None], device_ids, num_devices)  # [P, 1, D]
+  to_device = jnp.tile(device_ids, queue_rank.shape[1] // num_devices)
+  channel = channel_index(done_device[:, None], to_device, num_devices)  # [P, M * D]
   queue_words = scatter_rows(
       queue_words.reshape(population, -1),
       (channel * tensor_words + safe_rank // WORD_BITS).reshape(population, -1),
@@ -301,7 +314,9 @@ def simulate_batch(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.nda
 
   `op_time_scale` [P, O] and `transfer_time_scale` [P, T, D] multiply every duration (the
   stochastic mode draws them); by default all durations are as modelled. Without
-  `record_times` only the makespan and peak memory are computed (faster: for fitness).
+  `record_times` only the makespan and peak memory are computed (faster: for fitness). A
+  `graph` built without memory (`build_sim_graph(..., memory=False)`) gives the makespan alone
+  (peak memory NaN), faster still.
   """
   scales = _default_scales(graph, op_time_scale, transfer_time_scale,
                            batch=placement.shape[:1])

@@ -75,6 +75,35 @@ def test_random_graphs_and_devices(graph, devices, model, seed):
   assert_same(graph, devices, model, sim, placement, priority, transfer_priority)
 
 
+@settings(max_examples=15)
+@given(dags(max_ops=12, max_outputs=2), device_sets, st.integers(0, 2**31))
+def test_wc_without_memory_keeps_every_time(graph, devices, seed):
+  """The makespan-only WC graph (no USE/SENDER entries) schedules exactly as the reference."""
+  sim = build_sim_graph(graph, devices, shape=SMALL_SHAPE, memory=False)
+  rng = np.random.default_rng(seed)
+  placement, priority, transfer_priority = random_inputs(rng, sim, 4)
+  priority = np.round(priority * 3) / 3
+  result = jax.device_get(wc_model.simulate_batch(sim, placement, priority, transfer_priority))
+  o, t = graph.num_ops, graph.num_tensors
+  assert np.isnan(result.peak_memory).all()
+  for p in range(placement.shape[0]):
+    ref = rm.simulate_wc(graph, devices, placement[p, :o], priority[p, :o],
+                         transfer_priority[p, :t], dtype=np.float32)
+    np.testing.assert_array_equal(result.makespan[p], ref.makespan)
+    np.testing.assert_array_equal(result.op_start[p, :o], ref.op_start)
+    np.testing.assert_array_equal(result.op_end[p, :o], ref.op_end)
+    np.testing.assert_array_equal(result.transfer_start[p, :t], ref.transfer_start)
+    np.testing.assert_array_equal(result.transfer_end[p, :t], ref.transfer_end)
+
+
+def test_sync_refuses_a_graph_without_memory():
+  graph = synthetic.generate(np.random.default_rng(5))
+  devices = devices_lib.homogeneous(2)
+  sim = build_sim_graph(graph, devices, memory=False)
+  with pytest.raises(ValueError, match="needs a simulation graph built with memory"):
+    sync_model.simulate_batch(sim, *random_inputs(np.random.default_rng(0), sim, 2))
+
+
 @pytest.mark.parametrize("model", ["wc", "sync"])
 def test_synthetic_graphs(model):
   rng = np.random.default_rng(7)
