@@ -18,7 +18,9 @@ best ready one, O(ops) work per event. Here each step does O(devices^2 + K) work
   gathers and scatters cost far more per element than arithmetic);
 * bits enter the ready sets and queues by a masked scatter-add of the few new members: a
   one-hot sum over every word of every set cost ~25% more per step at 200 ops and grows
-  with the graph.
+  with the graph; transfers leave their queues in the same scatter that queues new ones;
+* what a dispatch needs about its pick (op or tensor at that rank, and its duration) is one
+  row of a per-chromosome table indexed by rank.
 A population runs in lockstep under one `lax.while_loop` whose condition is "any chromosome
 has ops left": a transfer is only ever sent to a consumer, so once every op has finished every
 transfer has too, and a counter replaces a scan of all ready sets and queues per step. A
@@ -49,12 +51,12 @@ class SimResult(NamedTuple):
 class _Context(NamedTuple):
   """Per-chromosome tables fixed for the whole simulation (computed once, before the loop)."""
   op_ints: jnp.ndarray  # [O, 2] (device, rank)
-  op_floats: jnp.ndarray  # [O, 2] (duration, bytes released when the op ends)
-  op_at_rank: jnp.ndarray  # [O]
+  op_release: jnp.ndarray  # [O] bytes released when the op ends
+  op_by_rank: jnp.ndarray  # [O, 2] (op at rank r, its duration as bits): one row per dispatch
   output_queue_rank: jnp.ndarray  # [O, M * D] for op i's m-th output and device j, the rank
   #                                 of that transfer in j's queues (-1: none), one row per op
-  tensor_at_rank: jnp.ndarray  # [D * T] tensor at rank r among transfers to j: [j * T + r]
-  transfer_duration: jnp.ndarray  # [T * D] duration of sending t to device j
+  transfer_by_rank: jnp.ndarray  # [D * T, 2] at [j * T + r]: (tensor at rank r among the
+  #                                transfers to j, duration of sending it to j, as bits)
 
 
 class _State(NamedTuple):
@@ -95,6 +97,19 @@ def channel_ends(num_devices: int) -> tuple[jnp.ndarray, jnp.ndarray]:
   return src, dst
 
 
+def _pack(ints: jnp.ndarray, floats: jnp.ndarray) -> jnp.ndarray:
+  """[N] ints and [N] floats as one [N, 2] integer table (floats as their bits), so one row
+  gather reads both."""
+  bits = jax.lax.bitcast_convert_type(floats, jnp.int32 if floats.dtype.itemsize == 4
+                                      else jnp.int64)
+  return jnp.stack([ints.astype(bits.dtype), bits], axis=1)
+
+
+def _unpack(rows: jnp.ndarray, dtype) -> tuple[jnp.ndarray, jnp.ndarray]:
+  return (rows[..., 0].astype(jnp.int32),
+          jax.lax.bitcast_convert_type(rows[..., 1], jnp.dtype(dtype)))
+
+
 def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
              transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray,
              transfer_time_scale: jnp.ndarray, record_times: bool) -> tuple[_Context, _State]:
@@ -114,7 +129,7 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
   # Same operations, in the same order, as the reference: (cost / speed) * scale.
   duration = graph.compute_cost / graph.speed[placement] * op_time_scale.astype(dtype)
   link = (graph.latency[home] + graph.tensor_size[:, None] / graph.bandwidth[home])  # [T, D]
-  transfer_duration = (link * transfer_time_scale.astype(dtype)).reshape(-1)
+  transfer_duration = link * transfer_time_scale.astype(dtype)  # [T, D]
 
   words = -(-num_ops // WORD_BITS)
   tensor_words = -(-num_tensors // WORD_BITS)
@@ -141,12 +156,13 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
       transfer_end=jnp.full(recorded_transfers, jnp.nan, dtype))
   context = _Context(
       op_ints=jnp.stack([placement, op_rank], axis=1),
-      op_floats=jnp.stack([duration, end_release], axis=1), op_at_rank=op_at_rank,
+      op_release=end_release, op_by_rank=_pack(op_at_rank, duration[op_at_rank]),
       output_queue_rank=jnp.where(
           (graph.op_outputs >= 0)[..., None],
           jnp.where(needs_transfer, tensor_rank.T, -1)[jnp.maximum(graph.op_outputs, 0)],
           -1).reshape(num_ops, -1),
-      tensor_at_rank=tensor_at_rank.reshape(-1), transfer_duration=transfer_duration)
+      transfer_by_rank=_pack(tensor_at_rank.reshape(-1), jnp.take_along_axis(
+          transfer_duration.T, tensor_at_rank, axis=1).reshape(-1)))
   return context, state
 
 
@@ -196,8 +212,8 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   allowed = col(idle & (next_end > s.now))
   has_ready, op_rank, word_index = first_set(ready_words)  # [P, D]
   start = allowed & has_ready & (s.device_op < 0)
-  started = gather_rows(ctx.op_at_rank, jnp.minimum(op_rank, num_ops - 1))  # [P, D]
-  started_duration = gather_rows(ctx.op_floats, started)[..., 0]
+  started, started_duration = _unpack(
+      gather_rows(ctx.op_by_rank, jnp.minimum(op_rank, num_ops - 1)), s.now.dtype)  # [P, D]
   word_ids = jnp.arange(words, dtype=jnp.int32)
   ready_words = ready_words + jnp.where(
       start[..., None] & (word_ids == word_index[..., None]),
@@ -210,16 +226,14 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   queue_words = s.queue_words
   has_waiting, t_rank, t_word = first_set(queue_words)  # [P, C]
   send = allowed & has_waiting & (s.channel_tensor < 0)
-  sent = gather_rows(ctx.tensor_at_rank, channel_dst * num_tensors
-                     + jnp.minimum(t_rank, num_tensors - 1))  # [P, C]
+  sent, sent_duration = _unpack(gather_rows(
+      ctx.transfer_by_rank, channel_dst * num_tensors + jnp.minimum(t_rank, num_tensors - 1)),
+      s.now.dtype)  # [P, C]
   sent_slot = sent * num_devices + channel_dst
-  tensor_word_ids = jnp.arange(tensor_words, dtype=jnp.int32)
-  queue_words = queue_words + jnp.where(
-      send[..., None] & (tensor_word_ids == t_word[..., None]),
-      jnp.uint32(0) - bit(t_rank)[..., None], jnp.uint32(0))
+  # Sent transfers leave their queues in the scatter that queues new ones (below).
+  unqueue_slot = jnp.arange(channels, dtype=jnp.int32) * tensor_words + t_word
   channel_tensor = jnp.where(send, sent, s.channel_tensor)
-  channel_end = jnp.where(send, col(s.now) + gather_rows(ctx.transfer_duration, sent_slot),
-                          s.channel_end)
+  channel_end = jnp.where(send, col(s.now) + sent_duration, s.channel_end)
   peak = s.peak
   if memory:
     received = jnp.where(send, graph.tensor_size[sent], 0)  # [P, C], grouped by receiver
@@ -251,7 +265,7 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   dst = jnp.sum(jnp.where(finishing_channel, channel_dst, 0), axis=1)
 
   if memory:
-    released = gather_rows(ctx.op_floats, done_op[:, None])[:, 0, 1]
+    released = gather_rows(ctx.op_release, done_op[:, None])[:, 0]
     resident = resident - jnp.where(finishing_device, col(released), 0)
   # A finished op queues each output on the channel to every other device that reads it.
   queue_rank = gather_rows(ctx.output_queue_rank, done_op[:, None])[:, 0]  # [P, M * D]
@@ -261,9 +275,9 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   channel = channel_index(done_device[:, None], to_device, num_devices)  # [P, M * D]
   queue_words = scatter_rows(
       queue_words.reshape(population, -1),
-      (channel * tensor_words + safe_rank // WORD_BITS).reshape(population, -1),
-      bit(safe_rank).reshape(population, -1), add=True, keep=wanted.reshape(population, -1)
-  ).reshape(population, channels, tensor_words)
+      jnp.concatenate([unqueue_slot, channel * tensor_words + safe_rank // WORD_BITS], axis=1),
+      jnp.concatenate([jnp.uint32(0) - bit(t_rank), bit(safe_rank)], axis=1), add=True,
+      keep=jnp.concatenate([send, wanted], axis=1)).reshape(population, channels, tensor_words)
   op_range = graph.op_work[done_op]  # [P, 2]
   tensor_range = graph.tensor_work[done_tensor]
   work_range = jnp.where(col(is_op), op_range,
