@@ -106,8 +106,9 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
   op_begin, op_end = [], []
   for op in range(num_ops):
     op_begin.append(len(kinds))
-    for tensor, count in collections.Counter(inputs[op]).items() if memory else ():
-      add(USE, tensor, op, 0, count)
+    if memory:
+      for tensor, count in collections.Counter(inputs[op]).items():
+        add(USE, tensor, op, 0, count)
     needs: dict[int, list[int]] = {}
     for succ in control_succ[op]:
       needs.setdefault(succ, [0, 0])[0] += 1

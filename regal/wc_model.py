@@ -146,8 +146,7 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
       device_op=jnp.full(num_devices, -1, jnp.int32), device_end=jnp.full(num_devices, inf),
       channel_tensor=jnp.full(channels, -1, jnp.int32), channel_end=jnp.full(channels, inf),
       uses_left=uses_left.reshape(-1), resident=jnp.zeros(num_devices, dtype),
-      peak=jnp.zeros(num_devices, dtype) if graph.tracks_memory else jnp.full(num_devices, jnp.nan,
-                                                                              dtype),
+      peak=jnp.full(num_devices, 0.0 if graph.tracks_memory else jnp.nan, dtype),
       makespan=jnp.full((), -jnp.inf, dtype),
       work_pos=jnp.zeros((), jnp.int32), work_end=jnp.zeros((), jnp.int32),
       work_device=jnp.zeros((), jnp.int32), work_src=jnp.zeros((), jnp.int32),
@@ -319,6 +318,19 @@ def _default_scales(graph: SimGraph, op_time_scale, transfer_time_scale, batch=(
   return op_time_scale, transfer_time_scale
 
 
+def initial_state(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
+                  transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None,
+                  transfer_time_scale: jnp.ndarray | None,
+                  record_times: bool) -> tuple[_Context, _State]:
+  """The population's tables and the loop's starting state (large state flat, see `_step`)."""
+  scales = _default_scales(graph, op_time_scale, transfer_time_scale,
+                           batch=placement.shape[:1])
+  ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0, 0, 0, None))(
+      graph, placement, op_priority, transfer_priority, *scales, record_times)
+  return ctx, state._replace(pending=state.pending.reshape(-1),
+                             uses_left=state.uses_left.reshape(-1))
+
+
 @functools.partial(jax.jit, static_argnames=("chunk", "record_times"))
 def simulate_batch(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
                    transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None = None,
@@ -332,12 +344,8 @@ def simulate_batch(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.nda
   `graph` built without memory (`build_sim_graph(..., memory=False)`) gives the makespan alone
   (peak memory NaN), faster still.
   """
-  scales = _default_scales(graph, op_time_scale, transfer_time_scale,
-                           batch=placement.shape[:1])
-  ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0, 0, 0, None))(
-      graph, placement, op_priority, transfer_priority, *scales, record_times)
-  state = state._replace(pending=state.pending.reshape(-1),
-                         uses_left=state.uses_left.reshape(-1))
+  ctx, state = initial_state(graph, placement, op_priority, transfer_priority, op_time_scale,
+                             transfer_time_scale, record_times)
   final = jax.lax.while_loop(lambda s: jnp.any(s.ops_left > 0),
                              lambda s: _step(graph, ctx, s, chunk, record_times), state)
   population = placement.shape[0]

@@ -52,11 +52,8 @@ def count_steps(sim, placement, priority, transfer_priority) -> tuple[int, np.nd
   @jax.jit
   def run(placement, priority, transfer_priority):
     population = placement.shape[0]
-    scales = wc_model._default_scales(sim, None, None, batch=(population,))  # noqa: SLF001
-    ctx, state = jax.vmap(wc_model._prepare, in_axes=(None, 0, 0, 0, 0, 0, None))(  # noqa: SLF001
-        sim, placement, priority, transfer_priority, *scales, False)
-    state = state._replace(pending=state.pending.reshape(-1),
-                           uses_left=state.uses_left.reshape(-1))
+    ctx, state = wc_model.initial_state(sim, placement, priority, transfer_priority, None, None,
+                                        False)
 
     def body(carry):
       s, steps, busy_steps = carry
