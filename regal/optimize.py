@@ -1,9 +1,10 @@
-r"""Optimizes one graph's placement and schedule with BRKGA and reports the result.
+r"""Optimizes one graph's placement and schedule (BRKGA or a baseline) and reports the result.
 
   python -m regal.optimize --graph ../shared/graphs/doppler/ffnn_192nodes.txt --devices 4 \
       --model doppler --evals 5000 --out result.json
   python -m regal.optimize --dataset synthetic --split test --index 3 --model sync
   python -m regal.optimize          # the default synthetic dataset's first test graph
+  python -m regal.optimize --method cpsat --time_limit 30   # a baseline instead of BRKGA
 
 Writes a summary to the terminal and, with --out, a JSON result (schema in
 regal/optimize_lib.py). Compiled functions are cached on disk, so a second run on a graph of
@@ -39,7 +40,12 @@ _OBJECTIVE = flags.DEFINE_enum("objective", "runtime", list(performance.OBJECTIV
                                "What to minimize.")
 _MEMORY_LIMIT = flags.DEFINE_float("memory_limit", None, "Per-device memory limit in bytes "
                                    "(runtime_under_memory; default: device capacities).")
-_EVALS = flags.DEFINE_integer("evals", 5000, "Fitness evaluations (BRKGA budget).")
+_METHOD = flags.DEFINE_enum("method", "brkga", list(optimize_lib.METHODS),
+                            "Placement method: brkga or a baseline (regal/baselines).")
+_EVALS = flags.DEFINE_integer("evals", 5000, "Fitness evaluations (BRKGA, local search and "
+                              "random search budget).")
+_TIME_LIMIT = flags.DEFINE_float("time_limit", 10.0, "Seconds for the cpsat and quickp "
+                                 "methods' solver.")
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
 _OUT = flags.DEFINE_string("out", None, "Write the result JSON here (atomically).")
 _GANTT = flags.DEFINE_string("gantt", None, "Write a Gantt chart here (.png or .svg).")
@@ -71,6 +77,8 @@ def enable_compilation_cache() -> None:
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  if _TIME_LIMIT.value <= 0:
+    raise errors.ConfigError(f"--time_limit must be positive, got {_TIME_LIMIT.value}")
   if _EVALS.value < 1:
     raise errors.ConfigError(f"--evals must be positive, got {_EVALS.value}")
   graph, source = load_graph()
@@ -78,7 +86,8 @@ def main(argv: Sequence[str]) -> None:
   enable_compilation_cache()
   report = optimize_lib.run(graph, devices, model=_MODEL.value, objective=_OBJECTIVE.value,
                             memory_limit=_MEMORY_LIMIT.value, evals=_EVALS.value,
-                            seed=_SEED.value, source=source)
+                            seed=_SEED.value, source=source, method=_METHOD.value,
+                            time_limit=_TIME_LIMIT.value)
   print(optimize_lib.summary(report))
   if _OUT.value:
     optimize_lib.write_json(report, _OUT.value)

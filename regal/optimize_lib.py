@@ -3,7 +3,9 @@
 Result JSON schema (`format: "regal.result"`, version 1):
   graph           {name, num_ops, num_tensors, source}
   devices         the device description (datasets.devices JSON form)
-  settings        model, objective, memory_limit, evals, seed, BRKGA parameters
+  settings        method, model, objective, memory_limit, evals, seed, BRKGA parameters (for
+                  brkga), time_limit (for cpsat / quickp)
+  details         method-specific facts (e.g. CP-SAT's status and lower bound; {} for brkga)
   objective       the best solution's objective value
   makespan        its makespan, and peak_memory [D] per device (null for the doppler model)
   placement       [{op, name, device}] in the input file's op order
@@ -29,7 +31,7 @@ from datasets import atomic, errors
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import chromosome as chromosome_lib
-from regal import performance, search
+from regal import baselines, performance, search
 from regal.schedule import Schedule
 
 RESULT_FORMAT = "regal.result"
@@ -42,34 +44,60 @@ class Report:
   placement: np.ndarray
 
 
-def _search_problem(problem: performance.Problem) -> performance.Problem:
-  """The doppler model runs on the host only: search with the WC model as a surrogate."""
-  if problem.model != "doppler":
-    return problem
-  return dataclasses.replace(problem, model="wc")
+METHODS = ("brkga",) + baselines.METHODS
+
+
+def _run_brkga(problem: performance.Problem, evals: int, seed: int):
+  surrogate = baselines.batch_problem(problem)
+  params = search.default_params(surrogate)
+  seeds = search.heuristic_seeds(problem)
+  try:
+    result = search.optimize(surrogate, evals=evals, seed=seed, params=params, seeds=seeds)
+  except ValueError as error:  # e.g. a budget below one population
+    raise errors.ConfigError(str(error)) from None
+  settings = {"brkga": {"population_size": params.population_size,
+                        "num_elites": params.num_elites, "num_mutants": params.num_mutants,
+                        "rho": float(np.asarray(params.rho))}}
+  wall = {"compile": result.compile_seconds, "search": result.search_seconds}
+  # Every seed is re-scored too: through the surrogate the search could miss that one is
+  # better under the real model, and the result must never be worse than a seed.
+  candidates = {"brkga": result.best_chromosome, **seeds}
+  return candidates, result.evaluations, settings, wall, {}
+
+
+def _run_baseline(problem: performance.Problem, method: str, evals: int, seed: int,
+                  time_limit: float):
+  try:
+    result = baselines.run_method(method, problem, evals=evals, seed=seed, time_limit=time_limit)
+  except ValueError as error:
+    raise errors.ConfigError(str(error)) from None
+  settings = {"time_limit": time_limit} if method in baselines.MAKESPAN_ONLY else {}
+  wall = {"compile": 0.0, "search": result.wall_seconds}
+  return {method: result.chromosome}, result.evaluations, settings, wall, result.details
 
 
 def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "runtime",
         memory_limit: float | None = None, evals: int = 5000, seed: int = 0,
-        source: str = "") -> Report:
+        source: str = "", method: str = "brkga", time_limit: float = 10.0) -> Report:
   start = time.perf_counter()
+  if method not in METHODS:
+    raise errors.ConfigError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
   problem = performance.Problem(graph, devices, model=model, objective=objective,
                                 memory_limit=memory_limit)
-  surrogate = _search_problem(problem)
-  params = search.default_params(surrogate)
-  try:
-    result = search.optimize(surrogate, evals=evals, seed=seed, params=params)
-  except ValueError as error:  # e.g. a budget below one population
-    raise errors.ConfigError(str(error)) from None
+  if method == "brkga":
+    candidates, evaluations, method_settings, wall, details = _run_brkga(problem, evals, seed)
+  else:
+    candidates, evaluations, method_settings, wall, details = _run_baseline(
+        problem, method, evals, seed, time_limit)
   # Every reported number comes from the readable reference model (the exact Doppler
   # simulator for --model doppler), so it can be checked independently.
   seed_chromosome = search.single_device_seed(problem)
   single_value, single_schedule = performance.score_reference(problem, seed_chromosome)
-  best_value, schedule = performance.score_reference(problem, result.best_chromosome)
-  if best_value > single_value:  # Possible only through the surrogate: never return worse.
-    best_value, schedule, chosen = single_value, single_schedule, seed_chromosome
-  else:
-    chosen = result.best_chromosome
+  scored = {name: performance.score_reference(problem, c) for name, c in candidates.items()}
+  best_name = min(scored, key=lambda name: scored[name][0])  # Ties: the method's own answer.
+  best_value, schedule = scored[best_name]
+  chosen = candidates[best_name]
+  seed_scores = {name: value for name, (value, _) in scored.items() if name != method}
   decoded = chromosome_lib.decode(np.asarray(chosen, np.float32), problem.layout)
   placement = np.asarray(decoded.placement)
   order = chromosome_lib.priority_order(np.asarray(decoded.op_priority))
@@ -79,12 +107,11 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
       "graph": {"name": graph.name, "num_ops": graph.num_ops,
                 "num_tensors": graph.num_tensors, "source": source},
       "devices": devices.to_json_dict(),
-      "settings": {"model": model, "search_model": surrogate.model, "objective": objective,
-                   "memory_limit": memory_limit, "evals": evals, "seed": seed,
-                   "brkga": {"population_size": params.population_size,
-                             "num_elites": params.num_elites,
-                             "num_mutants": params.num_mutants,
-                             "rho": float(np.asarray(params.rho))}},
+      "settings": {"method": method, "model": model,
+                   "search_model": baselines.batch_problem(problem).model,
+                   "objective": objective, "memory_limit": memory_limit, "evals": evals,
+                   "seed": seed, **method_settings},
+      "details": details,
       "objective": best_value,
       "makespan": float(schedule.makespan),
       "peak_memory": _nan_to_none(schedule.peak_memory),
@@ -96,12 +123,15 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
               for i in range(graph.num_ops)],
       "transfers": _transfers(graph, placement, schedule),
       "baselines": {"single_device": {"objective": single_value,
-                                      "makespan": float(single_schedule.makespan)}},
+                                      "makespan": float(single_schedule.makespan)},
+                    **({"best_seed": {"name": min(seed_scores, key=seed_scores.get),
+                                      "objective": min(seed_scores.values())}}
+                       if seed_scores else {})},
+      "chosen": best_name,
       "improvement_pct": 100.0 * (single_value - best_value) / single_value
                          if single_value else 0.0,
-      "evaluations": result.evaluations,
-      "wall_seconds": {"compile": result.compile_seconds, "search": result.search_seconds,
-                       "total": total},
+      "evaluations": evaluations,
+      "wall_seconds": {**wall, "total": total},
       "versions": {"python": platform.python_version(), "jax": jax.__version__,
                    "numpy": np.__version__, "regal": _regal_version()},
   }
@@ -137,13 +167,22 @@ def summary(report: Report) -> str:
   peak = ", ".join("-" if p is None else f"{p:.6g}" for p in d["peak_memory"])
   single = d["baselines"]["single_device"]
   wall = d["wall_seconds"]
-  return "\n".join([
+  lines = [
       f"graph {d['graph']['name']}: {d['graph']['num_ops']} ops on "
-      f"{d['devices']['num_devices']} devices, model {d['settings']['model']}, objective "
-      f"{d['settings']['objective']}",
+      f"{d['devices']['num_devices']} devices, method {d['settings']['method']}, model "
+      f"{d['settings']['model']}, objective {d['settings']['objective']}",
       f"best:          objective {d['objective']:.6g}  makespan {d['makespan']:.6g}  "
-      f"peak memory [{peak}]",
+      f"peak memory [{peak}]" + ("" if d["chosen"] == d["settings"]["method"]
+                                 else f"  (seed {d['chosen']})"),
       f"single device: objective {single['objective']:.6g}  makespan {single['makespan']:.6g}",
+  ]
+  if "best_seed" in d["baselines"]:
+    seed = d["baselines"]["best_seed"]
+    lines.append(f"best seed:     objective {seed['objective']:.6g}  ({seed['name']})")
+  if "lower_bound" in d["details"]:
+    lines.append(f"lower bound:   {d['details']['lower_bound']:.6g} "
+                 f"({d['details']['status']})")
+  return "\n".join(lines + [
       f"improvement {d['improvement_pct']:.2f}% over single device; {d['evaluations']} "
       f"evaluations; compile {wall['compile']:.2f} s, search {wall['search']:.2f} s, "
       f"total {wall['total']:.2f} s",

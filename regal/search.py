@@ -1,8 +1,9 @@
 """BRKGA over a graph: a performance model's objective as the fitness of random-key chromosomes.
 
 `optimize` runs the domain-free engine (`brkga`) on the chromosomes of REGAL's decoder
-(`regal.chromosome`), scored by `regal.performance`. Heuristic seeds enter the first
-population, so the result is never worse than the best seed.
+(`regal.chromosome`), scored by `regal.performance`. Heuristic seeds (`heuristic_seeds`: single
+device and critical path) enter the first population, so the result is never worse than the
+best seed.
 
 Default hyperparameters follow Goncalves & Resende (2011) as REGAL used them
 (`brkga.goncalves_resende`): population proportional to the chromosome length (20..200), 20%
@@ -40,6 +41,14 @@ def single_device_seed(problem: performance.Problem, device: int = 0) -> np.ndar
   graph = problem.graph
   return chromosome_lib.encode(np.full(graph.num_ops, device), graph.topological_order,
                                problem.layout)
+
+
+def heuristic_seeds(problem: performance.Problem) -> dict[str, np.ndarray]:
+  """The first population's seeds: every op on device 0, and the critical-path heuristic."""
+  from regal.baselines import list_scheduling  # Here: baselines import this module's users.
+  placement, order = list_scheduling.critical_path_assignment(problem.graph, problem.devices)
+  return {"single_device": single_device_seed(problem),
+          "critical_path": chromosome_lib.encode(placement, order, problem.layout)}
 
 
 def default_params(problem: performance.Problem) -> brkga.Params:

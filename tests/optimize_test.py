@@ -8,6 +8,7 @@ from datasets import devices as devices_lib
 from datasets import io as graph_io
 from regal import doppler_model, optimize_lib
 from cli_test import assert_one_line_error, run
+from experiments.bench.graphs import synthetic_graph
 
 DOPPLER_FILES = ["chain_mm_112nodes.txt", "ffnn_192nodes.txt",
                  "transformer_block_215nodes.txt", "full_transformer_layer_261nodes.txt"]
@@ -30,14 +31,20 @@ def test_doppler_graphs_rescore_and_beat_one_device(shared_graphs, file_name, tm
   assert data["evaluations"] <= 5000 and data["settings"]["search_model"] == "wc"
 
 
-def test_cli_writes_result(tmp_path):
-  graph_file = tmp_path / "g.json"
+def write_pair_graph(folder):
+  """a and b (cost 5) feed c (cost 1) through 1-byte tensors: on 2 devices the optimum is 7."""
+  graph_file = folder / "g.json"
   graph_file.write_text(json.dumps({
       "format": "regal.graph", "version": 1, "name": "pair",
       "ops": [{"name": "a", "compute_cost": 5}, {"name": "b", "compute_cost": 5},
               {"name": "c", "compute_cost": 1}],
       "tensors": [{"producer": "a", "size": 1}, {"producer": "b", "size": 1}],
       "data_edges": [{"tensor": 0, "consumer": "c"}, {"tensor": 1, "consumer": "c"}]}))
+  return graph_file
+
+
+def test_cli_writes_result(tmp_path):
+  graph_file = write_pair_graph(tmp_path)
   out = tmp_path / "result.json"
   result = run("regal.optimize", "--graph", str(graph_file), "--devices", "2", "--evals", "300",
                "--out", str(out))
@@ -48,10 +55,35 @@ def test_cli_writes_result(tmp_path):
   assert {t["dst"] for t in data["transfers"]} <= {0, 1}
 
 
+@pytest.mark.parametrize("method", ["critical_path", "cpsat"])
+def test_cli_runs_a_baseline(tmp_path, method):
+  graph_file = write_pair_graph(tmp_path)
+  out = tmp_path / "result.json"
+  result = run("regal.optimize", "--graph", str(graph_file), "--devices", "2", "--method",
+               method, "--time_limit", "5", "--out", str(out))
+  assert result.returncode == 0, result.stderr
+  data = json.loads(out.read_text())
+  assert data["settings"]["method"] == data["chosen"] == method
+  assert data["makespan"] == 7  # Optimal: a || b, send 1, c 1.
+  if method == "cpsat":
+    assert data["details"]["status"] == "OPTIMAL" and data["details"]["lower_bound"] == 7
+
+
+def test_brkga_result_never_loses_the_critical_path_seed():
+  graph = synthetic_graph(20, seed=3)
+  report = optimize_lib.run(graph, devices_lib.homogeneous(2), model="sync", evals=200)
+  seeds = report.data["baselines"]["best_seed"]
+  assert report.data["objective"] <= seeds["objective"]
+  assert seeds["name"] in ("single_device", "critical_path")
+
+
 @pytest.mark.parametrize("args, message", [
     (["--graph", "/nonexistent.json"], "no such file"),
     (["--graph", "x.json", "--dataset", "synthetic"], "only one of --graph and --dataset"),
     (["--dataset", "synthetic", "--evals", "0"], "--evals must be positive"),
+    (["--dataset", "synthetic", "--method", "cpsat", "--objective", "memory", "--model",
+      "sync"], "minimizes the makespan"),
+    (["--dataset", "synthetic", "--time_limit", "0"], "--time_limit must be positive"),
 ])
 def test_cli_bad_input(tmp_path, args, message):
   out = tmp_path / "result.json"

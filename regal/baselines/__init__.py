@@ -1,0 +1,54 @@
+"""Baselines: every method the REGAL and Doppler papers compare against, on one scoring path.
+
+Each method takes a `regal.performance.Problem` and returns a `MethodResult` (placement, op
+order, objective under the problem's reference model, wall time). `run_method(name, ...)`
+is what `regal.optimize --method NAME` and the baselines table call.
+
+| name | method |
+|---|---|
+| critical_path | Kwok & Ahmad list scheduling: largest bottom level first, earliest-start device |
+| critical_path_doppler | the same as the Doppler repository codes it (the papers' anchors) |
+| heft | HEFT: upward rank, earliest finish time, insertion, heterogeneous speeds |
+| gp_dfs | METIS k-way partition + depth-first schedule (REGAL's XLA stand-in) |
+| local_search | hill climbing over device moves and adjacent swaps, restarts, BRKGA's budget |
+| random | the best of `evals` uniform random chromosomes (IDRS: `sampling.idrs`) |
+| enumerative | Doppler's Enumerative Optimizer over meta-op groups |
+| cpsat | OR-Tools CP-SAT: best known solution and lower bound, with a time limit |
+| quickp | QuickP: operator fusion + co-location, then CP-SAT on the smaller model |
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from regal import performance
+from regal.baselines import enumerative, exact, list_scheduling, local_search, partition, sampling
+from regal.baselines.common import MethodResult, batch_problem, finish, score
+
+_METHODS: dict[str, Callable[..., MethodResult]] = {
+    "critical_path": lambda p, evals, seed, time_limit: list_scheduling.critical_path(p),
+    "critical_path_doppler":
+        lambda p, evals, seed, time_limit: list_scheduling.critical_path_doppler(p),
+    "heft": lambda p, evals, seed, time_limit: list_scheduling.heft(p),
+    "gp_dfs": lambda p, evals, seed, time_limit: partition.gp_dfs(p),
+    "local_search": lambda p, evals, seed, time_limit: local_search.local_search(p, evals, seed),
+    "random": lambda p, evals, seed, time_limit: sampling.random_search(p, evals, seed),
+    "enumerative": lambda p, evals, seed, time_limit: enumerative.enumerative(p, seed),
+    "cpsat": lambda p, evals, seed, time_limit: exact.cpsat(p, time_limit, seed=seed),
+    "quickp": lambda p, evals, seed, time_limit: exact.quickp(p, time_limit, seed=seed),
+}
+METHODS = tuple(_METHODS)
+# Methods that plan the makespan only (they refuse the memory objectives).
+MAKESPAN_ONLY = ("cpsat", "quickp")
+
+
+def run_method(name: str, problem: performance.Problem, evals: int = 5000, seed: int = 0,
+               time_limit: float = 10.0) -> MethodResult:
+  """Runs baseline `name`; `evals` is the search budget, `time_limit` CP-SAT's (seconds)."""
+  from datasets import errors
+  if name not in _METHODS:
+    raise errors.ConfigError(f"unknown method {name!r}; known: brkga, {', '.join(METHODS)}")
+  return _METHODS[name](problem, evals, seed, time_limit)
+
+
+__all__ = ["METHODS", "MAKESPAN_ONLY", "MethodResult", "batch_problem", "finish", "run_method",
+           "score"]

@@ -1,0 +1,183 @@
+"""Best known solutions with OR-Tools CP-SAT, and the QuickP variant that solves a smaller model.
+
+The model is the delay model of `list_scheduling` (Doppler's communication semantics): per op
+a start, an end and one optional interval per device (exactly one present, its length the op's
+time there); no overlap per device; for every dependency u -> v, start(v) >= end(u), plus the
+transfer time when u and v sit on different devices and v reads a tensor of u; minimize the
+makespan. Every performance model's schedule is feasible here, so CP-SAT's proven bound is a
+lower bound for all of them; its solution (placement + order by start time) is then scored by
+the problem's own model like every other method's.
+
+CP-SAT needs integer times: when the durations are not all integers (or are huge) the time unit
+is chosen so the horizon spans about 10^7 units and durations are rounded *down*, which keeps
+the bound valid (every real schedule maps onto a feasible scaled one). A time limit bounds the
+search; without a proof the incumbent is returned (the critical-path schedule is its hint, so
+there always is one).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from datasets import errors
+from datasets.devices import DeviceSpec
+from regal import performance
+from regal.baselines import fusion, list_scheduling
+from regal.baselines.common import MethodResult, finish
+from regal.baselines.list_scheduling import CONTROL_ONLY, Dependencies
+
+HORIZON_UNITS = 10_000_000
+
+
+def _identical_devices(devices: DeviceSpec) -> bool:
+  off = ~np.eye(devices.num_devices, dtype=bool)
+  return (np.all(devices.speed == devices.speed[0])
+          and np.all(devices.bandwidth[off] == devices.bandwidth[off][0])
+          and np.all(devices.latency[off] == devices.latency[off][0]))
+
+
+def solve_delay_model(cost: np.ndarray, edges: list[tuple[int, int, float]],
+                      devices: DeviceSpec, time_limit: float = 10.0, workers: int = 2,
+                      seed: int = 0, same_device: list[list[int]] = (),
+                      hint: np.ndarray | None = None) -> dict:
+  """CP-SAT on nodes with compute `cost` and dependency `edges` (src, dst, bytes).
+
+  Returns {placement, start, makespan (delay model, in graph units, of the found schedule),
+  lower_bound, status, time_unit}.
+  """
+  from ortools.sat.python import cp_model  # Imported here: only this method needs OR-Tools.
+  num_nodes, num_devices = len(cost), devices.num_devices
+  duration = cost[:, None] / devices.speed[None, :]  # [n, D]
+  delay = {}
+  for src, dst, size in edges:
+    for a in range(num_devices):
+      for b in range(num_devices):
+        delay[(src, dst, a, b)] = list_scheduling.transfer_time(devices, size, a, b)
+  horizon = float(duration.max(axis=1).sum() + sum(max(
+      (delay[(s, d, a, b)] for a in range(num_devices) for b in range(num_devices)), default=0)
+      for s, d, _ in edges))
+  values = np.concatenate([duration.ravel(), np.fromiter(delay.values(), float)])
+  integral = np.all(values == np.floor(values)) and horizon <= HORIZON_UNITS * 100
+  unit = 1.0 if integral or horizon == 0 else horizon / HORIZON_UNITS
+  to_units = lambda t: int(np.floor(t / unit + 1e-9))
+  bound = to_units(horizon) + 1
+
+  model = cp_model.CpModel()
+  on = [[model.NewBoolVar(f"x{i}_{d}") for d in range(num_devices)] for i in range(num_nodes)]
+  start = [model.NewIntVar(0, bound, f"s{i}") for i in range(num_nodes)]
+  end = [model.NewIntVar(0, bound, f"e{i}") for i in range(num_nodes)]
+  per_device = [[] for _ in range(num_devices)]
+  for i in range(num_nodes):
+    model.AddExactlyOne(on[i])
+    for d in range(num_devices):
+      per_device[d].append(model.NewOptionalIntervalVar(
+          start[i], to_units(duration[i, d]), end[i], on[i][d], f"i{i}_{d}"))
+  for intervals in per_device:
+    model.AddNoOverlap(intervals)
+  for src, dst, size in edges:
+    model.Add(start[dst] >= end[src])
+    if size == CONTROL_ONLY:
+      continue
+    for a in range(num_devices):
+      for b in range(num_devices):
+        wait = to_units(delay[(src, dst, a, b)])
+        if a != b and wait > 0:
+          model.Add(start[dst] >= end[src] + wait).OnlyEnforceIf([on[src][a], on[dst][b]])
+  for group in same_device:
+    for other in group[1:]:
+      for d in range(num_devices):
+        model.Add(on[other][d] == on[group[0]][d])
+  if num_devices > 1 and _identical_devices(devices) and num_nodes:
+    # Devices are interchangeable: the heaviest node may as well sit on device 0.
+    model.Add(on[int(np.argmax(cost))][0] == 1)
+  makespan = model.NewIntVar(0, bound, "makespan")
+  model.AddMaxEquality(makespan, end) if num_nodes else model.Add(makespan == 0)
+  # Redundant but strong for the bound: no device works longer than the makespan.
+  for d in range(num_devices):
+    model.Add(sum(to_units(duration[i, d]) * on[i][d] for i in range(num_nodes)) <= makespan)
+  model.Minimize(makespan)
+  if hint is not None:
+    for i in range(num_nodes):
+      for d in range(num_devices):
+        model.AddHint(on[i][d], int(hint[i] == d))
+
+  solver = cp_model.CpSolver()
+  solver.parameters.max_time_in_seconds = float(time_limit)
+  solver.parameters.num_workers = int(workers)
+  solver.parameters.random_seed = int(seed)
+  status = solver.Solve(model)
+  if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    return {"status": solver.StatusName(status), "lower_bound": float(
+        solver.BestObjectiveBound() * unit), "time_unit": unit}
+  placement = np.array([int(np.argmax([solver.Value(v) for v in row])) for row in on],
+                       np.int64)
+  starts = np.array([solver.Value(s) for s in start], float) * unit
+  return {"status": solver.StatusName(status), "placement": placement, "start": starts,
+          "lower_bound": float(solver.BestObjectiveBound() * unit), "time_unit": unit}
+
+
+def _order_by_start(start: np.ndarray, topo_position: np.ndarray) -> np.ndarray:
+  return np.lexsort((topo_position, start))
+
+
+def _check_objective(problem: performance.Problem, method: str) -> None:
+  if problem.objective != "runtime":
+    raise errors.ConfigError(f"method {method} minimizes the makespan: use objective runtime")
+
+
+def cpsat(problem: performance.Problem, time_limit: float = 10.0, workers: int = 2,
+          seed: int = 0) -> MethodResult:
+  """CP-SAT on the whole graph: the best known solution and a proven lower bound."""
+  _check_objective(problem, "cpsat")
+  started = time.perf_counter()
+  graph, devices = problem.graph, problem.devices
+  deps = Dependencies.of(graph)
+  edges = [(src, dst, size) for dst in range(graph.num_ops)
+           for src, size in zip(deps.preds[dst], deps.pred_bytes[dst])]
+  hint, hint_order = list_scheduling.critical_path_assignment(graph, devices)
+  solution = solve_delay_model(graph.compute_cost, edges, devices, time_limit, workers, seed,
+                               hint=hint)
+  topo_position = np.empty(graph.num_ops, np.int64)
+  topo_position[graph.topological_order] = np.arange(graph.num_ops)
+  if "placement" in solution:
+    placement = solution["placement"]
+    order = _order_by_start(solution["start"], topo_position)
+  else:  # No solution within the limit: the hint is still a valid one.
+    placement, order = hint, hint_order
+  planned, _, _ = list_scheduling.simulate_in_order(graph, devices, placement, order, deps)
+  return finish("cpsat", problem, placement, order, started, status=solution["status"],
+                planned_makespan=planned, lower_bound=solution["lower_bound"],
+                time_unit=solution["time_unit"], time_limit=time_limit)
+
+
+def quickp(problem: performance.Problem, time_limit: float = 10.0, workers: int = 2,
+           seed: int = 0, alpha: float | None = None) -> MethodResult:
+  """QuickP: fuse cheap operators, co-locate critical pairs, then CP-SAT on the smaller model.
+
+  Its bound holds for the fused model only (fusion restricts the solutions), so none is
+  reported as the graph's lower bound."""
+  _check_objective(problem, "quickp")
+  started = time.perf_counter()
+  graph, devices = problem.graph, problem.devices
+  fused = fusion.fuse(graph, alpha)
+  colocated = [sorted({int(fused.node_of[op]) for op in group})
+               for group in fusion.colocation_groups(graph, devices)]
+  colocated = [group for group in colocated if len(group) > 1]
+  hint_ops, _ = list_scheduling.critical_path_assignment(graph, devices)
+  hint = np.array([hint_ops[members[0]] for members in fused.members], np.int64)
+  solution = solve_delay_model(fused.cost, fused.edges, devices, time_limit, workers, seed,
+                               same_device=colocated, hint=hint)
+  if "placement" in solution:
+    node_device, node_start = solution["placement"], solution["start"]
+  else:
+    node_device, node_start = hint, np.zeros(len(hint))
+  placement = node_device[fused.node_of]
+  # Members run back to back: order by their node's start, then topologically.
+  topo_position = np.empty(graph.num_ops, np.int64)
+  topo_position[graph.topological_order] = np.arange(graph.num_ops)
+  order = np.lexsort((topo_position, node_start[fused.node_of]))
+  planned, _, _ = list_scheduling.simulate_in_order(graph, devices, placement, order)
+  return finish("quickp", problem, placement, order, started, status=solution["status"],
+                planned_makespan=planned, fused_nodes=len(fused.members),
+                colocation_groups=len(colocated), time_limit=time_limit)

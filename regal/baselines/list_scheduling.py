@@ -1,0 +1,220 @@
+"""List scheduling under the delay model: critical path (Kwok & Ahmad 1999) and HEFT.
+
+**Delay model** (what list schedulers, the Enumerative Optimizer and CP-SAT plan with; the
+Doppler simulator's communication semantics): op v on device d takes cost / speed[d]; a device
+runs one op at a time; v may start once every predecessor u has finished and, for a data edge
+u -> v across devices, its tensor has arrived: end(u) + latency + bytes / bandwidth (tensors
+travel independently and never contend; control edges deliver at end(u)). Every performance
+model's schedule is feasible in the delay model, so its optimum bounds them all from below.
+An op of zero time occupies no device time (it never waits for its device), as a zero-length
+interval in CP-SAT.
+
+The heuristics return a placement and an op order; the performance model then decides the
+real timing (`regal.baselines.common.finish`).
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import time
+
+import numpy as np
+
+from datasets.devices import DeviceSpec
+from datasets.graph import Graph
+from regal import performance
+from regal.baselines.common import MethodResult, finish
+
+CONTROL_ONLY = -1.0  # Bytes of a dependency that carries no tensor.
+
+
+@dataclasses.dataclass(frozen=True)
+class Dependencies:
+  """Each op's distinct predecessors with the largest tensor it reads from each.
+
+  preds[v][k] is a predecessor of v; pred_bytes[v][k] the largest tensor of it that v reads
+  (CONTROL_ONLY when v only waits for it). succs[u] lists u's distinct successors, ascending.
+  """
+  preds: list[list[int]]
+  pred_bytes: list[list[float]]
+  succs: list[list[int]]
+  succ_bytes: list[list[float]]
+
+  @classmethod
+  def of(cls, graph: Graph) -> "Dependencies":
+    largest: dict[tuple[int, int], float] = {}
+    for src, dst, is_control, size in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(),
+                                          graph.edge_is_control.tolist(),
+                                          graph.edge_bytes.tolist()):
+      carried = CONTROL_ONLY if is_control else size
+      largest[(src, dst)] = max(largest.get((src, dst), CONTROL_ONLY), carried)
+    preds = [[] for _ in range(graph.num_ops)]
+    pred_bytes = [[] for _ in range(graph.num_ops)]
+    succs = [[] for _ in range(graph.num_ops)]
+    succ_bytes = [[] for _ in range(graph.num_ops)]
+    for (src, dst), size in sorted(largest.items()):
+      preds[dst].append(src)
+      pred_bytes[dst].append(size)
+      succs[src].append(dst)
+      succ_bytes[src].append(size)
+    return cls(preds, pred_bytes, succs, succ_bytes)
+
+
+def transfer_time(devices: DeviceSpec, num_bytes: float, src: int, dst: int) -> float:
+  if src == dst or num_bytes == CONTROL_ONLY:
+    return 0.0
+  return float(devices.latency[src, dst] + num_bytes / devices.bandwidth[src, dst])
+
+
+def mean_transfer_time(devices: DeviceSpec, num_bytes: float) -> float:
+  """Average time over ordered pairs of distinct devices (0 with one device)."""
+  if num_bytes == CONTROL_ONLY or devices.num_devices == 1:
+    return 0.0
+  off = ~np.eye(devices.num_devices, dtype=bool)
+  return float(np.mean(devices.latency[off] + num_bytes / devices.bandwidth[off]))
+
+
+def bottom_levels(graph: Graph, devices: DeviceSpec, deps: Dependencies) -> np.ndarray:
+  """Upward rank: mean compute time plus the longest path of mean compute + transfer times."""
+  mean_time = graph.compute_cost * float(np.mean(1.0 / devices.speed))
+  level = np.zeros(graph.num_ops)
+  for op in graph.topological_order[::-1].tolist():
+    tail = [mean_transfer_time(devices, size) + level[succ]
+            for succ, size in zip(deps.succs[op], deps.succ_bytes[op])]
+    level[op] = mean_time[op] + max(tail, default=0.0)
+  return level
+
+
+def input_ready_time(op: int, device: int, placement: np.ndarray, end: np.ndarray,
+                     deps: Dependencies, devices: DeviceSpec) -> float:
+  """When all of op's inputs are available on `device` (its predecessors are placed)."""
+  return max((end[pred] + transfer_time(devices, size, int(placement[pred]), device)
+              for pred, size in zip(deps.preds[op], deps.pred_bytes[op])), default=0.0)
+
+
+def simulate_in_order(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
+                      order: np.ndarray, deps: Dependencies | None = None
+                      ) -> tuple[float, np.ndarray, np.ndarray]:
+  """Delay model with each device running its ops in `order` (a topological order), each as
+  early as possible: (makespan, start [o], end [o])."""
+  deps = deps or Dependencies.of(graph)
+  start = np.zeros(graph.num_ops)
+  end = np.zeros(graph.num_ops)
+  device_free = np.zeros(devices.num_devices)
+  for op in np.asarray(order).tolist():
+    device = int(placement[op])
+    duration = graph.compute_cost[op] / devices.speed[device]
+    ready = input_ready_time(op, device, placement, end, deps, devices)
+    start[op] = max(device_free[device], ready) if duration > 0 else ready
+    end[op] = start[op] + duration
+    if duration > 0:
+      device_free[device] = end[op]
+  return float(end.max(initial=0.0)), start, end
+
+
+def critical_path_assignment(graph: Graph, devices: DeviceSpec, doppler_repository: bool = False
+                             ) -> tuple[np.ndarray, np.ndarray]:
+  """Kwok & Ahmad's critical-path list scheduling, the teacher of Doppler's stage I.
+
+  Repeatedly take the ready op of largest bottom level (ties: the earliest to become ready)
+  and put it on the device where it can start earliest (after the last op already there and
+  after its inputs arrive; ties: the lower device id). Returns (placement, selection order).
+
+  `doppler_repository=True` reproduces the Doppler repository's code (xinyuyao/Doppler,
+  `cp_node_selection` and `env.Env`), whose makespans the papers' tables quote, with its two
+  quirks: it picks a random index into the list of tied largest bottom levels but uses it on
+  the ready list, so with ties to the first it always takes the earliest-ready op; and an
+  op's recorded start on a device is the compute already assigned there, ignoring waits for
+  inputs, so later earliest-start estimates run early.
+  """
+  deps = Dependencies.of(graph)
+  level = bottom_levels(graph, devices, deps)
+  missing = np.array([len(p) for p in deps.preds])
+  ready = [op for op in range(graph.num_ops) if missing[op] == 0]  # In order of readiness.
+  placement = np.full(graph.num_ops, -1, np.int64)
+  end = np.zeros(graph.num_ops)
+  device_free = np.zeros(devices.num_devices)
+  assigned_compute = np.zeros(devices.num_devices)
+  order = []
+  while ready:
+    if doppler_repository:
+      position = 0
+    else:
+      position = max(range(len(ready)), key=lambda k: (level[ready[k]], -k))
+    op = ready.pop(position)
+    starts = [max(device_free[d], input_ready_time(op, d, placement, end, deps, devices))
+              for d in range(devices.num_devices)]
+    device = int(np.argmin(starts))
+    duration = graph.compute_cost[op] / devices.speed[device]
+    placement[op] = device
+    start = assigned_compute[device] if doppler_repository else starts[device]
+    end[op] = start + duration
+    assigned_compute[device] += duration
+    device_free[device] = end[op]
+    order.append(op)
+    for succ in deps.succs[op]:
+      missing[succ] -= 1
+      if missing[succ] == 0:
+        ready.append(succ)
+  return placement, np.asarray(order, np.int64)
+
+
+def heft_assignment(graph: Graph, devices: DeviceSpec) -> tuple[np.ndarray, np.ndarray]:
+  """HEFT (Topcuoglu et al. 2002): ops by decreasing upward rank, each on the device of
+  earliest finish time, allowed into an idle gap between ops already there (insertion).
+  Returns (placement, ops ordered by planned start time)."""
+  deps = Dependencies.of(graph)
+  rank = bottom_levels(graph, devices, deps)
+  topo_position = np.empty(graph.num_ops, np.int64)
+  topo_position[graph.topological_order] = np.arange(graph.num_ops)
+  # Zero-cost ops can tie with their successors: the topological position keeps it valid.
+  by_rank = np.lexsort((topo_position, -rank))
+  placement = np.full(graph.num_ops, -1, np.int64)
+  start = np.zeros(graph.num_ops)
+  end = np.zeros(graph.num_ops)
+  busy = [[] for _ in range(devices.num_devices)]  # Sorted (start, end) per device.
+  for op in by_rank.tolist():
+    best = None
+    for device in range(devices.num_devices):
+      duration = graph.compute_cost[op] / devices.speed[device]
+      ready = input_ready_time(op, device, placement, end, deps, devices)
+      slot = _earliest_gap(busy[device], ready, duration)
+      if best is None or slot + duration < best[0]:
+        best = (slot + duration, slot, device)
+    finish_time, slot, device = best
+    placement[op], start[op], end[op] = device, slot, finish_time
+    bisect.insort(busy[device], (slot, finish_time))
+  order = np.lexsort((topo_position, start))
+  return placement, order
+
+
+def _earliest_gap(intervals: list[tuple[float, float]], ready: float, duration: float) -> float:
+  """The earliest time >= ready where `duration` fits between the sorted busy intervals."""
+  candidate = ready
+  for busy_start, busy_end in intervals:
+    if candidate + duration <= busy_start:
+      return candidate
+    candidate = max(candidate, busy_end)
+  return candidate
+
+
+def critical_path(problem: performance.Problem) -> MethodResult:
+  started = time.perf_counter()
+  placement, order = critical_path_assignment(problem.graph, problem.devices)
+  planned, _, _ = simulate_in_order(problem.graph, problem.devices, placement, order)
+  return finish("critical_path", problem, placement, order, started, planned_makespan=planned)
+
+
+def critical_path_doppler(problem: performance.Problem) -> MethodResult:
+  """The Doppler repository's critical-path code, quirks included (the papers' anchors)."""
+  started = time.perf_counter()
+  placement, order = critical_path_assignment(problem.graph, problem.devices,
+                                              doppler_repository=True)
+  return finish("critical_path_doppler", problem, placement, order, started)
+
+
+def heft(problem: performance.Problem) -> MethodResult:
+  started = time.perf_counter()
+  placement, order = heft_assignment(problem.graph, problem.devices)
+  planned, _, _ = simulate_in_order(problem.graph, problem.devices, placement, order)
+  return finish("heft", problem, placement, order, started, planned_makespan=planned)

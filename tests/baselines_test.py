@@ -1,0 +1,273 @@
+"""regal.baselines: CP-SAT against brute force, every method valid and re-scorable, fusion
+acyclic, the critical path against the Doppler repository's figures."""
+import itertools
+
+import hypothesis
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+
+import graph_strategies
+from datasets import devices as devices_lib
+from datasets import io as graph_io
+from datasets.graph import Graph
+from regal import baselines, doppler_model, performance
+from regal.baselines import enumerative, exact, fusion, list_scheduling, partition
+from regal.schedule import validate_placement
+
+FAST_METHODS = ("critical_path", "critical_path_doppler", "heft", "gp_dfs", "enumerative",
+                "cpsat", "quickp")
+
+
+def _graph(costs, edges, sizes=None, name="g", metadata=None) -> Graph:
+  """One output tensor per op (size `sizes[i]`, default 1); edges (producer, consumer)."""
+  sizes = [1.0] * len(costs) if sizes is None else sizes
+  return Graph(op_names=[f"op{i}" for i in range(len(costs))], op_types=[""] * len(costs),
+               compute_cost=costs, extra_memory=np.zeros(len(costs)),
+               tensor_producer=np.arange(len(costs)), tensor_size=sizes,
+               data_edge_tensor=[a for a, _ in edges], data_edge_consumer=[b for _, b in edges],
+               control_edge_src=[], control_edge_dst=[], name=name, metadata=metadata or {})
+
+
+# ----- the slow reference: every placement and every order under the delay model -----------
+def brute_force_delay_optimum(graph: Graph, devices) -> float:
+  """Depth-first over (next op, its device) with each op started as early as its device and
+  inputs allow (an op of zero time needs no device slot); exhaustive but for pruning
+  branches already no better than the best."""
+  preds = {op: [] for op in range(graph.num_ops)}
+  for src, dst, is_control, size in zip(graph.edge_src, graph.edge_dst, graph.edge_is_control,
+                                        graph.edge_bytes):
+    preds[int(dst)].append((int(src), None if is_control else float(size)))
+  best = [np.inf]
+
+  def arrival(src, size, src_device, device, end):
+    if size is None or src_device == device:
+      return end[src]
+    return end[src] + devices.latency[src_device, device] + size / devices.bandwidth[
+        src_device, device]
+
+  def extend(done, placement, end, free, span):
+    if span >= best[0]:
+      return
+    if len(done) == graph.num_ops:
+      best[0] = span
+      return
+    for op in range(graph.num_ops):
+      if op in done or any(src not in done for src, _ in preds[op]):
+        continue
+      for device in range(devices.num_devices):
+        duration = graph.compute_cost[op] / devices.speed[device]
+        ready = max([0.0] + [arrival(src, size, placement[src], device, end)
+                             for src, size in preds[op]])
+        start = max(free[device], ready) if duration > 0 else ready  # Zero time: no slot.
+        finish = start + duration
+        busy = finish if duration > 0 else free[device]
+        extend(done | {op}, {**placement, op: device}, {**end, op: finish},
+               free[:device] + (busy,) + free[device + 1:], max(span, finish))
+
+  extend(frozenset(), {}, {}, (0.0,) * devices.num_devices, 0.0)
+  return best[0]
+
+
+def _device_sets():
+  return st.sampled_from([
+      devices_lib.homogeneous(2),
+      devices_lib.DeviceSpec(memory_capacity=np.inf, speed=[1.0, 2.0], bandwidth=1.0,
+                             latency=1.0),
+      devices_lib.DeviceSpec(memory_capacity=np.inf, speed=[1.0, 1.0],
+                             bandwidth=[[1, 2], [0.5, 1]], latency=0.0)])
+
+
+@hypothesis.settings(max_examples=25)
+@hypothesis.given(graph=graph_strategies.dags(max_ops=6), devices=_device_sets())
+def test_cpsat_optimum_equals_brute_force(graph, devices):
+  problem = performance.Problem(graph, devices, model="doppler")
+  result = exact.cpsat(problem, time_limit=30, workers=1)
+  optimum = brute_force_delay_optimum(graph, devices)
+  assert result.details["status"] == "OPTIMAL"
+  assert result.details["planned_makespan"] == pytest.approx(optimum)
+  assert result.details["lower_bound"] == pytest.approx(optimum)
+
+
+@pytest.mark.parametrize("devices", [devices_lib.homogeneous(2),
+                                     devices_lib.DeviceSpec(memory_capacity=np.inf,
+                                                            speed=[1.0, 3.0], bandwidth=1.0,
+                                                            latency=0.5)])
+def test_cpsat_optimum_on_eight_ops(devices):
+  # A diamond of two chains that merge, plus a side branch: 8 ops.
+  graph = _graph([3, 4, 2, 5, 1, 3, 2, 4],
+                 [(0, 1), (1, 2), (0, 3), (3, 4), (2, 5), (4, 5), (0, 6), (6, 7), (5, 7)],
+                 sizes=[2, 1, 3, 1, 2, 1, 1, 1])
+  result = exact.cpsat(performance.Problem(graph, devices), time_limit=60, workers=1)
+  assert result.details["status"] == "OPTIMAL"
+  assert result.details["planned_makespan"] == pytest.approx(
+      brute_force_delay_optimum(graph, devices))
+
+
+def test_cpsat_bound_holds_for_every_model():
+  graph = _graph([3, 4, 2, 5, 1, 3], [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4), (3, 5)],
+                 sizes=[2, 2, 2, 1, 1, 1])
+  devices = devices_lib.homogeneous(2)
+  bound = exact.cpsat(performance.Problem(graph, devices), time_limit=30,
+                      workers=1).details["lower_bound"]
+  rng = np.random.default_rng(0)
+  for model in performance.MODELS:
+    problem = performance.Problem(graph, devices, model=model)
+    for _ in range(20):
+      placement = rng.integers(0, 2, graph.num_ops)
+      order = rng.permutation(graph.num_ops)
+      assert baselines.score(problem, placement, order)[0] >= bound - 1e-9
+
+
+# ----- every method: valid, and its reported objective is what the model says -------------
+def _assert_valid(result, problem):
+  graph = problem.graph
+  validate_placement(result.placement, graph.num_ops, problem.devices.num_devices)
+  assert sorted(result.order.tolist()) == list(range(graph.num_ops))
+  rescored, _ = baselines.score(problem, result.placement, result.order)
+  assert rescored == result.objective
+  assert np.isfinite(result.objective) and result.wall_seconds >= 0
+
+
+@hypothesis.settings(max_examples=30)
+@hypothesis.given(graph=graph_strategies.dags(max_ops=10), devices=_device_sets(),
+                  model=st.sampled_from(performance.MODELS))
+def test_every_fast_method_is_valid_and_rescores(graph, devices, model):
+  problem = performance.Problem(graph, devices, model=model)
+  for method in FAST_METHODS:
+    result = baselines.run_method(method, problem, time_limit=2)
+    assert result.method == method
+    _assert_valid(result, problem)
+
+
+@hypothesis.settings(max_examples=4)
+@hypothesis.given(graph=graph_strategies.dags(max_ops=8), devices=_device_sets(),
+                  model=st.sampled_from(performance.MODELS),
+                  method=st.sampled_from(["local_search", "random"]))
+def test_search_methods_are_valid_on_random_graphs(graph, devices, model, method):
+  problem = performance.Problem(graph, devices, model=model)
+  result = baselines.run_method(method, problem, evals=40)
+  _assert_valid(result, problem)
+  assert result.evaluations == 40
+
+
+@pytest.fixture(scope="module")
+def small_problem():
+  graph = _graph([3, 4, 2, 5, 1, 3, 2, 2, 6, 1],
+                 [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4), (3, 5), (5, 6), (4, 7), (6, 8),
+                  (7, 9), (8, 9)], sizes=[2, 1, 2, 1, 3, 1, 2, 1, 1, 1])
+  return performance.Problem(graph, devices_lib.homogeneous(2), model="sync")
+
+
+@pytest.mark.parametrize("method", ["local_search", "random"])
+def test_search_methods_spend_the_budget_and_rescore(small_problem, method):
+  result = baselines.run_method(method, small_problem, evals=300, seed=1)
+  _assert_valid(result, small_problem)
+  assert result.evaluations == 300
+  single = baselines.score(small_problem, np.zeros(10, int), np.arange(10))[0]
+  assert result.objective <= single
+
+
+def test_unknown_method_and_memory_objective_are_refused(small_problem):
+  from datasets import errors
+  with pytest.raises(errors.ConfigError, match="unknown method"):
+    baselines.run_method("nope", small_problem)
+  memory = performance.Problem(small_problem.graph, small_problem.devices, model="sync",
+                               objective="memory")
+  with pytest.raises(errors.ConfigError, match="minimizes the makespan"):
+    baselines.run_method("cpsat", memory)
+
+
+# ----- method-specific behaviour ----------------------------------------------------------
+def test_heft_uses_the_faster_device():
+  graph = _graph([6, 6, 1], [(0, 2), (1, 2)], sizes=[0.0, 0.0, 0.0])
+  devices = devices_lib.DeviceSpec(memory_capacity=np.inf, speed=[1.0, 3.0], bandwidth=1.0,
+                                   latency=0.0)
+  placement, _ = list_scheduling.heft_assignment(graph, devices)
+  # Both 6-cost ops fit better on the 3x device (2 + 2 = 4 < 6), and so does the join.
+  assert placement.tolist() == [1, 1, 1]
+
+
+def test_gp_dfs_splits_two_independent_chains():
+  graph = _graph([5, 5, 5, 5, 5, 5], [(0, 1), (1, 2), (3, 4), (4, 5)], sizes=[9] * 6)
+  placement = partition.balanced_partition(graph, 2)
+  assert placement[0] == placement[1] == placement[2] != placement[3] == placement[4] == \
+      placement[5]
+  order = partition.depth_first_order(graph)
+  assert order.tolist() == [0, 1, 2, 3, 4, 5]  # A chain runs to its end first.
+
+
+def test_enumerative_uses_meta_ops_when_present():
+  # Two shards of one matmul, one reduce: the shards should go to different devices.
+  meta = {"meta_op": ["mm", "mm", "add"], "meta_op_role": ["shard", "shard", "reduce"]}
+  graph = _graph([10, 10, 1], [(0, 2), (1, 2)], sizes=[1, 1, 1], metadata=meta)
+  placement, order, details = enumerative.enumerative_assignment(
+      graph, devices_lib.homogeneous(2))
+  assert details["grouping"] == "meta_op" and details["groups"] == 2
+  assert placement[0] != placement[1]
+  plain = _graph([10, 10, 1], [(0, 2), (1, 2)])
+  assert enumerative.meta_op_groups(plain)[1] == "topological level"
+
+
+def _is_acyclic(num_nodes, edges) -> bool:
+  indegree = np.zeros(num_nodes, int)
+  succ = [[] for _ in range(num_nodes)]
+  for a, b, _ in edges:
+    succ[a].append(b)
+    indegree[b] += 1
+  ready = [n for n in range(num_nodes) if indegree[n] == 0]
+  seen = 0
+  while ready:
+    node = ready.pop()
+    seen += 1
+    for nxt in succ[node]:
+      indegree[nxt] -= 1
+      if indegree[nxt] == 0:
+        ready.append(nxt)
+  return seen == num_nodes
+
+
+@hypothesis.settings(max_examples=60)
+@hypothesis.given(graph=graph_strategies.dags(max_ops=25),
+                  alpha=st.one_of(st.none(), st.floats(0, 200)))
+def test_fusion_never_creates_a_cycle(graph, alpha):
+  fused = fusion.fuse(graph, alpha)
+  assert sorted(op for members in fused.members for op in members) == list(
+      range(graph.num_ops))
+  assert _is_acyclic(len(fused.members), fused.edges)
+  assert np.isclose(fused.cost.sum(), graph.compute_cost.sum())
+
+
+@hypothesis.settings(max_examples=60)
+@hypothesis.given(graph=graph_strategies.dags(min_ops=2, max_ops=12), data=st.data())
+def test_fusion_theorem_other_path_iff_cycle(graph, data):
+  """Contracting u -> v creates a cycle exactly when another u ~> v path exists."""
+  deps = list_scheduling.Dependencies.of(graph)
+  edges = [(u, v) for u in range(graph.num_ops) for v in deps.succs[u]]
+  hypothesis.assume(edges)
+  u, v = data.draw(st.sampled_from(edges))
+  succ = {op: set(deps.succs[op]) for op in range(graph.num_ops)}
+  contracted = [(u if a == v else a, u if b == v else b, 0.0)
+                for a in range(graph.num_ops) for b in deps.succs[a]
+                if {a, b} != {u, v}]
+  relabel = {old: new for new, old in enumerate(op for op in range(graph.num_ops) if op != v)}
+  contracted = [(relabel[a], relabel[b], 0.0) for a, b, _ in contracted]
+  creates_cycle = not _is_acyclic(graph.num_ops - 1, contracted)
+  assert fusion._has_other_path(succ, u, v) == creates_cycle  # pylint: disable=protected-access
+
+
+# ----- the Doppler graphs: the repository's critical path, reproduced ----------------------
+DOPPLER_ANCHORS = {"chain_mm_112nodes.txt": 1200.13, "ffnn_192nodes.txt": 84.184,
+                   "transformer_block_215nodes.txt": 247.152,
+                   "full_transformer_layer_261nodes.txt": 230.903}
+
+
+@pytest.mark.parametrize("file_name", sorted(DOPPLER_ANCHORS))
+def test_critical_path_matches_the_doppler_repository(shared_graphs, file_name):
+  graph = graph_io.load_graph(str(shared_graphs / "doppler" / file_name))
+  problem = performance.Problem(graph, devices_lib.homogeneous(4), model="doppler")
+  repository = list_scheduling.critical_path_doppler(problem)
+  assert float(doppler_model.doppler_units(repository.objective)) == pytest.approx(
+      DOPPLER_ANCHORS[file_name], abs=5e-4)
+  ours = list_scheduling.critical_path(problem)
+  assert abs(doppler_model.doppler_units(ours.objective) / DOPPLER_ANCHORS[file_name] - 1) < 0.1
