@@ -5,7 +5,9 @@ Result JSON schema (`format: "regal.result"`, version 1):
   devices         the device description (datasets.devices JSON form)
   settings        method, model, objective, memory_limit, evals, seed, BRKGA parameters (for
                   brkga), time_limit (for cpsat / quickp)
-  details         method-specific facts (e.g. CP-SAT's status and lower bound; {} for brkga)
+  details         method-specific facts (e.g. CP-SAT's status and lower bound), and with
+                  --coarsen: coarsening {spec, original_ops, coarse_ops, seconds} (the method
+                  ran on the group graph; everything reported is for the original graph)
   objective       the best solution's objective value
   makespan        its makespan, and peak_memory [D] per device (null for the doppler model)
   placement       [{op, name, device}] in the input file's op order
@@ -27,7 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from datasets import atomic, errors
+from datasets import atomic, coarsen, errors
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import chromosome as chromosome_lib
@@ -76,19 +78,42 @@ def _run_baseline(problem: performance.Problem, method: str, evals: int, seed: i
   return {method: result.chromosome}, result.evaluations, settings, wall, result.details
 
 
+def _expand_candidates(coarse_problem: performance.Problem, problem: performance.Problem,
+                       coarsening: coarsen.Coarsening,
+                       candidates: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """Coarse chromosomes as chromosomes of the original graph (groups expanded in order)."""
+  expanded = {}
+  for name, chromosome in candidates.items():
+    decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), coarse_problem.layout)
+    order = chromosome_lib.priority_order(np.asarray(decoded.op_priority))
+    placement, op_order = coarsen.expand(coarsening, np.asarray(decoded.placement), order)
+    expanded[name] = chromosome_lib.encode(placement, op_order, problem.layout)
+  return expanded
+
+
 def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "runtime",
         memory_limit: float | None = None, evals: int = 5000, seed: int = 0,
-        source: str = "", method: str = "brkga", time_limit: float = 10.0) -> Report:
+        source: str = "", method: str = "brkga", time_limit: float = 10.0,
+        coarsen_spec: str = "off") -> Report:
   start = time.perf_counter()
   if method not in METHODS:
     raise errors.ConfigError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
   problem = performance.Problem(graph, devices, model=model, objective=objective,
                                 memory_limit=memory_limit)
+  coarsening = coarsen.coarsen_for_search(graph, coarsen_spec)
+  coarsen_seconds = time.perf_counter() - start
+  solved = problem if coarsening is None else dataclasses.replace(
+      problem, graph=coarsen.coarse_graph(graph, coarsening))
   if method == "brkga":
-    candidates, evaluations, method_settings, wall, details = _run_brkga(problem, evals, seed)
+    candidates, evaluations, method_settings, wall, details = _run_brkga(solved, evals, seed)
   else:
     candidates, evaluations, method_settings, wall, details = _run_baseline(
-        problem, method, evals, seed, time_limit)
+        solved, method, evals, seed, time_limit)
+  if coarsening is not None:
+    candidates = _expand_candidates(solved, problem, coarsening, candidates)
+    details = {**details, "coarsening": {"spec": coarsen_spec, "original_ops": graph.num_ops,
+                                         "coarse_ops": coarsening.num_groups,
+                                         "seconds": coarsen_seconds}}
   # Every reported number comes from the readable reference model (the exact Doppler
   # simulator for --model doppler), so it can be checked independently.
   seed_chromosome = search.single_device_seed(problem)

@@ -1,14 +1,19 @@
 """regal.optimize: results that re-score exactly, beat one device, and bad input refused."""
 import json
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from datasets import devices as devices_lib
 from datasets import io as graph_io
-from regal import doppler_model, optimize_lib
+from datasets import jax_import
+from regal import baselines, doppler_model, optimize_lib, performance
 from cli_test import assert_one_line_error, run
 from experiments.bench.graphs import synthetic_graph
+
+S = jax.ShapeDtypeStruct
 
 DOPPLER_FILES = ["chain_mm_112nodes.txt", "ffnn_192nodes.txt",
                  "transformer_block_215nodes.txt", "full_transformer_layer_261nodes.txt"]
@@ -77,6 +82,26 @@ def test_brkga_result_never_loses_the_critical_path_seed():
   assert seeds["name"] in ("single_device", "critical_path")
 
 
+def test_coarsened_search_maps_back_to_the_original_graph(tmp_path):
+  out = tmp_path / "result.json"
+  graph_file = tmp_path / "mlp.json"
+  graph_io.save_graph(jax_import.trace_graph(
+      lambda w, x: jax.nn.softmax(jnp.tanh(x @ w[0]) @ w[1]),
+      [S((64, 256), jnp.float32), S((256, 64), jnp.float32)], S((32, 64), jnp.float32)),
+      str(graph_file))
+  result = run("regal.optimize", "--graph", str(graph_file), "--devices", "2", "--coarsen", "4",
+               "--method", "critical_path", "--out", str(out))
+  assert result.returncode == 0, result.stderr
+  data = json.loads(out.read_text())
+  graph = graph_io.load_graph(str(graph_file))
+  assert data["details"]["coarsening"]["coarse_ops"] <= 4 < graph.num_ops
+  assert len(data["placement"]) == graph.num_ops
+  problem = performance.Problem(graph, devices_lib.homogeneous(2))
+  order = [graph.op_names.index(name) for name in data["schedule"]]
+  placement = [entry["device"] for entry in data["placement"]]
+  assert baselines.score(problem, placement, order)[0] == data["objective"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--graph", "/nonexistent.json"], "no such file"),
     (["--graph", "x.json", "--dataset", "synthetic"], "only one of --graph and --dataset"),
@@ -84,6 +109,7 @@ def test_brkga_result_never_loses_the_critical_path_seed():
     (["--dataset", "synthetic", "--method", "cpsat", "--objective", "memory", "--model",
       "sync"], "minimizes the makespan"),
     (["--dataset", "synthetic", "--time_limit", "0"], "--time_limit must be positive"),
+    (["--dataset", "synthetic", "--coarsen", "many"], "--coarsen takes off, auto or"),
 ])
 def test_cli_bad_input(tmp_path, args, message):
   out = tmp_path / "result.json"

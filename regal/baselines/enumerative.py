@@ -99,28 +99,37 @@ def enumerative_assignment(graph: Graph, devices, seed: int = 0
                            ) -> tuple[np.ndarray, np.ndarray, dict]:
   deps = Dependencies.of(graph)
   groups, grouping = meta_op_groups(graph)
+  roles = graph.metadata.get("meta_op_role") if grouping == "meta_op" else None
+  # Input shards are data already in place: they go where their first reader goes.
+  is_input = [roles is not None and roles[group[0]] == "input" for group in groups]
   rng = np.random.default_rng(seed)
   placement = np.full(graph.num_ops, -1, np.int64)
   end = np.zeros(graph.num_ops)
   device_free = np.zeros(devices.num_devices)
   makespan, tried = 0.0, 0
-  for group in groups:
+  committed: set[int] = set()
+  for group in (g for g, skip in zip(groups, is_input) if not skip):
     best = None
     for assignment in _candidates(len(group), devices.num_devices, rng):
       tried += 1
       trial_free = device_free.copy()
       for op, device in zip(group, assignment):
         placement[op] = device
+        for pred in deps.preds[op]:
+          if placement[pred] < 0:  # An unplaced input: it will sit here.
+            placement[pred] = device
         start = max(trial_free[device],
                     input_ready_time(op, device, placement, end, deps, devices))
         end[op] = start + graph.compute_cost[op] / devices.speed[device]
         trial_free[device] = end[op]
       cost = max([makespan] + [end[op] for op in group])
       if best is None or cost < best[0]:
-        best = (cost, assignment, trial_free, end[group].copy())
-    makespan, assignment, device_free, group_end = best
-    placement[group] = assignment
+        best = (cost, assignment, trial_free, end[group].copy(), placement.copy())
+      placement[[op for op in range(graph.num_ops) if op not in committed]] = -1
+    makespan, assignment, device_free, group_end, placement = best
+    committed.update(op for op in range(graph.num_ops) if placement[op] >= 0)
     end[group] = group_end
+  placement[placement < 0] = 0  # Inputs nobody reads.
   order = np.concatenate([np.asarray(g, np.int64) for g in groups]) if groups else np.zeros(0)
   return placement, order.astype(np.int64), {"grouping": grouping, "groups": len(groups),
                                              "candidates_tried": tried,

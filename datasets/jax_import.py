@@ -1,0 +1,212 @@
+"""Any JAX function as a computation graph, traced abstractly (no weights are materialized).
+
+`trace_graph(fn, *args)` runs `jax.make_jaxpr` on `jax.ShapeDtypeStruct` leaves (concrete arrays
+are replaced by their shapes) and turns every primitive application into an op:
+
+* inputs: one op per argument leaf (type "input", cost 0), named by its pytree path;
+* an op per equation, typed by its primitive; sub-jaxprs of `jit`/`pjit`, `custom_jvp_call`,
+  `custom_vjp_call`, `closed_call`, `remat` are inlined (`inline=True`) or kept as one op whose
+  cost is the sum of their body; `scan` counts its body `length` times, `while` once (its trip
+  count is unknown when tracing, logged), `cond` its most expensive branch;
+* one output tensor per result, sized from its abstract value (elements x dtype bytes);
+  one data edge per use.
+
+Cost model (FLOPs, recorded per op in `metadata["op_flops"]`): `dot_general` 2 x batch x free
+x free x contracted; `conv_general_dilated` 2 x output elements x kernel elements per output
+feature; elementwise ops one per output element; reductions one per input element;
+`reduce_window` one per output element and window position. Data movement (reshape, transpose,
+gather, ...) has no FLOPs but is charged one unit per output element, as is any primitive this
+table does not know (logged once each). An op's compute cost is its units divided by
+`flops_per_byte`, the device's FLOP rate over the link's byte rate (default 1000: ~100 TFLOP/s
+against ~100 GB/s), so that with unit device speed and bandwidth a tensor's bytes and an op's
+cost are in the same time unit.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+from absl import logging
+
+from datasets import errors
+from datasets.graph import Graph, GraphBuilder
+
+DEFAULT_FLOPS_PER_BYTE = 1000.0
+_INLINED_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+_ELEMENTWISE = frozenset("""
+abs acos acosh add and asin asinh atan atan2 atanh cbrt ceil clamp conj cos cosh digamma div
+eq erf erf_inv erfc exp exp2 expm1 floor ge gt igamma imag integer_pow is_finite le lgamma log
+log1p logistic lt max min mul ne neg nextafter not or pow real rem round rsqrt select_n sign sin
+sinh sqrt square sub tan tanh xor shift_left shift_right_arithmetic shift_right_logical
+population_count clz random_bits threefry2x32 add_any
+""".split())
+_REDUCTIONS = frozenset("""
+reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or reduce_xor argmax argmin
+cumsum cumprod cummax cummin cumlogsumexp reduce_precision sort top_k
+""".split())
+_MOVEMENT = frozenset("""
+reshape broadcast_in_dim transpose squeeze expand_dims convert_element_type slice
+dynamic_slice dynamic_update_slice concatenate pad gather scatter scatter-add scatter_add
+iota copy copy_p rev stop_gradient select_and_scatter_add select_and_gather_add bitcast_convert_type
+split sharding_constraint device_put optimization_barrier
+""".split())
+_warned: set[str] = set()
+
+
+def _elements(aval) -> int:
+  return int(math.prod(getattr(aval, "shape", ())))
+
+
+def _bytes(aval) -> float:
+  dtype = getattr(aval, "dtype", None)
+  itemsize = np.dtype(dtype).itemsize if dtype is not None else 0
+  return float(_elements(aval) * itemsize)
+
+
+def dot_general_flops(lhs_shape, rhs_shape, dimension_numbers) -> float:
+  (lhs_contract, _), (lhs_batch, _) = dimension_numbers
+  batch = math.prod(lhs_shape[d] for d in lhs_batch)
+  contract = math.prod(lhs_shape[d] for d in lhs_contract)
+  lhs_free = math.prod(lhs_shape) // max(batch * contract, 1)
+  rhs_free = math.prod(rhs_shape) // max(batch * contract, 1)
+  return 2.0 * batch * lhs_free * rhs_free * contract
+
+
+def _sub_jaxprs(eqn):
+  """The jaxpr an equation calls (jit, custom_jvp/vjp, closed_call, remat), else None."""
+  for key in _INLINED_PARAMS:
+    sub = eqn.params.get(key)
+    if hasattr(sub, "jaxpr") and hasattr(sub.jaxpr, "eqns"):  # ClosedJaxpr
+      return sub.jaxpr
+    if hasattr(sub, "eqns"):  # Jaxpr (remat)
+      return sub
+  return None
+
+
+def equation_flops(eqn) -> tuple[float, float]:
+  """(FLOPs, cost units) of one equation, nested bodies included."""
+  name = eqn.primitive.name
+  out_elements = sum(_elements(v.aval) for v in eqn.outvars)
+  if name == "dot_general":
+    lhs, rhs = eqn.invars[0].aval, eqn.invars[1].aval
+    flops = dot_general_flops(lhs.shape, rhs.shape, eqn.params["dimension_numbers"])
+    return flops, flops
+  if name == "conv_general_dilated":
+    rhs = eqn.invars[1].aval
+    out_feature_dim = eqn.params["dimension_numbers"].rhs_spec[0]
+    per_output = math.prod(rhs.shape) // rhs.shape[out_feature_dim]
+    flops = 2.0 * out_elements * per_output
+    return flops, flops
+  if name in _ELEMENTWISE:
+    return float(out_elements), float(out_elements)
+  if name in _REDUCTIONS:
+    flops = float(sum(_elements(v.aval) for v in eqn.invars if hasattr(v, "aval")))
+    return flops, flops
+  if name.startswith("reduce_window") or name in ("max_pool", "avg_pool"):
+    window = math.prod(eqn.params.get("window_dimensions", (1,)))
+    return float(out_elements * window), float(out_elements * window)
+  if name == "scan":
+    flops, units = jaxpr_flops(eqn.params["jaxpr"].jaxpr)
+    return flops * eqn.params["length"], units * eqn.params["length"]
+  if name == "while":
+    _warn_once("while", "while loops are counted once (their trip count is unknown)")
+    flops, units = jaxpr_flops(eqn.params["body_jaxpr"].jaxpr)
+    cond_flops, cond_units = jaxpr_flops(eqn.params["cond_jaxpr"].jaxpr)
+    return flops + cond_flops, units + cond_units
+  if name == "cond":
+    costs = [jaxpr_flops(branch.jaxpr) for branch in eqn.params["branches"]]
+    return max(costs)
+  sub = _sub_jaxprs(eqn)
+  if sub is not None:
+    return jaxpr_flops(sub)
+  if name not in _MOVEMENT:
+    _warn_once(name, f"no FLOP rule for primitive {name!r}: charged one unit per output "
+                     f"element")
+  return 0.0, float(out_elements)
+
+
+def jaxpr_flops(jaxpr) -> tuple[float, float]:
+  flops = units = 0.0
+  for eqn in jaxpr.eqns:
+    f, u = equation_flops(eqn)
+    flops, units = flops + f, units + u
+  return flops, units
+
+
+def _warn_once(key: str, message: str) -> None:
+  if key not in _warned:
+    _warned.add(key)
+    logging.warning("jax importer: %s", message)
+
+
+class _Importer:
+  def __init__(self, name: str, inline: bool, flops_per_byte: float):
+    self.builder = GraphBuilder(name)
+    self.inline = inline
+    self.flops_per_byte = flops_per_byte
+    self.op_flops: list[float] = []
+    self.counts: dict[str, int] = {}
+
+  def add_op(self, op_type: str, flops: float, units: float, outvars, inputs: list[int]):
+    count = self.counts.get(op_type, 0)
+    self.counts[op_type] = count + 1
+    op = self.builder.add_op(f"{op_type}_{count}", units / self.flops_per_byte, op_type)
+    self.op_flops.append(flops)
+    for tensor in dict.fromkeys(t for t in inputs if t is not None):
+      self.builder.add_data_edge(tensor, op)
+    return [None if type(v).__name__ == "DropVar" else self.builder.add_tensor(op, _bytes(v.aval))
+            for v in outvars]
+
+  def walk(self, jaxpr, env: dict) -> None:
+    def read(var):
+      return env.get(var) if not hasattr(var, "val") else None  # Literals carry no tensor.
+
+    for eqn in jaxpr.eqns:
+      sub = _sub_jaxprs(eqn) if self.inline else None
+      if sub is not None and eqn.primitive.name not in ("scan", "while", "cond"):
+        inner = {var: read(v) for var, v in zip(sub.invars, eqn.invars)}
+        self.walk(sub, inner)
+        for outer, result in zip(eqn.outvars, sub.outvars):
+          env[outer] = None if hasattr(result, "val") else inner.get(result)
+        continue
+      flops, units = equation_flops(eqn)
+      tensors = self.add_op(eqn.primitive.name, flops, units, eqn.outvars,
+                            [read(v) for v in eqn.invars])
+      env.update(zip(eqn.outvars, tensors))
+
+
+def _abstract(leaf):
+  import jax
+  if isinstance(leaf, jax.ShapeDtypeStruct):
+    return leaf
+  if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+    return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
+  return leaf
+
+
+def trace_graph(fn: Callable[..., Any], *args: Any, name: str = "jax_function",
+                inline: bool = True, flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE) -> Graph:
+  """The graph of `fn(*args)`; args are pytrees of arrays or `jax.ShapeDtypeStruct`s."""
+  import jax
+  if not flops_per_byte > 0:
+    raise errors.ConfigError(f"flops_per_byte must be positive, got {flops_per_byte}")
+  abstract_args = jax.tree_util.tree_map(_abstract, args)
+  closed = jax.make_jaxpr(fn)(*abstract_args)
+  importer = _Importer(name, inline, flops_per_byte)
+  env = {}
+  paths = [jax.tree_util.keystr(path) or f"[{k}]" for k, (path, _) in enumerate(
+      jax.tree_util.tree_flatten_with_path(abstract_args)[0])]
+  for var, path in zip(closed.jaxpr.invars, paths):
+    op = importer.builder.add_op(f"input{path}", 0.0, "input")
+    importer.op_flops.append(0.0)
+    env[var] = importer.builder.add_tensor(op, _bytes(var.aval))
+  for var in closed.jaxpr.constvars:  # Captured constants: present from the start.
+    op = importer.builder.add_op(f"const_{len(importer.op_flops)}", 0.0, "const")
+    importer.op_flops.append(0.0)
+    env[var] = importer.builder.add_tensor(op, _bytes(var.aval))
+  importer.walk(closed.jaxpr, env)
+  importer.builder.metadata.update({
+      "source": "jax", "flops_per_byte": flops_per_byte, "inline": inline,
+      "total_flops": float(sum(importer.op_flops)), "op_flops": importer.op_flops})
+  return importer.builder.build()
