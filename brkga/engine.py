@@ -253,6 +253,8 @@ class Result(NamedTuple):
   history: jnp.ndarray  # [max_generations + 1] best fitness after each generation (0: initial)
   generations: jnp.ndarray
   evaluations: jnp.ndarray
+  final_population: jnp.ndarray  # [Pi, P, n] sorted best first (REGAL's BRKGA features)
+  final_fitness: jnp.ndarray  # [Pi, P]
 
 
 def max_generations(params: Params, budget: int) -> int:
@@ -289,4 +291,5 @@ def run(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array, params
   state, history = jax.lax.while_loop(lambda c: c[0].generation < generations, body,
                                       (state, history))
   return Result(best_chromosome=state.best_chromosome, best_fitness=state.best_fitness,
-                history=history, generations=state.generation, evaluations=state.evaluations)
+                history=history, generations=state.generation, evaluations=state.evaluations,
+                final_population=state.population, final_fitness=state.fitness)

@@ -29,3 +29,8 @@ def open_for_write(path: str, mode: str = "w") -> Iterator[IO]:
 def write_text(path: str, text: str) -> None:
   with open_for_write(path) as f:
     f.write(text)
+
+
+def write_bytes(path: str, data: bytes) -> None:
+  with open_for_write(path, "wb") as f:
+    f.write(data)

@@ -76,11 +76,13 @@ def _padded(values, size: int, dtype, fill=0) -> np.ndarray:
 
 def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
                     shape: tuple[int, int, int, int, int] | None = None,
-                    memory: bool = True) -> SimGraph:
+                    memory: bool = True, max_outputs: int = 1) -> SimGraph:
   """Padded simulation arrays for `graph` on `devices`.
 
   `shape` = (ops, tensors, work entries, data edges, control edges); default: buckets.
   `memory=False` leaves out the work entries that only track memory (see the module doc).
+  `max_outputs` pads the per-op output table to at least that many columns (with `shape`,
+  it lets graphs of different sizes share one compiled model).
   """
   num_ops, num_tensors = graph.num_ops, graph.num_tensors
   outputs = [[] for _ in range(num_ops)]
@@ -135,7 +137,8 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
       or graph.num_data_edges > data_size or graph.num_control_edges > control_size):
     raise ValueError(f"graph {graph.name!r} does not fit the simulation shape {shape}")
   end_of_work = len(kinds)
-  op_outputs = np.full((ops_size, max([1] + [len(o) for o in outputs])), -1, np.int32)
+  op_outputs = np.full((ops_size, max([max_outputs] + [len(o) for o in outputs])), -1,
+                       np.int32)
   for op, tensors_of_op in enumerate(outputs):
     op_outputs[op, :len(tensors_of_op)] = tensors_of_op
   output_bytes = np.bincount(graph.tensor_producer, graph.tensor_size, minlength=num_ops)

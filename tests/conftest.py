@@ -9,6 +9,17 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_GRAPHS = REPO_ROOT.parent / "shared" / "graphs"
 
 hypothesis.settings.register_profile("default", deadline=None, max_examples=50)
+
+
+def pytest_configure(config):
+  """One persistent JAX compilation cache per test session: tests that rebuild the same
+  search (training resumed in the same workdir, CLI subprocesses) compile it once."""
+  import tempfile
+  import jax
+  cache = os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                                tempfile.mkdtemp(prefix="regal-test-jax-cache-"))
+  jax.config.update("jax_compilation_cache_dir", cache)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 

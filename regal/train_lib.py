@@ -1,0 +1,297 @@
+"""REGAL training: `train_and_evaluate(config, workdir)` behind `python -m regal.train`.
+
+Per graph, once: BRKGA features from a 400-evaluation uniform run (`features`), and the
+objective of uniform BRKGA with the whole budget (the reward's reference); both cached in the
+workdir. Then REINFORCE steps: a batch of training graphs, sampled actions, BRKGA rollouts with
+the remaining budget on the rollout pool (Ray actors by default), rewards r = -objective /
+uniform objective, one Adam step. Every `eval_every` steps the greedy policy is scored on
+validation graphs (mean % improvement over uniform BRKGA with the same budget).
+
+Workdir: `checkpoint.msgpack` + `checkpoint.json` (step, config fingerprint; written atomically
+after every step, so a killed run resumes where it stopped; a checkpoint from another config is
+refused), `metrics.csv`, TensorBoard events in `tb/`, the per-graph caches
+`features-<config>.npz` and `uniform-<config>.json`, and at the end `report.json` and
+`reward_curve.png`.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from absl import logging
+from flax import serialization
+
+from datasets import atomic, errors
+from datasets import dataset as dataset_lib
+from datasets import devices as devices_lib
+from datasets.padding import bucket_size
+from regal import features as features_lib
+from regal import performance
+from regal import policy as policy_lib
+from regal import reinforce
+from regal.rollout import Task
+from regal.rollout_pool import RolloutPool
+
+EVAL_SEED = 10_000_019  # Rollout seeds of evaluations: the same for every evaluation.
+
+
+def fingerprint(config: ml_collections.ConfigDict) -> str:
+  """What a checkpoint must match to be resumed (everything but run-length settings)."""
+  relevant = {k: v for k, v in config.to_dict().items()
+              if k not in ("num_steps", "eval_every", "log_every", "num_actors")}
+  return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _policy_config(config) -> policy_lib.PolicyConfig:
+  return policy_lib.PolicyConfig(**config.policy.to_dict())
+
+
+def _train_config(config) -> reinforce.TrainConfig:
+  return reinforce.TrainConfig(learning_rate=config.learning_rate, clip_norm=config.clip_norm,
+                               entropy_weight=config.entropy_weight)
+
+
+class Trainer:
+  """Everything a training run holds: problems, features, pool, compiled steps."""
+
+  def __init__(self, config: ml_collections.ConfigDict, workdir: str):
+    if config.evals <= features_lib.BRKGA_FEATURE_EVALS:
+      raise errors.ConfigError(f"evals must exceed the {features_lib.BRKGA_FEATURE_EVALS} "
+                               f"feature evaluations, got {config.evals}")
+    self.config, self.workdir = config, workdir
+    os.makedirs(workdir, exist_ok=True)
+    dataset = dataset_lib.load_or_build_synthetic(dataset_lib.SyntheticDatasetConfig(
+        num_train=config.num_train, num_valid=config.num_valid, num_test=config.num_test))
+    devices = devices_lib.homogeneous(config.num_devices)
+    self.splits = {}
+    problems = []
+    for split in ("train", "valid", "test"):
+      graphs = dataset[split]
+      self.splits[split] = list(range(len(problems), len(problems) + len(graphs)))
+      problems += [performance.Problem(g, devices, model=config.model,
+                                       objective=config.objective) for g in graphs]
+    self.problems = problems
+    self.policy_config = _policy_config(config)
+    self.train_config = _train_config(config)
+    self.num_devices = config.num_devices
+    self.pool = RolloutPool(problems, config.evals, config.num_actors)
+    self.features = self._features()
+    self.uniform = self._uniform()
+    max_nodes = max(p.graph.num_ops for p in problems)
+    max_edges = max(p.graph.num_edges for p in problems)
+    self.node_bucket = bucket_size(config.batch_size * max_nodes + 1)
+    self.edge_bucket = bucket_size(max(config.batch_size * max_edges, 1))
+    policy = policy_lib.Policy(self.policy_config, self.num_devices)
+    self.apply_policy = jax.jit(policy.apply)
+    self.update = jax.jit(reinforce.update, static_argnums=(5, 6, 7))
+
+  # ----- per-graph caches ------------------------------------------------------------------
+  def _features(self) -> list:
+    path = os.path.join(self.workdir, f"features-{fingerprint(self.config)}.npz")
+    if os.path.exists(path):
+      stored = np.load(path)
+      parts = [stored[f"g{i}"] for i in range(len(self.problems))]
+    else:
+      logging.info("BRKGA features for %d graphs (%d evaluations each)", len(self.problems),
+                   features_lib.BRKGA_FEATURE_EVALS)
+      populations = self.pool.feature_populations(
+          range(len(self.problems)), features_lib.BRKGA_FEATURE_EVALS,
+          [self.config.seed + i for i in range(len(self.problems))])
+      parts = [features_lib.brkga_features(placement, priority, self.num_devices)
+               for placement, priority in populations]
+      buffer = io.BytesIO()
+      np.savez(buffer, **{f"g{i}": part for i, part in enumerate(parts)})
+      atomic.write_bytes(path, buffer.getvalue())
+    return [features_lib.graph_features(p, part) for p, part in zip(self.problems, parts)]
+
+  def _uniform(self) -> np.ndarray:
+    path = os.path.join(self.workdir, f"uniform-{fingerprint(self.config)}.json")
+    if os.path.exists(path):
+      with open(path) as f:
+        return np.asarray(json.load(f))
+    logging.info("uniform BRKGA (%d evaluations) on %d graphs", self.config.evals,
+                 len(self.problems))
+    values = self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals)
+                            for i in range(len(self.problems))])
+    atomic.write_text(path, json.dumps(values))
+    return np.asarray(values)
+
+  # ----- policy rollouts -------------------------------------------------------------------
+  def _batch(self, indices):
+    graph = policy_lib.batch_graphs([self.features[i] for i in indices], self.node_bucket,
+                                    self.edge_bucket)
+    mask = np.zeros(len(indices) + 1, bool)
+    mask[:len(indices)] = True
+    return graph, mask
+
+  def rollouts(self, policy_params, indices, key, greedy: bool, seed_base: int):
+    """(actions, objectives) of the policy's distributions on graphs `indices`."""
+    graph, mask = self._batch(indices)
+    logits = self.apply_policy(policy_params, graph)
+    actions = policy_lib.greedy(logits) if greedy else policy_lib.sample(key, logits)
+    tasks, first = [], 0
+    for k, i in enumerate(indices):
+      alpha, beta = policy_lib.mutant_distributions(actions, self.problems[i].layout,
+                                                    self.policy_config, first_node=first)
+      first += self.problems[i].graph.num_ops
+      tasks.append(Task(i, np.asarray(alpha), np.asarray(beta), seed_base + k,
+                        reinforce.search_budget(self.config.evals)))
+    return graph, mask, actions, np.asarray(self.pool.map(tasks))
+
+  def evaluate(self, policy_params, indices) -> dict[str, float]:
+    """Greedy policy on `indices`: % improvement over uniform BRKGA, share matched or beaten."""
+    objectives = []
+    batch = self.config.batch_size
+    for start in range(0, len(indices), batch):
+      chunk = indices[start:start + batch]
+      _, _, _, values = self.rollouts(policy_params, chunk, None, True, EVAL_SEED)
+      objectives += values.tolist()
+    objectives = np.asarray(objectives)
+    uniform = self.uniform[indices]
+    improvement = 100.0 * (uniform - objectives) / uniform
+    return {"improvement_pct": float(improvement.mean()),
+            "matched_or_beaten": float((objectives <= uniform).mean()),
+            "reward": float((-objectives / uniform).mean())}
+
+
+def _save_checkpoint(workdir: str, state: reinforce.TrainState, meta: dict) -> None:
+  atomic.write_bytes(os.path.join(workdir, "checkpoint.msgpack"), serialization.to_bytes(state))
+  atomic.write_text(os.path.join(workdir, "checkpoint.json"), json.dumps(meta))
+
+
+def _checkpoint_meta(workdir: str, config_id: str) -> dict | None:
+  """The checkpoint's metadata, None without one; a one-line error if another config's."""
+  meta_path = os.path.join(workdir, "checkpoint.json")
+  if not os.path.exists(meta_path):
+    return None
+  try:
+    with open(meta_path) as f:
+      meta = json.load(f)
+  except (OSError, json.JSONDecodeError) as error:
+    raise errors.ConfigError(f"{meta_path}: unreadable checkpoint metadata ({error})") from None
+  if meta.get("config") != config_id:
+    raise errors.ConfigError(f"{workdir} holds a checkpoint of another config "
+                             f"({meta.get('config')}, this one is {config_id}); use a new "
+                             f"--workdir")
+  return meta
+
+
+def _restore(workdir: str, template: reinforce.TrainState, meta: dict | None):
+  if meta is None:
+    return None
+  with open(os.path.join(workdir, "checkpoint.msgpack"), "rb") as f:
+    return serialization.from_bytes(template, f.read())
+
+
+def _append_csv(path: str, row: dict) -> None:
+  new = not os.path.exists(path)
+  with open(path, "a", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=list(row))
+    if new:
+      writer.writeheader()
+    writer.writerow(row)
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  config_id = fingerprint(config)
+  meta = _checkpoint_meta(workdir, config_id)  # Refuse another config's workdir first.
+  trainer = Trainer(config, workdir)
+  example, _ = trainer._batch(trainer.splits["train"][:config.batch_size])
+  state = reinforce.init_state(jax.random.key(config.seed), example, config.num_devices,
+                               trainer.policy_config, trainer.train_config)
+  restored = _restore(workdir, state, meta)
+  history = []
+  if restored is not None:
+    state, history = restored, meta["history"]
+    logging.info("resuming %s at step %d", workdir, int(state.step))
+  valid = trainer.splits["valid"][:config.num_eval_graphs]
+  if not history:
+    history.append({"step": 0, **trainer.evaluate(state.policy_params, valid)})
+    logging.info("step 0: validation improvement %.2f%%", history[-1]["improvement_pct"])
+  writer = _tensorboard(workdir)
+  train = trainer.splits["train"]
+  started, done = time.perf_counter(), 0
+  while int(state.step) < config.num_steps:
+    step = int(state.step)
+    rng = np.random.default_rng([config.seed, step])
+    indices = rng.choice(train, size=min(config.batch_size, len(train)), replace=False).tolist()
+    key = jax.random.fold_in(jax.random.key(config.seed), step)
+    graph, mask, actions, objectives = trainer.rollouts(state.policy_params, indices, key,
+                                                        False, step * config.batch_size)
+    rewards = -objectives / trainer.uniform[indices]
+    padded_rewards = np.zeros(len(mask), np.float32)
+    padded_rewards[:len(indices)] = rewards
+    state, loss = trainer.update(state, graph, actions, jnp.asarray(padded_rewards),
+                                 jnp.asarray(mask), config.num_devices, trainer.policy_config,
+                                 trainer.train_config)
+    done += 1
+    row = {"step": step + 1, "loss": float(loss), "reward": float(rewards.mean()),
+           "improvement_pct": float(100 * (1 + rewards).mean())}
+    if (step + 1) % config.eval_every == 0 or step + 1 == config.num_steps:
+      history.append({"step": step + 1, **trainer.evaluate(state.policy_params, valid)})
+      row["valid_improvement_pct"] = history[-1]["improvement_pct"]
+    _append_csv(os.path.join(workdir, "metrics.csv"), {**row, "valid_improvement_pct":
+                                                       row.get("valid_improvement_pct", "")})
+    if writer is not None:
+      for name, value in row.items():
+        if name != "step":
+          writer.add_scalar(name, value, step + 1)
+    _save_checkpoint(workdir, state, {"step": step + 1, "config": config_id,
+                                      "history": history})
+    if (step + 1) % config.log_every == 0 or "valid_improvement_pct" in row:
+      elapsed = time.perf_counter() - started
+      logging.info("step %d/%d: %.2f steps/s, %.1f rollouts/s, reward %.4f, loss %.4f%s",
+                   step + 1, config.num_steps, done / elapsed,
+                   done * config.batch_size / elapsed, row["reward"], row["loss"],
+                   f", validation improvement {row['valid_improvement_pct']:.2f}%"
+                   if "valid_improvement_pct" in row else "")
+  report = _final_report(trainer, state, history, workdir)
+  trainer.pool.shutdown()
+  return report
+
+
+def _tensorboard(workdir: str):
+  try:
+    from tensorboardX import SummaryWriter
+  except ImportError:  # Optional: metrics.csv has everything.
+    return None
+  return SummaryWriter(os.path.join(workdir, "tb"))
+
+
+def _final_report(trainer: Trainer, state, history, workdir: str) -> dict[str, Any]:
+  test = trainer.splits["test"]
+  start = time.perf_counter()
+  graph, _ = trainer._batch(test[:trainer.config.batch_size])
+  jax.block_until_ready(trainer.apply_policy(state.policy_params, graph))
+  inference = (time.perf_counter() - start) / min(len(test), trainer.config.batch_size)
+  result = trainer.evaluate(state.policy_params, test)
+  report = {"test": result, "history": history, "inference_seconds_per_graph": inference,
+            "steps": int(state.step), "evals": trainer.config.evals}
+  atomic.write_text(os.path.join(workdir, "report.json"), json.dumps(report, indent=1))
+  _plot(history, os.path.join(workdir, "reward_curve.png"))
+  return report
+
+
+def _plot(history, path: str) -> None:
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(6, 3.5))
+  ax.plot([h["step"] for h in history], [h["improvement_pct"] for h in history], marker="o")
+  ax.axhline(0, color="grey", lw=0.8)
+  ax.set_xlabel("training step")
+  ax.set_ylabel("validation: % better than uniform BRKGA")
+  fig.tight_layout()
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format="png", dpi=120)
+  plt.close(fig)
+  atomic.write_bytes(path, buffer.getvalue())

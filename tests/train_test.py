@@ -1,0 +1,73 @@
+"""regal.rollout_pool and regal.train_lib: Ray actors agree with the driver and survive a
+killed actor; training runs, writes its report and resumes from its workdir."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from datasets import devices as devices_lib
+from datasets import errors
+from experiments.bench.graphs import synthetic_graph
+from regal import performance, train_lib
+from regal.configs import default as default_config
+from regal.rollout import Task
+from regal.rollout_pool import RolloutPool
+
+
+@pytest.fixture(scope="module")
+def problems():
+  return [performance.Problem(synthetic_graph(n, seed=n), devices_lib.homogeneous(2),
+                              model="sync") for n in (8, 10, 12)]
+
+
+def test_ray_actors_match_the_driver_and_survive_a_killed_actor(problems):
+  ray = pytest.importorskip("ray")
+  tasks = [Task(i % 3, None, None, seed=i, evals=120) for i in range(6)]
+  local = RolloutPool(problems, evals=120, num_actors=0).map(tasks)
+  pool = RolloutPool(problems, evals=120, num_actors=2, num_cpus=2)
+  try:
+    assert pool.map(tasks) == local
+    pool.kill_actor(0)  # Its share of the next step must be rerun on a replacement.
+    assert pool.map(tasks) == local
+  finally:
+    pool.shutdown()
+    ray.shutdown()
+
+
+def _tiny_config():
+  config = default_config.get_config()
+  config.num_train, config.num_valid, config.num_test = 4, 2, 2
+  config.evals = 500
+  config.batch_size = 2
+  config.num_steps = 2
+  config.eval_every = 2
+  config.num_eval_graphs = 2
+  config.num_actors = 0
+  config.policy.hidden = 8
+  config.policy.rounds = 1
+  return config
+
+
+def test_training_runs_reports_and_resumes(tmp_path):
+  workdir = str(tmp_path / "run")
+  config = _tiny_config()
+  report = train_lib.train_and_evaluate(config, workdir)
+  assert report["steps"] == 2 and len(report["history"]) == 2
+  assert np.isfinite(report["test"]["improvement_pct"])
+  for name in ("checkpoint.msgpack", "checkpoint.json", "metrics.csv", "report.json",
+               "reward_curve.png", f"features-{train_lib.fingerprint(config)}.npz",
+               f"uniform-{train_lib.fingerprint(config)}.json"):
+    assert os.path.exists(os.path.join(workdir, name)), name
+  # A longer run in the same workdir continues from step 2 instead of starting over.
+  config.num_steps = 3
+  report = train_lib.train_and_evaluate(config, workdir)
+  with open(os.path.join(workdir, "metrics.csv")) as f:
+    steps = [line.split(",")[0] for line in f.read().splitlines()[1:]]
+  assert steps == ["1", "2", "3"] and report["steps"] == 3
+  # Another configuration must not resume this checkpoint.
+  config.learning_rate = 0.5
+  with pytest.raises(errors.ConfigError, match="checkpoint of another config"):
+    train_lib.train_and_evaluate(config, workdir)
+  with open(os.path.join(workdir, "checkpoint.json")) as f:
+    assert json.load(f)["step"] == 3
