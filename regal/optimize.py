@@ -50,6 +50,8 @@ _SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
 _COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph and map the answer "
                                "back: off, auto (graphs above 500 ops: QuickP fusion, then "
                                "heavy edges to 256 groups) or a group count.")
+_POLICY = flags.DEFINE_string("policy", None, "A regal.train workdir: run REGAL (the trained "
+                              "policy's mutant distributions) and report uniform BRKGA too.")
 _OUT = flags.DEFINE_string("out", None, "Write the result JSON here (atomically).")
 _GANTT = flags.DEFINE_string("gantt", None, "Write a Gantt chart here (.png or .svg).")
 devices_lib.define_flags()
@@ -90,7 +92,8 @@ def main(argv: Sequence[str]) -> None:
   report = optimize_lib.run(graph, devices, model=_MODEL.value, objective=_OBJECTIVE.value,
                             memory_limit=_MEMORY_LIMIT.value, evals=_EVALS.value,
                             seed=_SEED.value, source=source, method=_METHOD.value,
-                            time_limit=_TIME_LIMIT.value, coarsen_spec=_COARSEN.value)
+                            time_limit=_TIME_LIMIT.value, coarsen_spec=_COARSEN.value,
+                            policy_dir=_POLICY.value)
   print(optimize_lib.summary(report))
   if _OUT.value:
     optimize_lib.write_json(report, _OUT.value)

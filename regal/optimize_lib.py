@@ -5,7 +5,9 @@ Result JSON schema (`format: "regal.result"`, version 1):
   devices         the device description (datasets.devices JSON form)
   settings        method, model, objective, memory_limit, evals, seed, BRKGA parameters (for
                   brkga), time_limit (for cpsat / quickp)
-  details         method-specific facts (e.g. CP-SAT's status and lower bound), and with
+  details         method-specific facts (e.g. CP-SAT's status and lower bound; with --policy:
+                  regal_objective, uniform_brkga_objective at the same budget,
+                  feature_evaluations), and with
                   --coarsen: coarsening {spec, original_ops, coarse_ops, seconds} (the method
                   ran on the group graph; everything reported is for the original graph)
   objective       the best solution's objective value
@@ -33,7 +35,7 @@ from datasets import atomic, coarsen, errors
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import chromosome as chromosome_lib
-from regal import baselines, performance, search
+from regal import baselines, performance, policy_runner, search
 from regal.schedule import Schedule
 
 RESULT_FORMAT = "regal.result"
@@ -49,14 +51,31 @@ class Report:
 METHODS = ("brkga",) + baselines.METHODS
 
 
-def _run_brkga(problem: performance.Problem, evals: int, seed: int):
+def _run_brkga(problem: performance.Problem, evals: int, seed: int,
+               policy_dir: str | None = None):
   surrogate = baselines.batch_problem(problem)
   params = search.default_params(surrogate)
   seeds = search.heuristic_seeds(problem)
+  details = {}
   try:
+    if policy_dir:
+      # REGAL: the policy's mutant distributions; compared with uniform BRKGA at the same
+      # budget (the feature run counts against REGAL's).
+      policy_config, policy_params = policy_runner.load(policy_dir, surrogate)
+      alpha, beta, spent = policy_runner.mutant_distributions(surrogate, policy_config,
+                                                              policy_params, seed)
+      uniform = search.optimize(surrogate, evals=evals, seed=seed, params=params, seeds=seeds)
+      params = params.replace(mutant_alpha=alpha, mutant_beta=beta)
+      evals -= spent
+      details = {"policy": policy_dir, "feature_evaluations": spent,
+                 "uniform_brkga_objective": float(performance.score_reference(
+                     problem, uniform.best_chromosome)[0])}
     result = search.optimize(surrogate, evals=evals, seed=seed, params=params, seeds=seeds)
   except ValueError as error:  # e.g. a budget below one population
     raise errors.ConfigError(str(error)) from None
+  if policy_dir:
+    details["regal_objective"] = float(performance.score_reference(
+        problem, result.best_chromosome)[0])
   settings = {"brkga": {"population_size": params.population_size,
                         "num_elites": params.num_elites, "num_mutants": params.num_mutants,
                         "rho": float(np.asarray(params.rho))}}
@@ -64,7 +83,10 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int):
   # Every seed is re-scored too: through the surrogate the search could miss that one is
   # better under the real model, and the result must never be worse than a seed.
   candidates = {"brkga": result.best_chromosome, **seeds}
-  return candidates, result.evaluations, settings, wall, {}
+  if policy_dir:  # The user gets the better of the two searches; details keep both.
+    candidates["uniform_brkga"] = uniform.best_chromosome
+  return candidates, result.evaluations + details.get("feature_evaluations", 0), settings, wall, \
+      details
 
 
 def _run_baseline(problem: performance.Problem, method: str, evals: int, seed: int,
@@ -94,7 +116,7 @@ def _expand_candidates(coarse_problem: performance.Problem, problem: performance
 def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "runtime",
         memory_limit: float | None = None, evals: int = 5000, seed: int = 0,
         source: str = "", method: str = "brkga", time_limit: float = 10.0,
-        coarsen_spec: str = "off") -> Report:
+        coarsen_spec: str = "off", policy_dir: str | None = None) -> Report:
   start = time.perf_counter()
   if method not in METHODS:
     raise errors.ConfigError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -104,8 +126,11 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
   coarsen_seconds = time.perf_counter() - start
   solved = problem if coarsening is None else dataclasses.replace(
       problem, graph=coarsen.coarse_graph(graph, coarsening))
+  if policy_dir and method != "brkga":
+    raise errors.ConfigError("--policy runs REGAL, i.e. BRKGA: use it with --method brkga")
   if method == "brkga":
-    candidates, evaluations, method_settings, wall, details = _run_brkga(solved, evals, seed)
+    candidates, evaluations, method_settings, wall, details = _run_brkga(solved, evals, seed,
+                                                                         policy_dir)
   else:
     candidates, evaluations, method_settings, wall, details = _run_baseline(
         solved, method, evals, seed, time_limit)
@@ -204,6 +229,9 @@ def summary(report: Report) -> str:
   if "best_seed" in d["baselines"]:
     seed = d["baselines"]["best_seed"]
     lines.append(f"best seed:     objective {seed['objective']:.6g}  ({seed['name']})")
+  if "regal_objective" in d["details"]:
+    lines.append(f"REGAL:         objective {d['details']['regal_objective']:.6g}  vs uniform "
+                 f"BRKGA {d['details']['uniform_brkga_objective']:.6g} at the same budget")
   if "lower_bound" in d["details"]:
     lines.append(f"lower bound:   {d['details']['lower_bound']:.6g} "
                  f"({d['details']['status']})")

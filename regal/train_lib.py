@@ -246,6 +246,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         if name != "step":
           writer.add_scalar(name, value, step + 1)
     _save_checkpoint(workdir, state, {"step": step + 1, "config": config_id,
+                                      "config_values": config.to_dict(),
                                       "history": history})
     if (step + 1) % config.log_every == 0 or "valid_improvement_pct" in row:
       elapsed = time.perf_counter() - started

@@ -9,7 +9,7 @@ import pytest
 from datasets import devices as devices_lib
 from datasets import errors
 from experiments.bench.graphs import synthetic_graph
-from regal import performance, train_lib
+from regal import optimize_lib, performance, train_lib
 from regal.configs import default as default_config
 from regal.rollout import Task
 from regal.rollout_pool import RolloutPool
@@ -71,3 +71,12 @@ def test_training_runs_reports_and_resumes(tmp_path):
     train_lib.train_and_evaluate(config, workdir)
   with open(os.path.join(workdir, "checkpoint.json")) as f:
     assert json.load(f)["step"] == 3
+  # The trained policy runs on any graph through regal.optimize --policy.
+  result = optimize_lib.run(synthetic_graph(12, seed=5), devices_lib.homogeneous(2),
+                            model="sync", evals=700, policy_dir=workdir).data
+  assert result["evaluations"] <= 700 and result["details"]["feature_evaluations"] == 400
+  assert result["objective"] <= min(result["details"]["regal_objective"],
+                                    result["details"]["uniform_brkga_objective"]) + 1e-9
+  with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
+    optimize_lib.run(synthetic_graph(12, seed=5), devices_lib.homogeneous(3), model="sync",
+                     evals=700, policy_dir=workdir)
