@@ -24,7 +24,7 @@ import os  # noqa: E402
 import time  # noqa: E402
 from typing import Sequence  # noqa: E402
 
-from absl import app, flags, logging  # noqa: E402
+from absl import flags, logging  # noqa: E402
 
 from datasets import atomic, errors  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402

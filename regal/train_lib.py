@@ -57,7 +57,8 @@ def _policy_config(config) -> policy_lib.PolicyConfig:
 
 def _train_config(config) -> reinforce.TrainConfig:
   return reinforce.TrainConfig(learning_rate=config.learning_rate, clip_norm=config.clip_norm,
-                               entropy_weight=config.entropy_weight)
+                               entropy_weight=config.entropy_weight,
+                               normalize_advantage=config.normalize_advantage)
 
 
 class Trainer:
@@ -133,8 +134,9 @@ class Trainer:
     mask[:len(indices)] = True
     return graph, mask
 
-  def rollouts(self, policy_params, indices, key, greedy: bool, seed_base: int):
-    """(actions, objectives) of the policy's distributions on graphs `indices`."""
+  def rollouts(self, policy_params, indices, key, greedy: bool, seed_base: int | None):
+    """(actions, objectives) of the policy's distributions on graphs `indices`; seed_base None:
+    every rollout uses EVAL_SEED (the same random numbers for a graph at every step)."""
     graph, mask = self._batch(indices)
     logits = self.apply_policy(policy_params, graph)
     actions = policy_lib.greedy(logits) if greedy else policy_lib.sample(key, logits)
@@ -143,7 +145,8 @@ class Trainer:
       alpha, beta = policy_lib.mutant_distributions(actions, self.problems[i].layout,
                                                     self.policy_config, first_node=first)
       first += self.problems[i].graph.num_ops
-      tasks.append(Task(i, np.asarray(alpha), np.asarray(beta), seed_base + k,
+      seed = EVAL_SEED if seed_base is None else seed_base + k
+      tasks.append(Task(i, np.asarray(alpha), np.asarray(beta), seed,
                         reinforce.search_budget(self.config.evals)))
     return graph, mask, actions, np.asarray(self.pool.map(tasks))
 
@@ -153,7 +156,7 @@ class Trainer:
     batch = self.config.batch_size
     for start in range(0, len(indices), batch):
       chunk = indices[start:start + batch]
-      _, _, _, values = self.rollouts(policy_params, chunk, None, True, EVAL_SEED)
+      _, _, _, values = self.rollouts(policy_params, chunk, None, True, None)
       objectives += values.tolist()
     objectives = np.asarray(objectives)
     uniform = self.uniform[indices]
@@ -225,8 +228,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     rng = np.random.default_rng([config.seed, step])
     indices = rng.choice(train, size=min(config.batch_size, len(train)), replace=False).tolist()
     key = jax.random.fold_in(jax.random.key(config.seed), step)
-    graph, mask, actions, objectives = trainer.rollouts(state.policy_params, indices, key,
-                                                        False, step * config.batch_size)
+    # Common random numbers: a graph's rollouts use the same seed at every step, so reward
+    # differences measure the distributions rather than the luck of the draw.
+    graph, mask, actions, objectives = trainer.rollouts(
+        state.policy_params, indices, key, False,
+        None if config.common_random_numbers else step * config.batch_size)
     rewards = -objectives / trainer.uniform[indices]
     padded_rewards = np.zeros(len(mask), np.float32)
     padded_rewards[:len(indices)] = rewards

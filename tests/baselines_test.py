@@ -1,6 +1,5 @@
 """regal.baselines: CP-SAT against brute force, every method valid and re-scorable, fusion
 acyclic, the critical path against the Doppler repository's figures."""
-import itertools
 
 import hypothesis
 import numpy as np
