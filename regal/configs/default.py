@@ -1,6 +1,6 @@
 """Training configurations for `python -m regal.train` (ml_collections).
 
-  --config=regal/configs/default.py          the quick default: ~10 minutes on 2 CPU cores
+  --config=regal/configs/default.py          the quick default: ~4 minutes on 2 CPU cores
   --config=regal/configs/default.py:paper    REGAL's synthetic setting (hours to days)
 """
 from __future__ import annotations
