@@ -125,12 +125,13 @@ class ShardedBuilder:
 
   def elementwise(self, meta: str, x: Blocked, others: Sequence[Blocked] = (),
                   flops_per_element: float = 1.0, op_type: str = "elementwise",
-                  copies: int = 1) -> Blocked:
+                  copies: int = 1, row_inputs: dict[int, int] | None = None) -> Blocked:
     """One op per block of x; `others` are read where they overlap (vectors broadcast: a
-    1-row operand is read by column range only)."""
+    1-row operand is read by column range only); `row_inputs[i]` is one more tensor every
+    block of row block i reads (a row statistic)."""
     tensors = {}
     for (i, r), (j, c) in itertools.product(enumerate(x.row_ranges), enumerate(x.col_ranges)):
-      inputs = [x.tensors[(i, j)]]
+      inputs = [x.tensors[(i, j)]] + ([row_inputs[i]] if row_inputs else [])
       for other in others:
         inputs += other.overlapping((0, 1) if other.rows == 1 else r, c)
       elements = copies * (r[1] - r[0]) * (c[1] - c[0])
@@ -147,15 +148,7 @@ class ShardedBuilder:
       rows = copies * (r[1] - r[0])
       stats[i] = self._op(meta, "reduce", op_type + "_stat", reduce_flops * rows * x.cols,
                           x.row_block(i), rows)
-    tensors = {}
-    for (i, r), (j, c) in itertools.product(enumerate(x.row_ranges), enumerate(x.col_ranges)):
-      inputs = [x.tensors[(i, j)], stats[i]]
-      for other in others:
-        inputs += other.overlapping((0, 1) if other.rows == 1 else r, c)
-      elements = copies * (r[1] - r[0]) * (c[1] - c[0])
-      tensors[(i, j)] = self._op(meta, "shard", op_type, scale_flops * elements, inputs,
-                                 elements)
-    return Blocked(x.rows, x.cols, x.row_ranges, x.col_ranges, tensors)
+    return self.elementwise(meta, x, others, scale_flops, op_type, copies, row_inputs=stats)
 
   def attention(self, meta: str, q: Blocked, k: Blocked, v: Blocked, heads: int) -> Blocked:
     """Causal attention per head group (a column block of q, k, v): scores, softmax, values."""
