@@ -107,17 +107,19 @@ def enumerative_assignment(graph: Graph, devices, seed: int = 0
   end = np.zeros(graph.num_ops)
   device_free = np.zeros(devices.num_devices)
   makespan, tried = 0.0, 0
-  committed: set[int] = set()
   for group in (g for g, skip in zip(groups, is_input) if not skip):
     best = None
     for assignment in _candidates(len(group), devices.num_devices, rng):
       tried += 1
       trial_free = device_free.copy()
+      touched = []  # Ops this candidate places, undone before the next one.
       for op, device in zip(group, assignment):
         placement[op] = device
+        touched.append(op)
         for pred in deps.preds[op]:
           if placement[pred] < 0:  # An unplaced input: it will sit here.
             placement[pred] = device
+            touched.append(pred)
         start = max(trial_free[device],
                     input_ready_time(op, device, placement, end, deps, devices))
         end[op] = start + graph.compute_cost[op] / devices.speed[device]
@@ -125,9 +127,8 @@ def enumerative_assignment(graph: Graph, devices, seed: int = 0
       cost = max([makespan] + [end[op] for op in group])
       if best is None or cost < best[0]:
         best = (cost, assignment, trial_free, end[group].copy(), placement.copy())
-      placement[[op for op in range(graph.num_ops) if op not in committed]] = -1
+      placement[touched] = -1
     makespan, assignment, device_free, group_end, placement = best
-    committed.update(op for op in range(graph.num_ops) if placement[op] >= 0)
     end[group] = group_end
   placement[placement < 0] = 0  # Inputs nobody reads.
   order = np.concatenate([np.asarray(g, np.int64) for g in groups]) if groups else np.zeros(0)
