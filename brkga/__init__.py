@@ -3,7 +3,9 @@
 Knows nothing about graphs: it evolves random-key chromosomes against any fitness function.
 """
 from brkga.engine import (Params, Result, State, ask, beta_sample, crossover, goncalves_resende, init,
-                          initial_population, max_generations, mutants, run, tell)
+                          initial_population, max_generations, mutants, run, seed_origin,
+                          tell)
 
 __all__ = ["Params", "Result", "State", "ask", "crossover", "goncalves_resende", "init",
-           "initial_population", "beta_sample", "max_generations", "mutants", "run", "tell"]
+           "initial_population", "beta_sample", "max_generations", "mutants", "run", "seed_origin",
+           "tell"]

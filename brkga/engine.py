@@ -5,7 +5,8 @@ generation keeps the elites (the best `num_elites`, with their fitness: they are
 again), adds children and mutants, and scores only the new ones:
 * a child crosses one elite parent with one non-elite parent, gene by gene, taking the elite
   gene with probability rho (a scalar or one value per gene);
-* a mutant draws gene i from Beta(alpha_i, beta_i) (uniform by default);
+* a mutant draws gene i from Beta(alpha_i, beta_i) (uniform by default), and so does every
+  member of the initial populations (REGAL's policy shapes both);
 mutants join the non-elite pool and can be parents in the next generation. Several independent
 populations evolve side by side and, every `exchange_interval` generations, each receives the
 best `exchange_count` chromosomes of every other population in place of its worst. After
@@ -84,19 +85,34 @@ class State:
   evaluations: jnp.ndarray  # [] int32
   stagnation: jnp.ndarray  # [] int32 generations since the best last improved
   key: jax.Array
+  # Lineage: the seed (index into `seeds`) each chromosome descends from through its elite
+  # parents (a child inherits its elite parent's), -1 for none; mutants and fresh keys are -1.
+  origin: jnp.ndarray  # [Pi, P] int32
+  best_origin: jnp.ndarray  # [] int32
+  offspring_origin: jnp.ndarray  # [Pi, P - E] int32, set by `ask` for `tell`
 
 
-def _sort(population: jnp.ndarray, fitness: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+def _sort(population: jnp.ndarray, fitness: jnp.ndarray, origin: jnp.ndarray
+          ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
   order = jnp.argsort(fitness, axis=-1, stable=True)
   return (jnp.take_along_axis(population, order[..., None], axis=-2),
-          jnp.take_along_axis(fitness, order, axis=-1))
+          jnp.take_along_axis(fitness, order, axis=-1),
+          jnp.take_along_axis(origin, order, axis=-1))
+
+
+def seed_origin(params: Params, num_seeds: int = 0) -> jnp.ndarray:
+  """[Pi, P] lineage of an initial population whose first `num_seeds` members of population 0
+  are seeds 0..num_seeds-1 (the rest: -1)."""
+  origin = jnp.full((params.num_populations, params.population_size), -1, jnp.int32)
+  return origin.at[0, :num_seeds].set(jnp.arange(num_seeds, dtype=jnp.int32))
 
 
 def initial_population(key: jax.Array, params: Params, num_genes: int,
                        seeds: jnp.ndarray | None = None) -> jnp.ndarray:
-  """Uniform random keys [Pi, P, n]; `seeds` [S, n] replace the first members of population 0."""
-  population = jax.random.uniform(
-      key, (params.num_populations, params.population_size, num_genes))
+  """Random keys [Pi, P, n] drawn like mutants (uniform by default: the same keys as
+  `jax.random.uniform`); `seeds` [S, n] replace the first members of population 0."""
+  population = mutants(key, (params.num_populations, params.population_size, num_genes),
+                       params.mutant_alpha, params.mutant_beta)
   if seeds is not None:
     seeds = jnp.clip(jnp.asarray(seeds, population.dtype), 0.0, 1.0)
     if seeds.shape[0] > params.population_size:
@@ -107,14 +123,21 @@ def initial_population(key: jax.Array, params: Params, num_genes: int,
 
 
 def init(key: jax.Array, params: Params, population: jnp.ndarray,
-         fitness: jnp.ndarray) -> State:
-  """State from scored initial populations [Pi, P, n] and their fitness [Pi, P]."""
-  population, fitness = _sort(population, fitness)
+         fitness: jnp.ndarray, origin: jnp.ndarray | None = None) -> State:
+  """State from scored initial populations [Pi, P, n], their fitness [Pi, P] and lineage
+  [Pi, P] (`seed_origin`; default: no seeds)."""
+  if origin is None:
+    origin = seed_origin(params)
+  population, fitness, origin = _sort(population, fitness, origin)
   best = jnp.argmin(fitness[:, 0])
+  pops = population.shape[0]
   return State(population=population, fitness=fitness, best_chromosome=population[best, 0],
                best_fitness=fitness[best, 0], generation=jnp.zeros((), jnp.int32),
                evaluations=jnp.asarray(population.shape[0] * population.shape[1], jnp.int32),
-               stagnation=jnp.zeros((), jnp.int32), key=key)
+               stagnation=jnp.zeros((), jnp.int32), key=key, origin=origin,
+               best_origin=origin[best, 0],
+               offspring_origin=jnp.full((pops, params.population_size - params.num_elites),
+                                         -1, jnp.int32))
 
 
 def crossover(key: jax.Array, elite: jnp.ndarray, other: jnp.ndarray,
@@ -189,12 +212,16 @@ def ask(state: State, params: Params) -> tuple[jnp.ndarray, State]:
   fresh = mutants(mutant_key, (pops, params.num_mutants, genes), params.mutant_alpha,
                   params.mutant_beta).astype(state.population.dtype)
   offspring = jnp.concatenate([kids, fresh], axis=1)
+  origin = jnp.concatenate([jnp.take_along_axis(state.origin, elite_parent, axis=1),
+                            jnp.full((pops, params.num_mutants), -1, jnp.int32)], axis=1)
   if params.restart_patience:
     key, restart_key = jax.random.split(key)
-    offspring = jnp.where(_restarting(state, params),
+    restarting = _restarting(state, params)
+    offspring = jnp.where(restarting,
                           jax.random.uniform(restart_key, offspring.shape, offspring.dtype),
                           offspring)
-  return offspring, state.replace(key=key)
+    origin = jnp.where(restarting, -1, origin)
+  return offspring, state.replace(key=key, offspring_origin=origin)
 
 
 def tell(state: State, params: Params, offspring: jnp.ndarray,
@@ -202,6 +229,7 @@ def tell(state: State, params: Params, offspring: jnp.ndarray,
   """The next generation: elites (fitness kept) plus scored offspring, sorted."""
   elites = params.num_elites
   kept, kept_fitness = state.population[:, :elites], state.fitness[:, :elites]
+  kept_origin = state.origin[:, :elites]
   key = state.key
   if params.restart_patience:
     # On a restart only the best so far survives; other elite slots get fresh unscored keys.
@@ -210,30 +238,35 @@ def tell(state: State, params: Params, offspring: jnp.ndarray,
         state.best_chromosome)
     fresh_fitness = jnp.full_like(kept_fitness, jnp.inf).at[0, 0].set(state.best_fitness)
     restarting = _restarting(state, params)
+    fresh_origin = jnp.full_like(kept_origin, -1).at[0, 0].set(state.best_origin)
     kept = jnp.where(restarting, fresh, kept)
     kept_fitness = jnp.where(restarting, fresh_fitness, kept_fitness)
+    kept_origin = jnp.where(restarting, fresh_origin, kept_origin)
   population = jnp.concatenate([kept, offspring], axis=1)
   fitness = jnp.concatenate([kept_fitness, offspring_fitness], axis=1)
-  population, fitness = _sort(population, fitness)
+  origin = jnp.concatenate([kept_origin, state.offspring_origin], axis=1)
+  population, fitness, origin = _sort(population, fitness, origin)
   generation = state.generation + 1
   if params.exchange_interval and params.num_populations > 1:
-    exchanged = _exchange(population, fitness, params)
+    exchanged = _exchange(population, fitness, origin, params)
     do = generation % params.exchange_interval == 0
     population = jnp.where(do, exchanged[0], population)
     fitness = jnp.where(do, exchanged[1], fitness)
+    origin = jnp.where(do, exchanged[2], origin)
   best = jnp.argmin(fitness[:, 0])
   improved = fitness[best, 0] < state.best_fitness
   return state.replace(
-      population=population, fitness=fitness,
+      population=population, fitness=fitness, origin=origin,
       best_chromosome=jnp.where(improved, population[best, 0], state.best_chromosome),
       best_fitness=jnp.where(improved, fitness[best, 0], state.best_fitness),
+      best_origin=jnp.where(improved, origin[best, 0], state.best_origin),
       generation=generation, key=key,
       stagnation=jnp.where(improved | _restarting(state, params), 0, state.stagnation + 1),
       evaluations=state.evaluations + offspring.shape[0] * offspring.shape[1])
 
 
-def _exchange(population: jnp.ndarray, fitness: jnp.ndarray,
-              params: Params) -> tuple[jnp.ndarray, jnp.ndarray]:
+def _exchange(population: jnp.ndarray, fitness: jnp.ndarray, origin: jnp.ndarray,
+              params: Params) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
   """Each population gets the best `exchange_count` of every other one in place of its worst."""
   pops, size, _ = population.shape
   count = params.exchange_count
@@ -242,9 +275,11 @@ def _exchange(population: jnp.ndarray, fitness: jnp.ndarray,
   others = jnp.array([[j for j in range(pops) if j != i] for i in range(pops)], jnp.int32)
   gifts = best[others].reshape(pops, incoming, -1)
   gift_fitness = best_fitness[others].reshape(pops, incoming)
+  gift_origin = origin[:, :count][others].reshape(pops, incoming)
   population = jnp.concatenate([population[:, :size - incoming], gifts], axis=1)
   fitness = jnp.concatenate([fitness[:, :size - incoming], gift_fitness], axis=1)
-  return _sort(population, fitness)
+  origin = jnp.concatenate([origin[:, :size - incoming], gift_origin], axis=1)
+  return _sort(population, fitness, origin)
 
 
 class Result(NamedTuple):
@@ -255,6 +290,7 @@ class Result(NamedTuple):
   evaluations: jnp.ndarray
   final_population: jnp.ndarray  # [Pi, P, n] sorted best first (REGAL's BRKGA features)
   final_fitness: jnp.ndarray  # [Pi, P]
+  best_origin: jnp.ndarray  # [] the seed the best descends from through elite parents; -1: none
 
 
 def max_generations(params: Params, budget: int) -> int:
@@ -278,7 +314,8 @@ def run(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array, params
   population = initial_population(init_key, params, num_genes, seeds)
   pops, size, _ = population.shape
   fitness = fitness_fn(population.reshape(pops * size, num_genes)).reshape(pops, size)
-  state = init(search_key, params, population, fitness)
+  num_seeds = 0 if seeds is None else seeds.shape[0]
+  state = init(search_key, params, population, fitness, seed_origin(params, num_seeds))
   history = jnp.full(generations + 1, jnp.inf, fitness.dtype).at[0].set(state.best_fitness)
 
   def body(carry):
@@ -292,4 +329,5 @@ def run(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array, params
                                       (state, history))
   return Result(best_chromosome=state.best_chromosome, best_fitness=state.best_fitness,
                 history=history, generations=state.generation, evaluations=state.evaluations,
-                final_population=state.population, final_fitness=state.fitness)
+                final_population=state.population, final_fitness=state.fitness,
+                best_origin=state.best_origin)

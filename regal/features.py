@@ -57,13 +57,33 @@ def runtime_features(graph: Graph, speed: float = 1.0) -> np.ndarray:
   return np.stack([preds, succs, time, slowest], axis=1)
 
 
-def brkga_features(placement: np.ndarray, priority: np.ndarray, num_devices: int
-                   ) -> np.ndarray:
+def schedule_positions(graph: Graph, priority: np.ndarray) -> np.ndarray:
+  """[P, o] each op's position (0 first) in the schedule of each of P solutions: the
+  priority-driven topological sort the models execute (the ready op of largest priority next,
+  ties to the lower id), run for the whole population at once."""
+  priority = np.atleast_2d(np.asarray(priority, np.float64))
+  num_solutions, num_ops = priority.shape
+  successors = np.zeros((num_ops, num_ops), np.int32)
+  for op in range(num_ops):
+    successors[op, np.unique(graph.successors(op))] = 1
+  waiting = np.tile(successors.sum(axis=0), (num_solutions, 1))  # unscheduled predecessors
+  position = np.zeros((num_solutions, num_ops), np.int64)
+  rows = np.arange(num_solutions)
+  for step in range(num_ops):
+    # Ties to the lower id: argmax returns the first maximum.
+    pick = np.argmax(np.where(waiting == 0, priority, -np.inf), axis=1)
+    position[rows, pick] = step
+    waiting[rows, pick] = -1
+    waiting -= successors[pick]
+  return position
+
+
+def brkga_features(graph: Graph, placement: np.ndarray, priority: np.ndarray,
+                   num_devices: int) -> np.ndarray:
   """[o, d + 1]: each device's share of the solutions and the mean schedule position (0 first,
   1 last) of every op, from a population's placements and priorities [P, o]."""
   share = np.stack([(placement == d).mean(axis=0) for d in range(num_devices)], axis=1)
-  ranks = np.argsort(np.argsort(-priority, axis=1, kind="stable"), axis=1, kind="stable")
-  position = ranks.mean(axis=0) / max(placement.shape[1] - 1, 1)
+  position = schedule_positions(graph, priority).mean(axis=0) / max(graph.num_ops - 1, 1)
   return np.concatenate([share, position[:, None]], axis=1)
 
 
@@ -73,14 +93,15 @@ def run_brkga_features(problem: performance.Problem, seed: int = 0,
   layout = problem.layout
   params = brkga.goncalves_resende(min(layout.size, evals))  # One population fits the budget.
   fitness = performance.make_fitness_fn(performance.Problem(
-      problem.graph, problem.devices, model="wc" if problem.model == "doppler" else problem.model,
+      problem.graph, problem.devices,
+      model="delay" if problem.model == "doppler" else problem.model,
       objective=problem.objective, memory_limit=problem.memory_limit))
   result = jax.jit(lambda key: brkga.run(fitness, key, params, evals, layout.size))(
       jax.random.key(seed))
   population = jnp.asarray(result.final_population).reshape(-1, layout.size)
   decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout))(population)
-  return brkga_features(np.asarray(decoded.placement), np.asarray(decoded.op_priority),
-                        layout.num_devices)
+  return brkga_features(problem.graph, np.asarray(decoded.placement),
+                        np.asarray(decoded.op_priority), layout.num_devices)
 
 
 def edge_features(graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

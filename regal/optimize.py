@@ -5,6 +5,10 @@ r"""Optimizes one graph's placement and schedule (BRKGA or a baseline) and repor
   python -m regal.optimize --dataset synthetic --split test --index 3 --model sync
   python -m regal.optimize          # the default synthetic dataset's first test graph
   python -m regal.optimize --method cpsat --time_limit 30   # a baseline instead of BRKGA
+  python -m regal.optimize --graph ffnn.txt --devices 4 --model doppler --method doppler \
+      --evals 2048 --doppler_save ffnn_policy     # Doppler's SEL/PLC policy (stages I-II)
+  python -m regal.optimize --graph block.txt --devices 4 --model doppler \
+      --seed_arms single_device,critical_path,doppler --doppler_checkpoint ffnn_policy
 
 Writes a summary to the terminal and, with --out, a JSON result (schema in
 regal/optimize_lib.py). Compiled functions are cached on disk, so a second run on a graph of
@@ -25,7 +29,7 @@ from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from regal import gantt, optimize_lib, performance  # noqa: E402
+from regal import gantt, optimize_lib, performance, seed_arms  # noqa: E402
 
 _GRAPH = flags.DEFINE_string("graph", None, "Graph file (json, costgraph or doppler format).")
 _FORMAT = flags.DEFINE_enum("format", None, list(graph_io.FORMATS), "Graph format "
@@ -52,6 +56,18 @@ _COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph and ma
                                "heavy edges to 256 groups) or a group count.")
 _POLICY = flags.DEFINE_string("policy", None, "A regal.train workdir: run REGAL (the trained "
                               "policy's mutant distributions) and report uniform BRKGA too.")
+_SEED_ARMS = flags.DEFINE_string("seed_arms", ",".join(seed_arms.DEFAULT_ARMS),
+                                 "BRKGA's seed chromosomes, comma-separated: "
+                                 + ", ".join(seed_arms.ARMS) + ".")
+_DOPPLER_CHECKPOINT = flags.DEFINE_string(
+    "doppler_checkpoint", None, "A saved Doppler policy (method doppler or the doppler seed "
+    "arm): start from it instead of imitating critical path; any graph (transfer).")
+_DOPPLER_EVALS = flags.DEFINE_integer("doppler_evals", 1024, "Episodes the doppler seed arm "
+                                      "trains for (taken from --evals).")
+_DOPPLER_SAMPLES = flags.DEFINE_integer("doppler_samples", 8, "Sampled Doppler assignments "
+                                        "seeded besides the greedy and the best one.")
+_DOPPLER_SAVE = flags.DEFINE_string("doppler_save", None, "With --method doppler: save the "
+                                    "trained policy here (path prefix; .msgpack + .json).")
 _OUT = flags.DEFINE_string("out", None, "Write the result JSON here (atomically).")
 _GANTT = flags.DEFINE_string("gantt", None, "Write a Gantt chart here (.png or .svg).")
 devices_lib.define_flags()
@@ -86,6 +102,11 @@ def main(argv: Sequence[str]) -> None:
     raise errors.ConfigError(f"--time_limit must be positive, got {_TIME_LIMIT.value}")
   if _EVALS.value < 1:
     raise errors.ConfigError(f"--evals must be positive, got {_EVALS.value}")
+  if _DOPPLER_EVALS.value < 0 or _DOPPLER_SAMPLES.value < 0:
+    raise errors.ConfigError("--doppler_evals and --doppler_samples must not be negative")
+  arms = seed_arms.parse_arms(_SEED_ARMS.value)
+  doppler = seed_arms.DopplerArm(checkpoint=_DOPPLER_CHECKPOINT.value,
+                                 evals=_DOPPLER_EVALS.value, samples=_DOPPLER_SAMPLES.value)
   graph, source = load_graph()
   devices = devices_lib.from_flags()
   enable_compilation_cache()
@@ -93,7 +114,8 @@ def main(argv: Sequence[str]) -> None:
                             memory_limit=_MEMORY_LIMIT.value, evals=_EVALS.value,
                             seed=_SEED.value, source=source, method=_METHOD.value,
                             time_limit=_TIME_LIMIT.value, coarsen_spec=_COARSEN.value,
-                            policy_dir=_POLICY.value)
+                            policy_dir=_POLICY.value, arms=arms, doppler=doppler,
+                            doppler_save=_DOPPLER_SAVE.value)
   print(optimize_lib.summary(report))
   if _OUT.value:
     optimize_lib.write_json(report, _OUT.value)

@@ -5,7 +5,10 @@ Result JSON schema (`format: "regal.result"`, version 1):
   devices         the device description (datasets.devices JSON form)
   settings        method, model, objective, memory_limit, evals, seed, BRKGA parameters (for
                   brkga), time_limit (for cpsat / quickp)
-  details         method-specific facts (e.g. CP-SAT's status and lower bound; with --policy:
+  details         method-specific facts (e.g. CP-SAT's status and lower bound; for brkga:
+                  seed_arms {arm: best objective of its seeds}, arm_evaluations, winner_origin
+                  (the arm the winner descends from through elite parents, null: none);
+                  for doppler: imitation agreement, episodes, episodes_per_second; with --policy:
                   regal_objective, uniform_brkga_objective at the same budget,
                   feature_evaluations), and with
                   --coarsen: coarsening {spec, original_ops, coarse_ops, seconds} (the method
@@ -35,7 +38,7 @@ from datasets import atomic, coarsen, errors
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import chromosome as chromosome_lib
-from regal import baselines, performance, policy_runner, search
+from regal import baselines, performance, policy_runner, search, seed_arms
 from regal.schedule import Schedule
 
 RESULT_FORMAT = "regal.result"
@@ -48,14 +51,21 @@ class Report:
   placement: np.ndarray
 
 
-METHODS = ("brkga",) + baselines.METHODS
+METHODS = ("brkga", "doppler") + baselines.METHODS
 
 
 def _run_brkga(problem: performance.Problem, evals: int, seed: int,
-               policy_dir: str | None = None):
+               policy_dir: str | None = None,
+               arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
+               doppler: seed_arms.DopplerArm | None = None):
   surrogate = baselines.batch_problem(problem)
   params = search.default_params(surrogate)
-  seeds = search.heuristic_seeds(problem)
+  seeds, arm_evaluations = seed_arms.arm_seeds(problem, arms, doppler, seed)
+  if evals - arm_evaluations < params.population_size:
+    raise errors.ConfigError(f"--evals {evals} leaves {evals - arm_evaluations} evaluations "
+                             f"for BRKGA after the seed arms spent {arm_evaluations}; it needs "
+                             f"at least one population ({params.population_size})")
+  evals -= arm_evaluations
   details = {}
   try:
     if policy_dir:
@@ -85,8 +95,25 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
   candidates = {"brkga": result.best_chromosome, **seeds}
   if policy_dir:  # The user gets the better of the two searches; details keep both.
     candidates["uniform_brkga"] = uniform.best_chromosome
-  return candidates, result.evaluations + details.get("feature_evaluations", 0), settings, wall, \
-      details
+  arm_scores = {}
+  for name, chromosome in seeds.items():
+    value = float(performance.score_reference(problem, chromosome)[0])
+    arm = seed_arms.arm_of(name)
+    arm_scores[arm] = min(arm_scores.get(arm, np.inf), value)
+  details.update({"seed_arms": arm_scores, "arm_evaluations": arm_evaluations,
+                  "winner_origin": None if result.origin is None else
+                  seed_arms.arm_of(result.origin)})
+  total = result.evaluations + details.get("feature_evaluations", 0) + arm_evaluations
+  return candidates, total, settings, wall, details
+
+
+def _run_doppler(problem: performance.Problem, evals: int, seed: int,
+                 doppler: seed_arms.DopplerArm | None, save: str | None):
+  from regal.doppler import method as doppler_method
+  doppler = doppler or seed_arms.DopplerArm()
+  result = doppler_method.doppler(problem, evals, seed, checkpoint=doppler.checkpoint, save=save)
+  wall = {"compile": 0.0, "search": result.wall_seconds}
+  return {"doppler": result.chromosome}, result.evaluations, {}, wall, result.details
 
 
 def _run_baseline(problem: performance.Problem, method: str, evals: int, seed: int,
@@ -116,7 +143,10 @@ def _expand_candidates(coarse_problem: performance.Problem, problem: performance
 def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "runtime",
         memory_limit: float | None = None, evals: int = 5000, seed: int = 0,
         source: str = "", method: str = "brkga", time_limit: float = 10.0,
-        coarsen_spec: str = "off", policy_dir: str | None = None) -> Report:
+        coarsen_spec: str = "off", policy_dir: str | None = None,
+        arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
+        doppler: seed_arms.DopplerArm | None = None, doppler_save: str | None = None
+        ) -> Report:
   start = time.perf_counter()
   if method not in METHODS:
     raise errors.ConfigError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -129,8 +159,11 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
   if policy_dir and method != "brkga":
     raise errors.ConfigError("--policy runs REGAL, i.e. BRKGA: use it with --method brkga")
   if method == "brkga":
-    candidates, evaluations, method_settings, wall, details = _run_brkga(solved, evals, seed,
-                                                                         policy_dir)
+    candidates, evaluations, method_settings, wall, details = _run_brkga(
+        solved, evals, seed, policy_dir, arms, doppler)
+  elif method == "doppler":
+    candidates, evaluations, method_settings, wall, details = _run_doppler(
+        solved, evals, seed, doppler, doppler_save)
   else:
     candidates, evaluations, method_settings, wall, details = _run_baseline(
         solved, method, evals, seed, time_limit)
@@ -232,6 +265,10 @@ def summary(report: Report) -> str:
   if "regal_objective" in d["details"]:
     lines.append(f"REGAL:         objective {d['details']['regal_objective']:.6g}  vs uniform "
                  f"BRKGA {d['details']['uniform_brkga_objective']:.6g} at the same budget")
+  if "seed_arms" in d["details"]:
+    arms = ", ".join(f"{arm} {value:.6g}" for arm, value in d["details"]["seed_arms"].items())
+    lines.append(f"seed arms:     {arms}; winner descends from "
+                 f"{d['details']['winner_origin'] or 'no seed'}")
   if "lower_bound" in d["details"]:
     lines.append(f"lower bound:   {d['details']['lower_bound']:.6g} "
                  f"({d['details']['status']})")

@@ -4,7 +4,9 @@ This is the one scoring path every optimizer uses. Models:
   wc       work-conserving asynchronous model (Doppler), JAX (`regal.wc_model`), the default;
   sync     REGAL's synchronous-transfer model, JAX (`regal.sync_model`);
   doppler  the Doppler repository's simulator reproduced on SimPy (`regal.doppler_model`);
-           host-side only, for scoring and comparison.
+           host-side only, for scoring and comparison; batched searches use `delay`;
+  delay    the delay model (placement only; `regal.delay_model`, readable reference in
+           `regal.reference_models.simulate_delay`), runtime objective only.
 Objectives (smaller is better):
   runtime               the makespan;
   memory                the largest per-device peak memory;
@@ -26,11 +28,11 @@ from datasets import errors
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import chromosome as chromosome_lib
-from regal import doppler_model, parallel, reference_models, sync_model, wc_model
+from regal import delay_model, doppler_model, parallel, reference_models, sync_model, wc_model
 from regal.schedule import Schedule
 from regal.sim_graph import SimGraph, build_sim_graph
 
-MODELS = ("wc", "sync", "doppler")
+MODELS = ("wc", "sync", "doppler", "delay")
 WC_CHUNK = 8  # Work entries per loop step (both JAX models): fewer steps beat narrower ones.
 OBJECTIVES = ("runtime", "memory", "runtime_under_memory")
 
@@ -63,8 +65,8 @@ class Problem:
     if self.noise_sigma < 0 or (self.noise_sigma > 0 and self.model != "wc"):
       raise errors.ConfigError("stochastic durations (noise_sigma > 0) need the wc model and "
                                "a non-negative sigma")
-    if self.model == "doppler" and self.objective != "runtime":
-      raise errors.ConfigError("the doppler model has no memory: use objective runtime")
+    if self.model in ("doppler", "delay") and self.objective != "runtime":
+      raise errors.ConfigError(f"the {self.model} model has no memory: use objective runtime")
 
   @property
   def layout(self) -> chromosome_lib.Layout:
@@ -116,6 +118,9 @@ def simulate_reference(problem: Problem, placement: np.ndarray, op_priority: np.
   """One solution through the slow, readable model (or the SimPy one for 'doppler')."""
   if problem.model == "doppler":
     return doppler_model.simulate_doppler(problem.graph, problem.devices, placement)
+  if problem.model == "delay":
+    return reference_models.simulate_delay(problem.graph, problem.devices, placement,
+                                           dtype=problem.dtype)
   simulate = (reference_models.simulate_wc if problem.model == "wc"
               else reference_models.simulate_synchronous)
   return simulate(problem.graph, problem.devices, placement, op_priority, transfer_priority,
@@ -134,6 +139,24 @@ def score_reference(problem: Problem, chromosome: np.ndarray) -> tuple[float, Sc
 
 
 # ----- batched JAX scoring -----------------------------------------------------------------
+def _delay_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
+  graph = jax.tree_util.tree_map(jnp.asarray, delay_model.build_delay_graph(
+      problem.graph, problem.devices, problem.dtype))
+  layout = problem.layout
+  pinned = None if problem.pinned is None else jnp.asarray(problem.pinned, jnp.int32)
+
+  def local_fitness(graph, chromosomes):
+    decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout, pinned))(chromosomes)
+    return delay_model.makespan_batch(graph, decoded.placement)
+
+  @jax.jit
+  def fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
+    del key  # Deterministic.
+    return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(graph, chromosomes)
+
+  return fitness
+
+
 def needs_memory(problem: Problem) -> bool:
   """Whether scoring must track memory: the WC model skips it when only the makespan counts."""
   return problem.objective != "runtime" or problem.model != "wc"
@@ -167,9 +190,9 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarr
   with independent lognormal duration noise drawn from `key`; results gain a leading sample
   axis [S, P, ...].
   """
-  if problem.model == "doppler":
-    raise errors.ConfigError("the doppler model runs on the host only; use wc or sync for "
-                             "batched scoring")
+  if problem.model in ("doppler", "delay"):
+    raise errors.ConfigError(f"the {problem.model} model has no event simulation here; "
+                             f"make_fitness_fn scores it")
   placement, op_priority, transfer_priority = _padded_inputs(problem, sim, chromosomes)
   if problem.model == "sync":
     return sync_model.simulate_batch(sim, placement, op_priority, transfer_priority,
@@ -198,6 +221,11 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarr
 
 def make_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
   """A jitted function chromosomes [P, n] (, key) -> objective values [P] (smaller is better)."""
+  if problem.model == "delay":
+    return _delay_fitness_fn(problem)
+  if problem.model == "doppler":
+    raise errors.ConfigError("the doppler model runs on the host only; search it through "
+                             "baselines.batch_problem (the delay model)")
   sim = jax.tree_util.tree_map(jnp.asarray, sim_graph_for(problem))
 
   def local_fitness(sim: SimGraph, chromosomes: jnp.ndarray, key: jax.Array | None = None):

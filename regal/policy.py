@@ -17,7 +17,7 @@ k / (j + 1/2) - 1: alpha = mu nu, beta = (1 - mu) nu (both > 0 for every bin).
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -62,15 +62,21 @@ def dequantize(mean_bin, var_bin, bins: int) -> tuple[jnp.ndarray, jnp.ndarray]:
 
 
 class _MLP(nn.Module):
+  """Dense layers with `activation` between them (none after the last). The class keeps its
+  private name: Flax names parameters after it, and checkpoints hold those names."""
   features: tuple[int, ...]
+  activation: Callable[[jnp.ndarray], jnp.ndarray] = nn.relu
 
   @nn.compact
   def __call__(self, x):
     for i, width in enumerate(self.features):
       x = nn.Dense(width)(x)
       if i < len(self.features) - 1:
-        x = nn.relu(x)
+        x = self.activation(x)
     return x
+
+
+MLP = _MLP
 
 
 def _aggregate(messages, segments, num_segments, how: str):

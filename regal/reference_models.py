@@ -313,3 +313,40 @@ def simulate_synchronous(graph: Graph, devices: DeviceSpec, placement: np.ndarra
   return Schedule(makespan=dtype(op_end.max()), peak_memory=np.array(memory.peak, dtype),
                   op_start=op_start, op_end=op_end, transfer_start=transfer_start,
                   transfer_end=transfer_end)
+
+
+def simulate_delay(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
+                   dtype=np.float64) -> Schedule:
+  """**Delay model** (`regal.delay_model`; placement only): ops in the graph's topological
+  order, each on its device as early as possible, after the device's previous op (zero-time
+  ops occupy no device time) and after its inputs arrive: a predecessor on another device
+  delivers at its end + latency + bytes / bandwidth of the largest tensor read from it (a
+  control edge at its end). Transfers never contend. No memory is tracked (peak NaN)."""
+  placement = np.asarray(placement, np.int64)
+  largest: dict[tuple[int, int], float] = {}
+  for src, dst, is_control, size in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(),
+                                        graph.edge_is_control.tolist(),
+                                        graph.edge_bytes.tolist()):
+    largest[(src, dst)] = max(largest.get((src, dst), -1.0), -1.0 if is_control else size)
+  start = np.zeros(graph.num_ops, dtype)
+  end = np.zeros(graph.num_ops, dtype)
+  free = np.zeros(devices.num_devices, dtype)
+  for op in graph.topological_order.tolist():
+    device = int(placement[op])
+    ready = dtype(0)
+    for (src, dst), size in largest.items():
+      if dst != op:
+        continue
+      arrival = end[src]
+      if placement[src] != device and size >= 0:
+        arrival = dtype(arrival + _transfer_time(devices, size, int(placement[src]), device,
+                                                 dtype))
+      ready = max(ready, arrival)
+    duration = _compute_time(devices, graph.compute_cost[op], device, dtype)
+    start[op] = max(free[device], ready) if duration > 0 else ready
+    end[op] = dtype(start[op] + duration)
+    if duration > 0:
+      free[device] = end[op]
+  nan = np.full((graph.num_tensors, devices.num_devices), np.nan)
+  return Schedule(makespan=end.max(initial=0.0), peak_memory=np.full(devices.num_devices, np.nan),
+                  op_start=start, op_end=end, transfer_start=nan, transfer_end=nan.copy())

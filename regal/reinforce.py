@@ -14,6 +14,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 import jraph
+import numpy as np
 import optax
 
 import brkga
@@ -57,13 +58,17 @@ def init_state(key: jax.Array, example: jraph.GraphsTuple, num_devices: int,
 
 def loss_fn(params, graph: jraph.GraphsTuple, actions: policy_lib.Actions,
             rewards: jnp.ndarray, graph_mask: jnp.ndarray, num_devices: int,
-            policy_config: policy_lib.PolicyConfig, config: TrainConfig):
-  """Mean over real graphs of -(r - b) log p + 1e-4 (b - r)^2 - entropy bonus."""
+            policy_config: policy_lib.PolicyConfig, config: TrainConfig,
+            reference: jnp.ndarray | None = None):
+  """Mean over real graphs of -(r - b) log p + 1e-4 (b - r)^2 - entropy bonus.
+
+  `reference` [G], if given, replaces b(G) in the advantage (e.g. `leave_one_out` over several
+  samples of one graph); b(G) is fitted either way."""
   policy_params, baseline_params = params
   logits = policy_lib.Policy(policy_config, num_devices).apply(policy_params, graph)
   log_prob = policy_lib.graph_log_prob(graph, logits, actions)
   value = policy_lib.Baseline(policy_config).apply(baseline_params, graph)
-  advantage = jax.lax.stop_gradient(rewards - value)
+  advantage = jax.lax.stop_gradient(rewards - (value if reference is None else reference))
   if config.normalize_advantage:
     real = jnp.where(graph_mask, advantage, 0.0)
     count = jnp.maximum(graph_mask.sum(), 1)
@@ -83,15 +88,26 @@ def loss_fn(params, graph: jraph.GraphsTuple, actions: policy_lib.Actions,
 
 def update(state: TrainState, graph: jraph.GraphsTuple, actions: policy_lib.Actions,
            rewards: jnp.ndarray, graph_mask: jnp.ndarray, num_devices: int,
-           policy_config: policy_lib.PolicyConfig, config: TrainConfig
-           ) -> tuple[TrainState, jnp.ndarray]:
-  """One Adam step on the REINFORCE loss (jit with the last three arguments static)."""
+           policy_config: policy_lib.PolicyConfig, config: TrainConfig,
+           reference: jnp.ndarray | None = None) -> tuple[TrainState, jnp.ndarray]:
+  """One Adam step on the REINFORCE loss (jit with arguments 5-7 static)."""
   params = (state.policy_params, state.baseline_params)
   loss, grads = jax.value_and_grad(loss_fn)(params, graph, actions, rewards, graph_mask,
-                                            num_devices, policy_config, config)
+                                            num_devices, policy_config, config, reference)
   updates, opt_state = make_optimizer(config).update(grads, state.opt_state, params)
   policy_params, baseline_params = optax.apply_updates(params, updates)
   return TrainState(policy_params, baseline_params, opt_state, state.step + 1), loss
+
+
+def leave_one_out(rewards: np.ndarray, groups: np.ndarray) -> np.ndarray:
+  """Per sample, the mean reward of the other samples of its group (the same graph and
+  rollout seed): a baseline free of the graph's difficulty and of the draw's luck. A sample
+  alone in its group gets its own reward (advantage 0)."""
+  rewards, groups = np.asarray(rewards, np.float64), np.asarray(groups)
+  _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+  totals = np.bincount(inverse, weights=rewards)
+  count = counts[inverse]
+  return np.where(count > 1, (totals[inverse] - rewards) / np.maximum(count - 1, 1), rewards)
 
 
 def regal_search(problem: performance.Problem, alpha: jnp.ndarray, beta: jnp.ndarray,

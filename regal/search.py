@@ -1,9 +1,9 @@
 """BRKGA over a graph: a performance model's objective as the fitness of random-key chromosomes.
 
 `optimize` runs the domain-free engine (`brkga`) on the chromosomes of REGAL's decoder
-(`regal.chromosome`), scored by `regal.performance`. Heuristic seeds (`heuristic_seeds`: single
-device and critical path) enter the first population, so the result is never worse than the
-best seed.
+(`regal.chromosome`), scored by `regal.performance`. Seed chromosomes (`regal.seed_arms`:
+single device and critical path by default) enter the first population, so the result is never
+worse than the best seed, and the result names the seed the winner descends from.
 
 Default hyperparameters follow Goncalves & Resende (2011) as REGAL used them
 (`brkga.goncalves_resende`): population proportional to the chromosome length (20..200), 20%
@@ -34,6 +34,7 @@ class SearchResult:
   compile_seconds: float
   search_seconds: float
   seed_objectives: dict[str, float]
+  origin: str | None = None  # The seed the best descends from through elite parents.
 
 
 def single_device_seed(problem: performance.Problem, device: int = 0) -> np.ndarray:
@@ -41,14 +42,6 @@ def single_device_seed(problem: performance.Problem, device: int = 0) -> np.ndar
   graph = problem.graph
   return chromosome_lib.encode(np.full(graph.num_ops, device), graph.topological_order,
                                problem.layout)
-
-
-def heuristic_seeds(problem: performance.Problem) -> dict[str, np.ndarray]:
-  """The first population's seeds: every op on device 0, and the critical-path heuristic."""
-  from regal.baselines import list_scheduling  # Here: baselines import this module's users.
-  placement, order = list_scheduling.critical_path_assignment(problem.graph, problem.devices)
-  return {"single_device": single_device_seed(problem),
-          "critical_path": chromosome_lib.encode(placement, order, problem.layout)}
 
 
 def default_params(problem: performance.Problem) -> brkga.Params:
@@ -84,4 +77,5 @@ def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
       order=chromosome_lib.priority_order(np.asarray(decoded.op_priority)),
       history=history[:int(result.generations) + 1], evaluations=int(result.evaluations),
       compile_seconds=compile_seconds, search_seconds=search_seconds,
-      seed_objectives={name: float(v) for name, v in zip(seeds, seed_values)})
+      seed_objectives={name: float(v) for name, v in zip(seeds, seed_values)},
+      origin=list(seeds)[int(result.best_origin)] if int(result.best_origin) >= 0 else None)

@@ -1,6 +1,6 @@
 r"""Trains REGAL's policy with REINFORCE on BRKGA rollouts (Ray actors by default).
 
-  python -m regal.train --dataset synthetic                     # ~4 minutes on 2 CPU cores
+  python -m regal.train --dataset synthetic                     # ~6 minutes on 2 CPU cores
   python -m regal.train --workdir /tmp/regal --config=regal/configs/default.py:paper
   python -m regal.train --config.num_actors=0 --config.num_steps=20   # in-process rollouts
 

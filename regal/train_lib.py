@@ -42,6 +42,7 @@ from regal.rollout import Task
 from regal.rollout_pool import RolloutPool
 
 EVAL_SEED = 10_000_019  # Rollout seeds of evaluations: the same for every evaluation.
+FILTER_SHORT, FILTER_LONG = 1000, 10000  # The test filter's BRKGA budgets (REGAL 5.1).
 
 
 def fingerprint(config: ml_collections.ConfigDict) -> str:
@@ -87,10 +88,12 @@ class Trainer:
     self.pool = RolloutPool(problems, config.evals, config.num_actors)
     self.features = self._features()
     self.uniform = self._uniform()
+    self.splits["test"] = self._filtered_test()
     max_nodes = max(p.graph.num_ops for p in problems)
     max_edges = max(p.graph.num_edges for p in problems)
-    self.node_bucket = bucket_size(config.batch_size * max_nodes + 1)
-    self.edge_bucket = bucket_size(max(config.batch_size * max_edges, 1))
+    self.graphs_per_step = config.batch_size * config.samples_per_graph
+    self.node_bucket = bucket_size(self.graphs_per_step * max_nodes + 1)
+    self.edge_bucket = bucket_size(max(self.graphs_per_step * max_edges, 1))
     policy = policy_lib.Policy(self.policy_config, self.num_devices)
     self.apply_policy = jax.jit(policy.apply)
     self.update = jax.jit(reinforce.update, static_argnums=(5, 6, 7))
@@ -107,8 +110,8 @@ class Trainer:
       populations = self.pool.feature_populations(
           range(len(self.problems)), features_lib.BRKGA_FEATURE_EVALS,
           [self.config.seed + i for i in range(len(self.problems))])
-      parts = [features_lib.brkga_features(placement, priority, self.num_devices)
-               for placement, priority in populations]
+      parts = [features_lib.brkga_features(problem.graph, placement, priority, self.num_devices)
+               for problem, (placement, priority) in zip(self.problems, populations)]
       buffer = io.BytesIO()
       np.savez(buffer, **{f"g{i}": part for i, part in enumerate(parts)})
       atomic.write_bytes(path, buffer.getvalue())
@@ -126,6 +129,32 @@ class Trainer:
     atomic.write_text(path, json.dumps(values))
     return np.asarray(values)
 
+  def _filtered_test(self) -> list[int]:
+    """The test graphs with room for improvement (REGAL section 5.1): uniform BRKGA with
+    10K evaluations at least `test_filter_pct` % better than with 1K. All when the threshold
+    is 0."""
+    test = self.splits["test"]
+    if not self.config.test_filter_pct:
+      return test
+    path = os.path.join(self.workdir, f"filter-{fingerprint(self.config)}.json")
+    if os.path.exists(path):
+      with open(path) as f:
+        short, long = json.load(f)
+    else:
+      logging.info("test filter: uniform BRKGA with 1K and 10K evaluations on %d graphs",
+                   len(test))
+      short = self.pool.map([Task(i, None, None, EVAL_SEED, FILTER_SHORT) for i in test])
+      long = self.pool.map([Task(i, None, None, EVAL_SEED, FILTER_LONG) for i in test])
+      atomic.write_text(path, json.dumps([short, long]))
+    gain = 100.0 * (np.asarray(short) - np.asarray(long)) / np.asarray(short)
+    kept = [i for i, g in zip(test, gain) if g >= self.config.test_filter_pct]
+    logging.info("test filter: %d of %d graphs have BRKGA 10K at least %.0f%% better than 1K",
+                 len(kept), len(test), self.config.test_filter_pct)
+    if not kept:
+      raise errors.ConfigError(f"no test graph passes the {self.config.test_filter_pct}% "
+                               f"filter; lower test_filter_pct or add test graphs")
+    return kept
+
   # ----- policy rollouts -------------------------------------------------------------------
   def _batch(self, indices):
     graph = policy_lib.batch_graphs([self.features[i] for i in indices], self.node_bucket,
@@ -134,19 +163,18 @@ class Trainer:
     mask[:len(indices)] = True
     return graph, mask
 
-  def rollouts(self, policy_params, indices, key, greedy: bool, seed_base: int | None):
-    """(actions, objectives) of the policy's distributions on graphs `indices`; seed_base None:
-    every rollout uses EVAL_SEED (the same random numbers for a graph at every step)."""
+  def rollouts(self, policy_params, indices, key, greedy: bool, seeds):
+    """(graph, mask, actions, objectives) of the policy's distributions on graphs `indices`
+    (repeats allowed: each copy draws its own actions), rollout k with seed `seeds[k]`."""
     graph, mask = self._batch(indices)
     logits = self.apply_policy(policy_params, graph)
     actions = policy_lib.greedy(logits) if greedy else policy_lib.sample(key, logits)
     tasks, first = [], 0
-    for k, i in enumerate(indices):
+    for i, seed in zip(indices, seeds):
       alpha, beta = policy_lib.mutant_distributions(actions, self.problems[i].layout,
                                                     self.policy_config, first_node=first)
       first += self.problems[i].graph.num_ops
-      seed = EVAL_SEED if seed_base is None else seed_base + k
-      tasks.append(Task(i, np.asarray(alpha), np.asarray(beta), seed,
+      tasks.append(Task(i, np.asarray(alpha), np.asarray(beta), int(seed),
                         reinforce.search_budget(self.config.evals)))
     return graph, mask, actions, np.asarray(self.pool.map(tasks))
 
@@ -156,7 +184,8 @@ class Trainer:
     batch = self.config.batch_size
     for start in range(0, len(indices), batch):
       chunk = indices[start:start + batch]
-      _, _, _, values = self.rollouts(policy_params, chunk, None, True, None)
+      _, _, _, values = self.rollouts(policy_params, chunk, None, True,
+                                      [EVAL_SEED] * len(chunk))
       objectives += values.tolist()
     objectives = np.asarray(objectives)
     uniform = self.uniform[indices]
@@ -208,7 +237,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   config_id = fingerprint(config)
   meta = _checkpoint_meta(workdir, config_id)  # Refuse another config's workdir first.
   trainer = Trainer(config, workdir)
-  example, _ = trainer._batch(trainer.splits["train"][:config.batch_size])
+  example, _ = trainer._batch(trainer.splits["train"][:trainer.graphs_per_step])
   state = reinforce.init_state(jax.random.key(config.seed), example, config.num_devices,
                                trainer.policy_config, trainer.train_config)
   restored = _restore(workdir, state, meta)
@@ -226,19 +255,29 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   while int(state.step) < config.num_steps:
     step = int(state.step)
     rng = np.random.default_rng([config.seed, step])
-    indices = rng.choice(train, size=min(config.batch_size, len(train)), replace=False).tolist()
-    key = jax.random.fold_in(jax.random.key(config.seed), step)
+    chosen = rng.choice(train, size=min(config.batch_size, len(train)), replace=False)
     # Common random numbers: a graph's rollouts use the same seed at every step, so reward
-    # differences measure the distributions rather than the luck of the draw.
-    graph, mask, actions, objectives = trainer.rollouts(
-        state.policy_params, indices, key, False,
-        None if config.common_random_numbers else step * config.batch_size)
+    # differences measure the distributions rather than the luck of the draw. The samples of
+    # one graph in one step always share a seed (their leave-one-out baseline needs that).
+    graph_seeds = (np.full(len(chosen), EVAL_SEED) if config.common_random_numbers
+                   else step * config.batch_size + np.arange(len(chosen)))
+    indices = np.repeat(chosen, config.samples_per_graph).tolist()
+    seeds = np.repeat(graph_seeds, config.samples_per_graph)
+    key = jax.random.fold_in(jax.random.key(config.seed), step)
+    graph, mask, actions, objectives = trainer.rollouts(state.policy_params, indices, key,
+                                                        False, seeds)
     rewards = -objectives / trainer.uniform[indices]
     padded_rewards = np.zeros(len(mask), np.float32)
     padded_rewards[:len(indices)] = rewards
+    reference = None
+    if config.samples_per_graph > 1:
+      reference = np.zeros(len(mask), np.float32)
+      reference[:len(indices)] = reinforce.leave_one_out(
+          rewards, np.repeat(np.arange(len(chosen)), config.samples_per_graph))
+      reference = jnp.asarray(reference)
     state, loss = trainer.update(state, graph, actions, jnp.asarray(padded_rewards),
                                  jnp.asarray(mask), config.num_devices, trainer.policy_config,
-                                 trainer.train_config)
+                                 trainer.train_config, reference)
     done += 1
     row = {"step": step + 1, "loss": float(loss), "reward": float(rewards.mean()),
            "improvement_pct": float(100 * (1 + rewards).mean())}
@@ -258,7 +297,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       elapsed = time.perf_counter() - started
       logging.info("step %d/%d: %.2f steps/s, %.1f rollouts/s, reward %.4f, loss %.4f%s",
                    step + 1, config.num_steps, done / elapsed,
-                   done * config.batch_size / elapsed, row["reward"], row["loss"],
+                   done * trainer.graphs_per_step / elapsed, row["reward"], row["loss"],
                    f", validation improvement {row['valid_improvement_pct']:.2f}%"
                    if "valid_improvement_pct" in row else "")
   report = _final_report(trainer, state, history, workdir)
@@ -281,8 +320,9 @@ def _final_report(trainer: Trainer, state, history, workdir: str) -> dict[str, A
   jax.block_until_ready(trainer.apply_policy(state.policy_params, graph))
   inference = (time.perf_counter() - start) / min(len(test), trainer.config.batch_size)
   result = trainer.evaluate(state.policy_params, test)
-  report = {"test": result, "history": history, "inference_seconds_per_graph": inference,
-            "steps": int(state.step), "evals": trainer.config.evals}
+  report = {"test": result, "test_graphs": len(test), "history": history,
+            "inference_seconds_per_graph": inference, "steps": int(state.step),
+            "evals": trainer.config.evals}
   atomic.write_text(os.path.join(workdir, "report.json"), json.dumps(report, indent=1))
   _plot(history, os.path.join(workdir, "reward_curve.png"))
   return report

@@ -157,3 +157,29 @@ def test_restarts_do_not_break_a_search():
   result = jax.jit(lambda k: brkga.run(footrule, k, params, 3000, 8))(jax.random.key(9))
   assert np.all(np.diff(np.asarray(result.history)) <= 0)
   assert int(result.evaluations) <= 3000
+
+
+def test_lineage_follows_elite_parents():
+  """Children inherit their elite parent's seed; mutants start no line; `run` reports the
+  seed the winner descends from."""
+  params = brkga.Params(population_size=6, num_elites=2, num_mutants=2)
+  population = jnp.linspace(0, 1, 6 * 3).reshape(1, 6, 3)
+  origin = brkga.seed_origin(params, 2)
+  assert origin.tolist() == [[0, 1, -1, -1, -1, -1]]
+  # Seed 1 is the best chromosome, seed 0 the second best: they are the two elites.
+  state = brkga.init(jax.random.key(7), params, population, jnp.array([[1.0, 0.0, 5, 6, 7, 8]]),
+                     origin)
+  assert state.origin.tolist() == [[1, 0, -1, -1, -1, -1]] and int(state.best_origin) == 1
+  offspring, state = brkga.ask(state, params)
+  assert set(state.offspring_origin[0, :2].tolist()) <= {0, 1}
+  assert state.offspring_origin[0, 2:].tolist() == [-1, -1]
+  state = brkga.tell(state, params, offspring, jnp.array([[9.0, 9.0, -1.0, 9.0]]))
+  assert int(state.best_origin) == -1  # The winning mutant.
+
+  target = jnp.linspace(0.1, 0.9, 12)
+  fitness = lambda c: jnp.sum((c - target) ** 2, axis=-1)  # noqa: E731
+  seeds = jnp.stack([jnp.full(12, 0.5), target])
+  search = brkga.run(fitness, jax.random.key(0), brkga.goncalves_resende(12), 400, 12, seeds)
+  assert int(search.best_origin) == 1 and float(search.best_fitness) == 0.0
+  unseeded = brkga.run(fitness, jax.random.key(0), brkga.goncalves_resende(12), 400, 12)
+  assert int(unseeded.best_origin) == -1

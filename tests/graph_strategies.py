@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from datasets import devices as devices_lib
 from datasets.graph import Graph
 
 
@@ -56,3 +57,15 @@ def shuffled(graph: Graph, permutation: np.ndarray) -> Graph:
                data_edge_consumer=permutation[graph.data_edge_consumer],
                control_edge_src=permutation[graph.control_edge_src],
                control_edge_dst=permutation[graph.control_edge_dst], name=graph.name)
+
+
+# 1-3 devices with mixed speeds, bandwidths and latencies.
+device_sets = st.builds(
+    lambda n, speed, bandwidth, latency: devices_lib.DeviceSpec(
+        memory_capacity=np.inf, speed=np.array(speed[:n], float),
+        bandwidth=np.array(bandwidth[:n * n], float).reshape(n, n),
+        latency=np.array(latency[:n * n], float).reshape(n, n)),
+    st.sampled_from([1, 2, 3]),
+    st.lists(st.sampled_from([1.0, 2.0]), min_size=3, max_size=3),
+    st.lists(st.sampled_from([1.0, 2.0, 4.0]), min_size=9, max_size=9),
+    st.lists(st.sampled_from([0.0, 1.0]), min_size=9, max_size=9))

@@ -10,7 +10,7 @@ from datasets import synthetic
 from regal import reference_models as rm
 from regal import sync_model, wc_model
 from regal.sim_graph import build_sim_graph
-from graph_strategies import dags
+from graph_strategies import dags, device_sets
 
 MODELS = {"wc": (wc_model.simulate_batch, rm.simulate_wc),
           "sync": (sync_model.simulate_batch, rm.simulate_synchronous)}
@@ -49,17 +49,6 @@ def assert_same(graph, devices, model, sim, placement, priority, transfer_priori
       np.testing.assert_array_equal(result.peak_memory[p], ref.peak_memory)
     else:
       np.testing.assert_allclose(result.peak_memory[p], ref.peak_memory, rtol=1e-5)
-
-
-device_sets = st.builds(
-    lambda n, speed, bandwidth, latency: devices_lib.DeviceSpec(
-        memory_capacity=np.inf, speed=np.array(speed[:n], float),
-        bandwidth=np.array(bandwidth[:n * n], float).reshape(n, n),
-        latency=np.array(latency[:n * n], float).reshape(n, n)),
-    st.sampled_from([1, 2, 3]),
-    st.lists(st.sampled_from([1.0, 2.0]), min_size=3, max_size=3),
-    st.lists(st.sampled_from([1.0, 2.0, 4.0]), min_size=9, max_size=9),
-    st.lists(st.sampled_from([0.0, 1.0]), min_size=9, max_size=9))
 
 
 @settings(max_examples=25)

@@ -52,10 +52,36 @@ def test_brkga_features_are_shares_and_positions():
 
 
 def test_brkga_features_by_hand():
+  # op 0 -> op 2; op 1 is free. Priorities (0.9, 0.5, 0.1) schedule 0, 1, 2; (0.2, 0.8, 0.5)
+  # schedule 1, then 0 (op 2 waits for its input despite outranking op 0), then 2.
+  graph = Graph(op_names=["x", "y", "z"], op_types=[""] * 3, compute_cost=[1, 1, 1],
+                extra_memory=[0] * 3, tensor_producer=[0], tensor_size=[1],
+                data_edge_tensor=[0], data_edge_consumer=[2], control_edge_src=[],
+                control_edge_dst=[])
   placement = np.array([[0, 1, 1], [0, 0, 1]])
-  priority = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.5]])  # Orders (0, 1, 2) and (1, 2, 0).
-  np.testing.assert_allclose(features.brkga_features(placement, priority, 2),
-                             [[1, 0, 0.5], [0.5, 0.5, 0.25], [0, 1, 0.75]])
+  priority = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.5]])
+  assert features.schedule_positions(graph, priority).tolist() == [[0, 1, 2], [1, 0, 2]]
+  np.testing.assert_allclose(features.brkga_features(graph, placement, priority, 2),
+                             [[1, 0, 0.25], [0.5, 0.5, 0.25], [0, 1, 1.0]])
+
+
+def _slow_schedule_positions(graph: Graph, priority: np.ndarray) -> list[int]:
+  done, order = set(), []
+  while len(order) < graph.num_ops:
+    ready = [op for op in range(graph.num_ops) if op not in done
+             and all(int(p) in done for p in graph.predecessors(op))]
+    op = max(ready, key=lambda v: (priority[v], -v))
+    done.add(op)
+    order.append(op)
+  return [order.index(op) for op in range(graph.num_ops)]
+
+
+def test_schedule_positions_match_a_one_solution_reference():
+  graph = synthetic_graph(30, seed=3)
+  priority = np.random.default_rng(0).random((5, graph.num_ops))
+  positions = features.schedule_positions(graph, priority)
+  for row in range(5):
+    assert positions[row].tolist() == _slow_schedule_positions(graph, priority[row])
 
 
 @pytest.mark.parametrize("bins", [2, 4, 16])
@@ -135,6 +161,32 @@ def test_one_update_moves_toward_the_better_arm():
   state, _ = reinforce.update(state, graph, actions, jnp.array([-2.0, -1.0, 0.0]),
                               jnp.array([True, True, False]), 1, config, train)
   assert better_arm_probability(state) > before
+
+
+def test_leave_one_out_baseline_by_hand():
+  rewards = np.array([1.0, 2.0, 3.0, 5.0, 4.0, 6.0])
+  groups = np.array([0, 0, 0, 1, 2, 2])
+  np.testing.assert_allclose(reinforce.leave_one_out(rewards, groups),
+                             [2.5, 2.0, 1.5, 5.0, 6.0, 4.0])
+
+
+def test_a_reference_equal_to_the_rewards_leaves_the_policy_alone():
+  _, graph = _tiny_batch()
+  config = SMALL
+  train = reinforce.TrainConfig(learning_rate=0.05)
+  state = reinforce.init_state(jax.random.key(0), graph, 2, config, train)
+  actions = policy.sample(jax.random.key(1), policy.Policy(config, 2).apply(
+      state.policy_params, graph))
+  rewards = jnp.array([-1.3, -0.7, 0.0])
+  mask = jnp.array([True, True, False])
+  moved, _ = reinforce.update(state, graph, actions, rewards, mask, 2, config, train)
+  still, _ = reinforce.update(state, graph, actions, rewards, mask, 2, config, train,
+                              reference=rewards)
+  def change(new):
+    return max(float(jnp.abs(a - b).max()) for a, b in zip(
+        jax.tree_util.tree_leaves(new.policy_params),
+        jax.tree_util.tree_leaves(state.policy_params)))
+  assert change(still) == 0.0 and change(moved) > 0.0
 
 
 def test_regal_search_uses_the_distributions():

@@ -46,10 +46,11 @@ def _tiny_config():
   config.num_actors = 0
   config.policy.hidden = 8
   config.policy.rounds = 1
+  config.samples_per_graph = 2  # Exercises the leave-one-out path at half the default cost.
   return config
 
 
-def test_training_runs_reports_and_resumes(tmp_path):
+def test_training_runs_reports_and_resumes(tmp_path, monkeypatch):
   workdir = str(tmp_path / "run")
   config = _tiny_config()
   report = train_lib.train_and_evaluate(config, workdir)
@@ -77,6 +78,13 @@ def test_training_runs_reports_and_resumes(tmp_path):
   assert result["evaluations"] <= 700 and result["details"]["feature_evaluations"] == 400
   assert result["objective"] <= min(result["details"]["regal_objective"],
                                     result["details"]["uniform_brkga_objective"]) + 1e-9
+  # The test filter keeps graphs where BRKGA 10K beats 1K by the threshold: none at 1000%.
+  config.learning_rate = _tiny_config().learning_rate
+  config.test_filter_pct = 1000.0
+  monkeypatch.setattr(train_lib, "FILTER_SHORT", 200)  # Small budgets keep the test quick.
+  monkeypatch.setattr(train_lib, "FILTER_LONG", 400)
+  with pytest.raises(errors.ConfigError, match="no test graph passes"):
+    train_lib.train_and_evaluate(config, str(tmp_path / "filtered"))
   with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
     optimize_lib.run(synthetic_graph(12, seed=5), devices_lib.homogeneous(3), model="sync",
                      evals=700, policy_dir=workdir)

@@ -47,10 +47,11 @@ class MethodResult:
 
 def batch_problem(problem: performance.Problem) -> performance.Problem:
   """The problem batched search scores with: the host-only doppler model is searched with the
-  WC model as a surrogate (the winner is re-scored by the real model in `finish`)."""
+  delay model (`regal.delay_model`: its semantics but for the order a device serves its ops)
+  as a surrogate; the winner is re-scored by the real model in `finish`."""
   if problem.model != "doppler":
     return problem
-  return dataclasses.replace(problem, model="wc")
+  return dataclasses.replace(problem, model="delay")
 
 
 def score(problem: performance.Problem, placement: np.ndarray,

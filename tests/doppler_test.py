@@ -1,0 +1,203 @@
+"""regal.doppler: hand-checked features, the scan against a step-by-step reference, imitation of
+critical path, a policy-gradient step toward an obviously best placement, checkpoints, and the
+seeding arm's lineage in regal.optimize's result."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from datasets import devices as devices_lib
+from datasets import errors
+from datasets.graph import Graph
+from experiments.bench.graphs import synthetic_graph
+from regal import optimize_lib, performance, seed_arms
+from regal.baselines import list_scheduling
+from regal.doppler import episode as episode_lib
+from regal.doppler import graph_data, method, networks, training
+
+SMALL = training.DopplerConfig(hidden=16, rounds=1, episodes_per_step=16)
+
+
+def diamond() -> Graph:
+  # a (2) -> b (3) -> d (1); a -> c (5) -> d; tensors of 4, 6, 2 and 8 bytes.
+  return Graph(op_names=list("abcd"), op_types=[""] * 4, compute_cost=[2, 3, 5, 1],
+               extra_memory=[0] * 4, tensor_producer=[0, 0, 1, 2], tensor_size=[4, 6, 2, 8],
+               data_edge_tensor=[0, 1, 2, 3], data_edge_consumer=[1, 2, 3, 3],
+               control_edge_src=[], control_edge_dst=[])
+
+
+def test_static_features_by_hand():
+  features, b_next, t_prev = graph_data.static_features(diamond(), devices_lib.homogeneous(2))
+  # compute, comm in, comm out, t-level, b-level (bandwidth 1: a transfer takes its bytes).
+  np.testing.assert_allclose(features, [[2, 0, 10, 0, 22], [3, 4, 2, 6, 6], [5, 6, 8, 8, 14],
+                                        [1, 10, 0, 21, 1]])
+  assert b_next.tolist() == [2, 3, 3, -1] and t_prev.tolist() == [-1, 0, 0, 2]
+  g = graph_data.episode_graph(diamond(), devices_lib.homogeneous(2))
+  assert float(g.time_scale) == 22.0
+  np.testing.assert_allclose(g.node_features[:4], features / 22.0, rtol=1e-6)
+  assert g.b_path[0, :4].tolist() == [1, 0, 1, 1] and g.t_path[3, :4].tolist() == [1, 0, 1, 1]
+  assert not g.node_mask[4:].any()
+
+
+def test_device_features_by_hand():
+  g = jax.tree_util.tree_map(jnp.asarray,
+                             graph_data.episode_graph(diamond(), devices_lib.homogeneous(2)))
+  n = g.node_mask.shape[0]
+  # a on device 0 (0-2), c on device 1 (inputs arrive at 2 + 6: 8-13), b on device 0 (2-5).
+  state = episode_lib.initial_state(g, 4).replace(
+      assigned=jnp.arange(n) < 3, device=jnp.array([0, 0, 1] + [-1] * (n - 3)),
+      start=jnp.zeros(n).at[:3].set([0, 2, 8]), end=jnp.zeros(n).at[:3].set([2, 5, 13]),
+      device_free=jnp.array([5.0, 13.0]), device_compute=jnp.array([5.0, 5.0]))
+  earliest, duration, features = episode_lib.device_view(g, state, jnp.asarray(3))
+  # d on device 0 waits for c's 8 bytes (13 + 8); on device 1 for c itself (b's 2 bytes come
+  # at 7).
+  np.testing.assert_allclose(earliest, [21, 13])
+  np.testing.assert_allclose(duration, [1, 1])
+  np.testing.assert_allclose(features * 22, [[5, 3, 2, 5, 21], [5, 5, 8, 13, 13]], rtol=1e-6)
+  assert bool(episode_lib.ready_mask(g, state.assigned)[3])
+
+
+def _reference_greedy_episode(params, graph: Graph, devices, config):
+  """Step by step in Python: ready ops, greedy SEL, delay-model device view, greedy PLC."""
+  g = graph_data.episode_graph(graph, devices)
+  embeddings, z, scores = (np.asarray(x) for x in networks.Selector(config).apply(
+      params["selector"], jax.tree_util.tree_map(jnp.asarray, g)))
+  deps = list_scheduling.Dependencies.of(graph)
+  d = devices.num_devices
+  placement = np.full(graph.num_ops, -1)
+  start, end = np.zeros(graph.num_ops), np.zeros(graph.num_ops)
+  free, compute, device_embedding = np.zeros(d), np.zeros(d), np.zeros((d, config.hidden))
+  nodes, chosen = [], []
+  for _ in range(graph.num_ops):
+    ready = [v for v in range(graph.num_ops) if placement[v] < 0
+             and all(placement[p] >= 0 for p in deps.preds[v])]
+    v = max(ready, key=lambda op: (scores[op], -op))
+    rows = []
+    for device in range(d):
+      here = [p for p in deps.preds[v] if placement[p] == device]
+      ready_time = list_scheduling.input_ready_time(v, device, placement, end, deps, devices)
+      rows.append([compute[device], sum(end[p] - start[p] for p in here),
+                   min((start[p] for p in here), default=0.0),
+                   max((end[p] for p in here), default=0.0), max(free[device], ready_time)])
+    rows = np.asarray(rows) / float(g.time_scale)
+    logits = np.asarray(networks.Placer(config).apply(
+        params["placer"], embeddings[v], device_embedding, rows.astype(np.float32), z[v]))
+    device = int(np.argmax(logits))
+    placement[v], start[v] = device, rows[device, 4] * float(g.time_scale)
+    end[v] = start[v] + graph.compute_cost[v] / devices.speed[device]
+    free[device] = end[v]
+    compute[device] += graph.compute_cost[v] / devices.speed[device]
+    device_embedding[device] += embeddings[v]
+    nodes.append(v)
+    chosen.append(device)
+  return nodes, chosen, end.max()
+
+
+def test_batched_greedy_episodes_match_the_step_by_step_reference():
+  # Slow links, so input arrivals (not only device queues) decide start times.
+  graph, devices = synthetic_graph(14, seed=5), devices_lib.homogeneous(3, bandwidth=0.02)
+  problem = performance.Problem(graph, devices)
+  agent = training.Agent.create(problem, SMALL)
+  for seed in range(2):
+    params = training.init_params(jax.random.key(seed), agent)
+    batched = jax.jit(training._episodes(agent, episode_lib.GREEDY))
+    episodes = batched(params, jax.random.split(jax.random.key(9), 2), 0.0,
+                       jnp.zeros((2, 1)), jnp.zeros((2, 1)))
+    nodes, devices_chosen, makespan = _reference_greedy_episode(params, graph, devices,
+                                                                SMALL.network)
+    o = graph.num_ops
+    for row in range(2):  # Greedy: the key does not matter.
+      assert np.asarray(episodes.nodes[row, :o]).tolist() == nodes
+      assert np.asarray(episodes.devices[row, :o]).tolist() == devices_chosen
+      assert float(episodes.makespan[row]) == pytest.approx(makespan, rel=1e-5)
+    assert int(episodes.valid[0].sum()) == o
+
+
+def test_forcing_the_teacher_reproduces_its_schedule():
+  graph, devices = synthetic_graph(20, seed=2), devices_lib.homogeneous(2, bandwidth=0.02)
+  agent = training.Agent.create(performance.Problem(graph, devices), SMALL)
+  nodes, chosen, placement = agent.teacher()
+  assert 0 < placement.sum() < graph.num_ops  # Both devices used: transfers happen.
+  _, order = list_scheduling.critical_path_assignment(graph, devices)
+  planned, _, _ = list_scheduling.simulate_in_order(graph, devices, placement, order)
+  params = training.init_params(jax.random.key(0), agent)
+  forced = jax.jit(training._episodes(agent, episode_lib.FORCED))(
+      params, jax.random.split(jax.random.key(0), 1), 0.0, jnp.asarray(nodes)[None],
+      jnp.asarray(chosen)[None])
+  assert np.asarray(forced.placement[0, :graph.num_ops]).tolist() == placement.tolist()
+  assert float(forced.makespan[0]) == pytest.approx(planned, rel=1e-5)
+
+
+def test_imitation_agrees_with_critical_path():
+  graph, devices = synthetic_graph(16, seed=4), devices_lib.homogeneous(2)
+  agent = training.Agent.create(performance.Problem(graph, devices), SMALL)
+  config = dataclasses.replace(SMALL, imitation_steps=400, imitation_target=0.97,
+                               hidden=32)
+  agent = training.Agent.create(performance.Problem(graph, devices), config)
+  params = training.init_params(jax.random.key(0), agent)
+  _, info = training.imitate(params, [agent], config)
+  assert info["node_agreement"] >= 0.95 and info["device_agreement"] >= 0.95
+
+
+def test_policy_gradient_raises_the_obviously_best_placement():
+  # Two ops joined by a huge tensor: putting the second beside the first is clearly best.
+  graph = Graph(op_names=["x", "y"], op_types=["", ""], compute_cost=[1.0, 1.0],
+                extra_memory=[0, 0], tensor_producer=[0], tensor_size=[1000.0],
+                data_edge_tensor=[0], data_edge_consumer=[1], control_edge_src=[],
+                control_edge_dst=[])
+  problem = performance.Problem(graph, devices_lib.homogeneous(2))
+  config = dataclasses.replace(SMALL, learning_rate=0.05, epsilon=0.0, entropy_weight=0.0,
+                               reinforce_steps=3, episodes_per_step=32)
+  agent = training.Agent.create(problem, config)
+  params = training.init_params(jax.random.key(1), agent)
+  forced = jax.jit(training._episodes(agent, episode_lib.FORCED))
+
+  def colocated_probability(params):
+    nodes, chosen = agent.pad_actions([0, 1], [0, 0])
+    run = forced(params, jax.random.split(jax.random.key(0), 1), 0.0, jnp.asarray(nodes)[None],
+                 jnp.asarray(chosen)[None])
+    return float(jnp.exp(run.plc_log_prob[0, 1]))
+
+  before = colocated_probability(params)
+  trained, best, _ = training.reinforce(params, agent, config, training.ModelReward(problem),
+                                        jax.random.key(2))
+  assert colocated_probability(trained) > before
+  assert best.placement[0] == best.placement[1]
+
+
+def test_checkpoints_round_trip_and_refuse_another_config(tmp_path):
+  problem = performance.Problem(synthetic_graph(10, seed=1), devices_lib.homogeneous(2))
+  agent = training.Agent.create(problem, SMALL)
+  params = training.init_params(jax.random.key(0), agent)
+  path = str(tmp_path / "policy")
+  method.save_checkpoint(path, params, SMALL, 2)
+  loaded = method.load_checkpoint(path + ".msgpack", params, SMALL)
+  for a, b in zip(jax.tree_util.tree_leaves(loaded), jax.tree_util.tree_leaves(params)):
+    np.testing.assert_array_equal(a, b)
+  with pytest.raises(errors.ConfigError, match="hidden=16"):
+    method.load_checkpoint(path, params, dataclasses.replace(SMALL, hidden=32))
+  with pytest.raises(errors.ConfigError, match="unreadable"):
+    method.load_checkpoint(str(tmp_path / "missing"), params, SMALL)
+
+
+def test_doppler_seed_arm_in_regal_optimize(tmp_path):
+  """A saved (untrained) policy seeds BRKGA on another graph; the result names each arm's
+  score and the arm the winner descends from."""
+  config = training.DopplerConfig()
+  graph = synthetic_graph(12, seed=3)
+  problem = performance.Problem(graph, devices_lib.homogeneous(2))
+  agent = training.Agent.create(performance.Problem(synthetic_graph(9, seed=0),
+                                                    devices_lib.homogeneous(2)), config)
+  path = str(tmp_path / "policy")
+  method.save_checkpoint(path, training.init_params(jax.random.key(0), agent), config, 2)
+  report = optimize_lib.run(graph, problem.devices, evals=400,
+                            arms=("single_device", "doppler"),
+                            doppler=seed_arms.DopplerArm(checkpoint=path, evals=0, samples=2))
+  details = report.data["details"]
+  assert set(details["seed_arms"]) == {"single_device", "doppler"}
+  assert details["winner_origin"] in (None, "single_device", "doppler")
+  assert report.data["objective"] <= min(details["seed_arms"].values()) + 1e-9
+  with pytest.raises(errors.ConfigError, match="unknown seed arm"):
+    seed_arms.parse_arms("critical_path,oracle")
