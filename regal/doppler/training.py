@@ -60,7 +60,7 @@ class RewardSource(Protocol):
 
 
 class ModelReward:
-  """The problem's performance model, batched (the Doppler model's WC surrogate on a batch)."""
+  """The problem's performance model, batched (for the doppler model: the delay model)."""
 
   def __init__(self, problem: performance.Problem):
     self.problem = batch_problem(problem)
