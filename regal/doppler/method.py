@@ -71,8 +71,8 @@ def load_checkpoint(path: str, template, config: training.DopplerConfig):
 
 def train(problem: performance.Problem, evals: int, seed: int = 0,
           config: training.DopplerConfig | None = None, checkpoint: str | None = None):
-  """(params, best assignment, details, reward source): stages I-II, or a checkpoint's policy
-  fine-tuned with `evals` episodes (rounded down to whole batches)."""
+  """(params, best assignment, details, reward source, agent): stages I-II, or a checkpoint's
+  policy fine-tuned with `evals` episodes (rounded down to whole batches)."""
   config = config or training.DopplerConfig()
   agent = training.Agent.create(problem, config)
   key = jax.random.key(seed)
@@ -96,7 +96,7 @@ def train(problem: performance.Problem, evals: int, seed: int = 0,
                   "critical_path_makespan": summary["reference_makespan"],
                   "greedy_makespan": float(greedy_makespan[0]),
                   "search_model": reward.problem.model})
-  return params, best, details, reward
+  return params, best, details, reward, agent
 
 
 def best_by_reference(problem: performance.Problem, best: training.Best
@@ -114,7 +114,7 @@ def doppler(problem: performance.Problem, evals: int, seed: int = 0,
             config: training.DopplerConfig | None = None) -> MethodResult:
   started = time.perf_counter()
   config = config or training.DopplerConfig()
-  params, best, details, reward = train(problem, evals, seed, config, checkpoint)
+  params, best, details, reward, _ = train(problem, evals, seed, config, checkpoint)
   if save:
     save_checkpoint(save, params, config, problem.devices.num_devices)
     details["saved"] = save
@@ -131,8 +131,7 @@ def seed_assignments(problem: performance.Problem, checkpoint: str | None, evals
   `evals` episodes, or from a checkpoint), plus the best assignment its training saw.
   Returns ([(placement, order)], evaluations spent)."""
   config = config or training.DopplerConfig()
-  params, best, _, reward = train(problem, evals, seed, config, checkpoint)
-  agent = training.Agent.create(problem, config)
+  params, best, _, reward, agent = train(problem, evals, seed, config, checkpoint)
   placements, orders = training.greedy_and_sampled(params, agent,
                                                    jax.random.fold_in(jax.random.key(seed), 3),
                                                    num_samples)

@@ -216,7 +216,7 @@ def _reinforce_functions(agent: Agent, config: DopplerConfig):
   if cache_key in agent.compiled:
     return agent.compiled[cache_key]
   optimizer = optax.chain(optax.clip_by_global_norm(config.clip_norm), optax.scale_by_adam())
-  sample = jax.jit(_episodes(agent, episode_lib.SAMPLE))
+  sample = _batched(agent, episode_lib.SAMPLE)
   replay = _episodes(agent, episode_lib.FORCED)
 
   def loss_fn(params, keys, nodes, devices, advantages):
@@ -286,14 +286,21 @@ def reinforce(params, agent: Agent, config: DopplerConfig, reward: RewardSource,
                                                                                    1e-9)}
 
 
+def _batched(agent: Agent, mode: str):
+  """jit(vmap(run_episode)) in `mode`, compiled once per agent."""
+  if mode not in agent.compiled:
+    agent.compiled[mode] = jax.jit(_episodes(agent, mode))
+  return agent.compiled[mode]
+
+
 def greedy_and_sampled(params, agent: Agent, key: jax.Array, num_samples: int
                        ) -> tuple[np.ndarray, np.ndarray]:
   """(placements [1 + K, o], orders [1 + K, o]): the greedy assignment, then K sampled ones."""
-  greedy = jax.jit(_episodes(agent, episode_lib.GREEDY))(
+  greedy = _batched(agent, episode_lib.GREEDY)(
       params, jax.random.split(key, 1), 0.0, jnp.zeros((1, 1)), jnp.zeros((1, 1)))
   placements, orders = assignments(agent, greedy)
   if num_samples:
-    sampled = jax.jit(_episodes(agent, episode_lib.SAMPLE))(
+    sampled = _batched(agent, episode_lib.SAMPLE)(
         params, jax.random.split(jax.random.fold_in(key, 1), num_samples), 0.0,
         jnp.zeros((num_samples, 1)), jnp.zeros((num_samples, 1)))
     more_placements, more_orders = assignments(agent, sampled)
