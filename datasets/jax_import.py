@@ -23,6 +23,7 @@ cost are in the same time unit.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable
 
@@ -147,32 +148,53 @@ class _Importer:
     self.flops_per_byte = flops_per_byte
     self.op_flops: list[float] = []
     self.counts: dict[str, int] = {}
+    self.equations: list = []  # Per op: (equation, operands) or None for inputs / consts.
+    self.literals: dict = {}  # Variables bound to literals through inlined bodies.
 
-  def add_op(self, op_type: str, flops: float, units: float, outvars, inputs: list[int]):
+  def add_op(self, op_type: str, flops: float, units: float, outvars, inputs: list[int],
+             equation=None):
     count = self.counts.get(op_type, 0)
     self.counts[op_type] = count + 1
     op = self.builder.add_op(f"{op_type}_{count}", units / self.flops_per_byte, op_type)
     self.op_flops.append(flops)
+    self.equations.append(equation)
     for tensor in dict.fromkeys(t for t in inputs if t is not None):
       self.builder.add_data_edge(tensor, op)
     return [None if type(v).__name__ == "DropVar" else self.builder.add_tensor(op, _bytes(v.aval))
             for v in outvars]
 
   def walk(self, jaxpr, env: dict) -> None:
+    literals = self.literals
     def read(var):
       return env.get(var) if not hasattr(var, "val") else None  # Literals carry no tensor.
+
+    def operand(var):
+      """A tensor id, or ("literal", value) for a literal or an inlined body's literal."""
+      if hasattr(var, "val"):
+        return ("literal", var.val)
+      value = env.get(var)
+      return ("literal", literals[var]) if value is None and var in literals else value
 
     for eqn in jaxpr.eqns:
       sub = _sub_jaxprs(eqn) if self.inline else None
       if sub is not None and eqn.primitive.name not in ("scan", "while", "cond"):
         inner = {var: read(v) for var, v in zip(sub.invars, eqn.invars)}
+        for var, v in zip(sub.invars, eqn.invars):
+          value = operand(v)
+          if isinstance(value, tuple):
+            literals[var] = value[1]
         self.walk(sub, inner)
         for outer, result in zip(eqn.outvars, sub.outvars):
           env[outer] = None if hasattr(result, "val") else inner.get(result)
+          if hasattr(result, "val"):
+            literals[outer] = result.val
+          elif result in literals:
+            literals[outer] = literals[result]
         continue
       flops, units = equation_flops(eqn)
       tensors = self.add_op(eqn.primitive.name, flops, units, eqn.outvars,
-                            [read(v) for v in eqn.invars])
+                            [read(v) for v in eqn.invars],
+                            (eqn, [operand(v) for v in eqn.invars]))
       env.update(zip(eqn.outvars, tensors))
 
 
@@ -185,9 +207,27 @@ def _abstract(leaf):
   return leaf
 
 
+@dataclasses.dataclass(frozen=True)
+class Traced:
+  """A traced function: its graph, and what executing it needs (`regal.execute.jax_program`):
+  per op its equation and operands (tensor ids or ("literal", value)), or None for an input
+  or captured constant; the constants' values; the tensors holding the function's results."""
+  graph: Graph
+  equations: list
+  input_avals: list
+  consts: list
+  outputs: list
+
+
 def trace_graph(fn: Callable[..., Any], *args: Any, name: str = "jax_function",
                 inline: bool = True, flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE) -> Graph:
   """The graph of `fn(*args)`; args are pytrees of arrays or `jax.ShapeDtypeStruct`s."""
+  return trace(fn, *args, name=name, inline=inline, flops_per_byte=flops_per_byte).graph
+
+
+def trace(fn: Callable[..., Any], *args: Any, name: str = "jax_function", inline: bool = True,
+          flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE) -> Traced:
+  """`trace_graph`, keeping the equations behind every op."""
   import jax
   if not flops_per_byte > 0:
     raise errors.ConfigError(f"flops_per_byte must be positive, got {flops_per_byte}")
@@ -200,13 +240,17 @@ def trace_graph(fn: Callable[..., Any], *args: Any, name: str = "jax_function",
   for var, path in zip(closed.jaxpr.invars, paths):
     op = importer.builder.add_op(f"input{path}", 0.0, "input")
     importer.op_flops.append(0.0)
+    importer.equations.append(None)
     env[var] = importer.builder.add_tensor(op, _bytes(var.aval))
   for var in closed.jaxpr.constvars:  # Captured constants: present from the start.
     op = importer.builder.add_op(f"const_{len(importer.op_flops)}", 0.0, "const")
     importer.op_flops.append(0.0)
+    importer.equations.append(None)
     env[var] = importer.builder.add_tensor(op, _bytes(var.aval))
   importer.walk(closed.jaxpr, env)
   importer.builder.metadata.update({
       "source": "jax", "flops_per_byte": flops_per_byte, "inline": inline,
       "total_flops": float(sum(importer.op_flops)), "op_flops": importer.op_flops})
-  return importer.builder.build()
+  outputs = [None if hasattr(v, "val") else env.get(v) for v in closed.jaxpr.outvars]
+  return Traced(importer.builder.build(), importer.equations,
+                [v.aval for v in closed.jaxpr.invars], list(closed.consts), outputs)

@@ -14,11 +14,15 @@ Every original operation (a meta-op) is decomposed for N devices into ops on blo
 Costs are FLOPs divided by `flops_per_byte` (as in `datasets.jax_import`), tensor sizes are
 bytes (`dtype_bytes` per element). Every op records its meta-op and role in
 `metadata["meta_op"]` / `metadata["meta_op_role"]` ("input", "shard", "reduce"), which the
-Enumerative Optimizer (`regal.baselines.enumerative`) groups by.
+Enumerative Optimizer (`regal.baselines.enumerative`) groups by, and what it computes in
+`metadata["semantics"]` (one JSON object per op: its kind, and for every operand the region
+of the logical matrix it reads and the blocks covering it), which `regal.execute` runs on real
+data.
 
 Workloads (defaults are the paper's sizes):
   chain_mm     (A x B) + (C x (D x E)), every matrix 10000 x 10000;
-  ffnn         softmax(relu(X W1 + b1) W2 + b2), X 2^15 x 2^5, W1 2^5 x 2^16, W2 2^16 x 2^5;
+  ffnn         softmax(relu(X W1 + b1) W2 + b2), X 2^15 x 2^5, W1 2^5 x 2^16, W2 2^16 x 2^5
+               (`ffnn_batch` and `ffnn_width` scale the 2^15 and 2^16);
   llama_block  Llama-2-7B attention half: RMSNorm, Q/K/V, rotary, attention, output
                projection, residual (embedding 4096, 32 heads, sequence 4096, batch 1);
   llama_layer  the block plus the MLP half: RMSNorm, SwiGLU (11008), residual.
@@ -73,6 +77,16 @@ class Blocked:
             for i, (r0, r1) in enumerate(self.row_ranges) if r0 < rows[1] and rows[0] < r1
             for j, (c0, c1) in enumerate(self.col_ranges) if c0 < cols[1] and cols[0] < c1]
 
+  def operand(self, rows: tuple[int, int], cols: tuple[int, int]) -> dict:
+    """What an op reads of this matrix: the region and the blocks (with their regions) that
+    cover it."""
+    return {"region": [rows[0], rows[1], cols[0], cols[1]],
+            "blocks": [[self.tensors[(i, j)], r0, r1, c0, c1]
+                       for i, (r0, r1) in enumerate(self.row_ranges)
+                       if r0 < rows[1] and rows[0] < r1
+                       for j, (c0, c1) in enumerate(self.col_ranges)
+                       if c0 < cols[1] and cols[0] < c1]}
+
   def row_block(self, i: int) -> list[int]:
     return [self.tensors[(i, j)] for j in range(len(self.col_ranges))]
 
@@ -87,20 +101,24 @@ class ShardedBuilder:
     self.dtype_bytes, self.flops_per_byte = dtype_bytes, flops_per_byte
     self.meta_op: list[str] = []
     self.role: list[str] = []
+    self.semantics: list[dict] = []
 
   def _op(self, meta: str, role: str, op_type: str, flops: float, inputs: Sequence[int],
-          out_elements: float) -> int:
+          out_elements: float, semantics: dict) -> int:
     op = self.graph.add_op(f"{meta}/{role}{sum(m == meta for m in self.meta_op)}",
                            flops / self.flops_per_byte, op_type)
     self.meta_op.append(meta)
     self.role.append(role)
+    self.semantics.append(semantics)
     for tensor in dict.fromkeys(inputs):
       self.graph.add_data_edge(tensor, op)
     return self.graph.add_tensor(op, out_elements * self.dtype_bytes)
 
   def input(self, meta: str, rows: int, cols: int, row_parts: int, col_parts: int) -> Blocked:
     row_ranges, col_ranges = _split(rows, row_parts), _split(cols, col_parts)
-    tensors = {(i, j): self._op(meta, "input", "input", 0.0, [], (r1 - r0) * (c1 - c0))
+    tensors = {(i, j): self._op(meta, "input", "input", 0.0, [], (r1 - r0) * (c1 - c0),
+                                {"kind": "input", "shape": [r1 - r0, c1 - c0],
+                                 "region": [r0, r1, c0, c1]})
                for (i, (r0, r1)), (j, (c0, c1)) in itertools.product(enumerate(row_ranges),
                                                                      enumerate(col_ranges))}
     return Blocked(rows, cols, row_ranges, col_ranges, tensors)
@@ -117,26 +135,37 @@ class ShardedBuilder:
         flops = 2.0 * copies * (r[1] - r[0]) * (k[1] - k[0]) * (c[1] - c[0])
         partials.append(self._op(meta, "shard", "matmul", flops,
                                  a.overlapping(r, k) + b.overlapping(k, c),
-                                 copies * (r[1] - r[0]) * (c[1] - c[0])))
+                                 copies * (r[1] - r[0]) * (c[1] - c[0]),
+                                 {"kind": "matmul", "a": a.operand(r, k),
+                                  "b": b.operand(k, c)}))
       elements = copies * (r[1] - r[0]) * (c[1] - c[0])
       tensors[(i, j)] = partials[0] if pk == 1 else self._op(
-          meta, "reduce", "add", (pk - 1) * elements, partials, elements)
+          meta, "reduce", "add", (pk - 1) * elements, partials, elements,
+          {"kind": "sum", "inputs": partials})
     return Blocked(a.rows, b.cols, rows, cols, tensors)
 
   def elementwise(self, meta: str, x: Blocked, others: Sequence[Blocked] = (),
                   flops_per_element: float = 1.0, op_type: str = "elementwise",
-                  copies: int = 1, row_inputs: dict[int, int] | None = None) -> Blocked:
+                  copies: int = 1, row_inputs: dict[int, int] | None = None,
+                  params: dict | None = None) -> Blocked:
     """One op per block of x; `others` are read where they overlap (vectors broadcast: a
     1-row operand is read by column range only); `row_inputs[i]` is one more tensor every
-    block of row block i reads (a row statistic)."""
+    block of row block i reads (a row statistic). `op_type` names the function
+    (`regal.execute.sharded_program`), `params` its settings."""
     tensors = {}
     for (i, r), (j, c) in itertools.product(enumerate(x.row_ranges), enumerate(x.col_ranges)):
       inputs = [x.tensors[(i, j)]] + ([row_inputs[i]] if row_inputs else [])
+      operands = []
       for other in others:
-        inputs += other.overlapping((0, 1) if other.rows == 1 else r, c)
+        region = ((0, 1) if other.rows == 1 else r, c)
+        inputs += other.overlapping(*region)
+        operands.append(other.operand(*region))
       elements = copies * (r[1] - r[0]) * (c[1] - c[0])
-      tensors[(i, j)] = self._op(meta, "shard", op_type, flops_per_element * elements, inputs,
-                                 elements)
+      tensors[(i, j)] = self._op(
+          meta, "shard", op_type, flops_per_element * elements, inputs, elements,
+          {"kind": "elementwise", "fn": op_type, "x": x.tensors[(i, j)], "others": operands,
+           "row_input": row_inputs[i] if row_inputs else None,
+           "region": [r[0], r[1], c[0], c[1]], **(params or {})})
     return Blocked(x.rows, x.cols, x.row_ranges, x.col_ranges, tensors)
 
   def row_normalize(self, meta: str, x: Blocked, reduce_flops: float, scale_flops: float,
@@ -147,7 +176,8 @@ class ShardedBuilder:
     for i, r in enumerate(x.row_ranges):
       rows = copies * (r[1] - r[0])
       stats[i] = self._op(meta, "reduce", op_type + "_stat", reduce_flops * rows * x.cols,
-                          x.row_block(i), rows)
+                          x.row_block(i), rows,
+                          {"kind": "row_stat", "fn": op_type, "blocks": x.row_block(i)})
     return self.elementwise(meta, x, others, scale_flops, op_type, copies, row_inputs=stats)
 
   def attention(self, meta: str, q: Blocked, k: Blocked, v: Blocked, heads: int) -> Blocked:
@@ -161,17 +191,21 @@ class ShardedBuilder:
       whole = (0, seq)
       scores = self._op(meta, "shard", "attention_scores", 2.0 * seq * seq * (c[1] - c[0]),
                         q.overlapping(whole, c) + k.overlapping(whole, c),
-                        group_heads * seq * seq)
+                        group_heads * seq * seq,
+                        {"kind": "attention_scores", "heads": group_heads,
+                         "q": q.operand(whole, c), "k": k.operand(whole, c)})
       probs = self._op(meta, "shard", "softmax", 5.0 * group_heads * seq * seq, [scores],
-                       group_heads * seq * seq)
+                       group_heads * seq * seq, {"kind": "causal_softmax", "x": scores})
       tensors[(0, j)] = self._op(meta, "shard", "attention_values",
                                  2.0 * seq * seq * (c[1] - c[0]),
-                                 [probs] + v.overlapping(whole, c), seq * (c[1] - c[0]))
+                                 [probs] + v.overlapping(whole, c), seq * (c[1] - c[0]),
+                                 {"kind": "attention_values", "heads": group_heads,
+                                  "probs": probs, "v": v.operand(whole, c)})
     return Blocked(seq, q.cols, [(0, seq)], groups, tensors)
 
   def build(self, metadata: dict) -> Graph:
     self.graph.metadata.update({**metadata, "meta_op": self.meta_op,
-                                "meta_op_role": self.role})
+                                "meta_op_role": self.role, "semantics": self.semantics})
     return self.graph.build()
 
 
@@ -183,15 +217,16 @@ def _row_col_parts(num_devices: int) -> tuple[int, int]:
 def generate(workload: str, num_devices: int = 4, grid_style: str = "3d", dtype_bytes: int = 4,
              flops_per_byte: float = 1000.0, size: int | None = None,
              seq_len: int = 4096, hidden: int = 4096, heads: int = 32,
-             mlp: int = 11008) -> Graph:
-  """A sharded workload graph (see the module docstring); `size` overrides chain_mm's 10000."""
+             mlp: int = 11008, ffnn_batch: int = 2 ** 15, ffnn_width: int = 2 ** 16) -> Graph:
+  """A sharded workload graph (see the module docstring); `size` overrides chain_mm's 10000,
+  `ffnn_batch` / `ffnn_width` FFNN's rows of X and hidden width (scaled-down runs)."""
   if workload not in WORKLOADS:
     raise errors.ConfigError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
   if num_devices < 1:
     raise errors.DeviceSpecError(f"device count must be at least 1, got {num_devices}")
   if grid_style not in ("2d", "3d"):
     raise errors.ConfigError(f"grid style must be 2d or 3d, got {grid_style!r}")
-  if min(dtype_bytes, seq_len, hidden, heads, mlp) < 1 or hidden % heads:
+  if min(dtype_bytes, seq_len, hidden, heads, mlp, ffnn_batch, ffnn_width) < 1 or hidden % heads:
     raise errors.ConfigError("sizes must be positive and hidden a multiple of heads")
   b = ShardedBuilder(f"{workload}_{num_devices}dev", num_devices, grid_style, dtype_bytes,
                      flops_per_byte)
@@ -203,10 +238,10 @@ def generate(workload: str, num_devices: int = 4, grid_style: str = "3d", dtype_
     right = b.matmul("Cx(DxE)", c, b.matmul("DxE", d, e))
     b.elementwise("add", left, [right])
   elif workload == "ffnn":
-    x = b.input("X", 2 ** 15, 2 ** 5, num_devices, 1)
-    w1 = b.input("W1", 2 ** 5, 2 ** 16, 1, num_devices)
-    b1 = b.input("b1", 1, 2 ** 16, 1, num_devices)
-    w2 = b.input("W2", 2 ** 16, 2 ** 5, num_devices, 1)
+    x = b.input("X", ffnn_batch, 2 ** 5, num_devices, 1)
+    w1 = b.input("W1", 2 ** 5, ffnn_width, 1, num_devices)
+    b1 = b.input("b1", 1, ffnn_width, 1, num_devices)
+    w2 = b.input("W2", ffnn_width, 2 ** 5, num_devices, 1)
     b2 = b.input("b2", 1, 2 ** 5, 1, 1)
     hidden_act = b.elementwise("relu(XW1+b1)", b.matmul("XW1", x, w1), [b1], 2.0, "bias_relu")
     logits = b.elementwise("+b2", b.matmul("HW2", hidden_act, w2), [b2], 1.0, "bias")
@@ -233,8 +268,9 @@ def _attention_half(b: ShardedBuilder, x: Blocked, seq: int, hidden: int, heads:
                            [b.input("norm1_scale", 1, hidden, 1, cols)])
   q, k, v = (b.matmul(name, normed, b.input(f"W_{name}", hidden, hidden, rows, cols))
              for name in "qkv")
-  q = b.elementwise("rotary_q", q, [], 6.0, "rotary")
-  k = b.elementwise("rotary_k", k, [], 6.0, "rotary")
+  rotary = {"head_dim": hidden // heads}
+  q = b.elementwise("rotary_q", q, [], 6.0, "rotary", params=rotary)
+  k = b.elementwise("rotary_k", k, [], 6.0, "rotary", params=rotary)
   attended = b.attention("attention", q, k, v, heads)
   projected = b.matmul("o_proj", attended, b.input("W_o", hidden, hidden, rows, cols))
   return b.elementwise("residual1", projected, [x], 1.0, "add")
@@ -248,7 +284,7 @@ def main(argv: Sequence[str]) -> None:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
   graph = generate(flag.workload, flag.devices, flag.grid, flag.dtype_bytes,
                    flag.flops_per_byte, flag.size, flag.seq_len, flag.hidden, flag.heads,
-                   flag.mlp)
+                   flag.mlp, flag.ffnn_batch, flag.ffnn_width)
   roles = graph.metadata["meta_op_role"]
   print(f"{graph.name}: {graph.num_ops} ops ({roles.count('shard')} shard, "
         f"{roles.count('reduce')} reduce, {roles.count('input')} input), "
@@ -270,5 +306,7 @@ if __name__ == "__main__":
   _flags.DEFINE_integer("hidden", 4096, "Llama embedding size.")
   _flags.DEFINE_integer("heads", 32, "Llama attention heads.")
   _flags.DEFINE_integer("mlp", 11008, "Llama MLP width.")
+  _flags.DEFINE_integer("ffnn_batch", 2 ** 15, "FFNN rows of X.")
+  _flags.DEFINE_integer("ffnn_width", 2 ** 16, "FFNN hidden width.")
   _flags.DEFINE_string("out", None, "Write the graph here (format by extension).")
   errors.run_cli(main)

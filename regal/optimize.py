@@ -9,6 +9,10 @@ r"""Optimizes one graph's placement and schedule (BRKGA or a baseline) and repor
       --evals 2048 --doppler_save ffnn_policy     # Doppler's SEL/PLC policy (stages I-II)
   python -m regal.optimize --graph block.txt --devices 4 --model doppler \
       --seed_arms single_device,critical_path,doppler --doppler_checkpoint ffnn_policy
+  python -m regal.optimize --graph chain_mm.json --devices 4 --execute   # run the winner and
+      # the baselines on the devices (host devices on a CPU), measured next to predicted
+  python -m regal.optimize --graph ffnn.json --devices 4 --method doppler --reward measured \
+      --stage3_steps 5                            # Doppler stage III on measured times
 
 Writes a summary to the terminal and, with --out, a JSON result (schema in
 regal/optimize_lib.py). Compiled functions are cached on disk, so a second run on a graph of
@@ -68,6 +72,15 @@ _DOPPLER_SAMPLES = flags.DEFINE_integer("doppler_samples", 8, "Sampled Doppler a
                                         "seeded besides the greedy and the best one.")
 _DOPPLER_SAVE = flags.DEFINE_string("doppler_save", None, "With --method doppler: save the "
                                     "trained policy here (path prefix; .msgpack + .json).")
+_EXECUTE = flags.DEFINE_bool("execute", False, "Run the winner and the baselines it was "
+                             "compared with on the devices (regal.execute) and report measured "
+                             "times next to predicted ones.")
+_EXECUTE_REPEATS = flags.DEFINE_integer("execute_repeats", 5, "Timed runs per placement.")
+_EXECUTE_MODE = flags.DEFINE_enum("execute_mode", "async", ["async", "strict"],
+                                  "Executor discipline (regal/execute/executor.py).")
+_REWARD = flags.DEFINE_enum("reward", "model", ["model", "measured"], "With --method doppler: "
+                            "measured adds stage III, REINFORCE on measured run times.")
+_STAGE3_STEPS = flags.DEFINE_integer("stage3_steps", 5, "Stage III batches of episodes.")
 _OUT = flags.DEFINE_string("out", None, "Write the result JSON here (atomically).")
 _GANTT = flags.DEFINE_string("gantt", None, "Write a Gantt chart here (.png or .svg).")
 devices_lib.define_flags()
@@ -104,19 +117,43 @@ def main(argv: Sequence[str]) -> None:
     raise errors.ConfigError(f"--evals must be positive, got {_EVALS.value}")
   if _DOPPLER_EVALS.value < 0 or _DOPPLER_SAMPLES.value < 0:
     raise errors.ConfigError("--doppler_evals and --doppler_samples must not be negative")
+  if _EXECUTE_REPEATS.value < 1 or _STAGE3_STEPS.value < 1:
+    raise errors.ConfigError("--execute_repeats and --stage3_steps must be positive")
+  if _REWARD.value == "measured" and _METHOD.value != "doppler":
+    raise errors.ConfigError("--reward measured serves Doppler's stage III: use it with "
+                             "--method doppler")
+  devices = devices_lib.from_flags()
+  on_devices = _EXECUTE.value or _REWARD.value == "measured"
+  if on_devices:
+    from regal import parallel as parallel_lib
+    parallel_lib.use_host_devices(devices.num_devices)  # Before JAX starts.
   arms = seed_arms.parse_arms(_SEED_ARMS.value)
   doppler = seed_arms.DopplerArm(checkpoint=_DOPPLER_CHECKPOINT.value,
                                  evals=_DOPPLER_EVALS.value, samples=_DOPPLER_SAMPLES.value)
   graph, source = load_graph()
-  devices = devices_lib.from_flags()
   enable_compilation_cache()
+  program = measured = None
+  if on_devices:
+    from regal.execute import executor, programs
+    device_list = executor.available_devices(devices.num_devices)
+    program = programs.program_for(graph, seed=_SEED.value)
+    if _REWARD.value == "measured":
+      from regal.execute.measured import MeasuredReward
+      measured = MeasuredReward(graph, program, device_list, _EXECUTE_MODE.value)
   report = optimize_lib.run(graph, devices, model=_MODEL.value, objective=_OBJECTIVE.value,
                             memory_limit=_MEMORY_LIMIT.value, evals=_EVALS.value,
                             seed=_SEED.value, source=source, method=_METHOD.value,
                             time_limit=_TIME_LIMIT.value, coarsen_spec=_COARSEN.value,
                             policy_dir=_POLICY.value, arms=arms, doppler=doppler,
-                            doppler_save=_DOPPLER_SAVE.value)
+                            doppler_save=_DOPPLER_SAVE.value, measured=measured,
+                            stage3_steps=_STAGE3_STEPS.value)
   print(optimize_lib.summary(report))
+  if _EXECUTE.value:
+    from regal.execute import compare
+    report.data["execution"] = compare.execute_assignments(
+        graph, program, report.assignments, device_list, _EXECUTE_REPEATS.value,
+        _EXECUTE_MODE.value)
+    print(compare.summary(report.data["execution"]))
   if _OUT.value:
     optimize_lib.write_json(report, _OUT.value)
     print(f"wrote {_OUT.value}")

@@ -8,7 +8,9 @@ Result JSON schema (`format: "regal.result"`, version 1):
   details         method-specific facts (e.g. CP-SAT's status and lower bound; for brkga:
                   seed_arms {arm: best objective of its seeds}, arm_evaluations, winner_origin
                   (the arm the winner descends from through elite parents, null: none);
-                  for doppler: imitation agreement, episodes, episodes_per_second; with --policy:
+                  for doppler: imitation agreement, episodes, episodes_per_second, and with
+                  --reward measured stage3 {episodes, critical_path_seconds, best_seconds,
+                  executions}; with --policy:
                   regal_objective, uniform_brkga_objective at the same budget,
                   feature_evaluations), and with
                   --coarsen: coarsening {spec, original_ops, coarse_ops, seconds} (the method
@@ -22,6 +24,9 @@ Result JSON schema (`format: "regal.result"`, version 1):
   baselines       {single_device: {objective, makespan}, best_seed: {...}}
   improvement_pct over the single-device objective
   evaluations, wall_seconds {compile, search, total}, versions {python, jax, numpy, regal}
+  execution       (with --execute) {program, devices, facts, assignments {name: {predicted,
+                  median_seconds, p25_seconds, p75_seconds, repeats, seconds, mode,
+                  ops_on_named_device}}} for best, single_device and the other candidates
 """
 from __future__ import annotations
 
@@ -49,6 +54,10 @@ class Report:
   data: dict[str, Any]
   schedule: Schedule
   placement: np.ndarray
+  # name -> (placement, op order, model makespan): the winner ("best"), "single_device" and
+  # every other candidate the method produced (seeds), for `--execute`.
+  assignments: dict[str, tuple[np.ndarray, np.ndarray, float]] = dataclasses.field(
+      default_factory=dict)
 
 
 METHODS = ("brkga", "doppler") + baselines.METHODS
@@ -108,10 +117,12 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
 
 
 def _run_doppler(problem: performance.Problem, evals: int, seed: int,
-                 doppler: seed_arms.DopplerArm | None, save: str | None):
+                 doppler: seed_arms.DopplerArm | None, save: str | None, measured=None,
+                 stage3_steps: int = 0):
   from regal.doppler import method as doppler_method
   doppler = doppler or seed_arms.DopplerArm()
-  result = doppler_method.doppler(problem, evals, seed, checkpoint=doppler.checkpoint, save=save)
+  result = doppler_method.doppler(problem, evals, seed, checkpoint=doppler.checkpoint, save=save,
+                                  measured=measured, stage3_steps=stage3_steps)
   wall = {"compile": 0.0, "search": result.wall_seconds}
   return {"doppler": result.chromosome}, result.evaluations, {}, wall, result.details
 
@@ -145,11 +156,16 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
         source: str = "", method: str = "brkga", time_limit: float = 10.0,
         coarsen_spec: str = "off", policy_dir: str | None = None,
         arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
-        doppler: seed_arms.DopplerArm | None = None, doppler_save: str | None = None
-        ) -> Report:
+        doppler: seed_arms.DopplerArm | None = None, doppler_save: str | None = None,
+        measured=None, stage3_steps: int = 0) -> Report:
+  """`measured`: a reward source of measured run times for Doppler's stage III
+  (`stage3_steps` batches of episodes), with --method doppler only."""
   start = time.perf_counter()
   if method not in METHODS:
     raise errors.ConfigError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+  if measured is not None and (method != "doppler" or coarsen_spec != "off"):
+    raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "
+                             "--method doppler and without --coarsen")
   problem = performance.Problem(graph, devices, model=model, objective=objective,
                                 memory_limit=memory_limit)
   coarsening = coarsen.coarsen_for_search(graph, coarsen_spec)
@@ -163,7 +179,7 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
         solved, evals, seed, policy_dir, arms, doppler)
   elif method == "doppler":
     candidates, evaluations, method_settings, wall, details = _run_doppler(
-        solved, evals, seed, doppler, doppler_save)
+        solved, evals, seed, doppler, doppler_save, measured, stage3_steps)
   else:
     candidates, evaluations, method_settings, wall, details = _run_baseline(
         solved, method, evals, seed, time_limit)
@@ -181,7 +197,8 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
   best_value, schedule = scored[best_name]
   chosen = candidates[best_name]
   seed_scores = {name: value for name, (value, _) in scored.items() if name != method}
-  decoded = chromosome_lib.decode(np.asarray(chosen, np.float32), problem.layout)
+  decoded = chromosome_lib.decode(np.asarray(chosen, np.float32), problem.layout,
+                                  problem.pinned)
   placement = np.asarray(decoded.placement)
   order = chromosome_lib.priority_order(np.asarray(decoded.op_priority))
   total = time.perf_counter() - start
@@ -218,7 +235,20 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
       "versions": {"python": platform.python_version(), "jax": jax.__version__,
                    "numpy": np.__version__, "regal": _regal_version()},
   }
-  return Report(data=data, schedule=schedule, placement=placement)
+  assignments = {"best": (placement, order, float(schedule.makespan)),
+                 "single_device": (*_assignment(problem, seed_chromosome),
+                                   float(single_schedule.makespan))}
+  for name, chromosome in candidates.items():
+    if name != best_name:
+      assignments[name] = (*_assignment(problem, chromosome), float(scored[name][1].makespan))
+  return Report(data=data, schedule=schedule, placement=placement, assignments=assignments)
+
+
+def _assignment(problem: performance.Problem, chromosome) -> tuple[np.ndarray, np.ndarray]:
+  decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), problem.layout,
+                                  problem.pinned)
+  return (np.asarray(decoded.placement),
+          chromosome_lib.priority_order(np.asarray(decoded.op_priority)))
 
 
 def _nan_to_none(values: np.ndarray) -> list[float | None]:

@@ -24,6 +24,18 @@ def use_all_cpu_cores() -> None:
     os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}={os.cpu_count() or 1}".strip()
 
 
+def use_host_devices(count: int) -> bool:
+  """At least `count` host devices (one per core at least) for executing placements on a CPU.
+
+  Must run before JAX starts its backends; returns False (and changes nothing) after. It only
+  touches the CPU backend: on a GPU machine the executor uses the GPUs as they are."""
+  from jax._src import xla_bridge
+  if xla_bridge.backends_are_initialized():
+    return False
+  jax.config.update("jax_num_cpu_devices", max(count, os.cpu_count() or 1))
+  return True
+
+
 def over_local_devices(fn: Callable, population_size: int) -> Callable:
   """`fn(shared, *batched)` with the batched arguments' leading axis split across devices.
 

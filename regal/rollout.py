@@ -7,7 +7,8 @@ that the models ignore), so one compiled search serves every graph (per budget a
 
 `RolloutWorker.run(tasks)` is what a Ray actor (or the driver, in-process) executes: for each
 (graph index, per-gene Beta alpha and beta on the graph's own layout, seed, budget) it returns
-the best objective of BRKGA with those mutant distributions.
+the best objective of BRKGA with those mutant distributions, and with `Task.best` also the best
+chromosome (what measured rewards decode and execute).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class Task:
   beta: np.ndarray | None
   seed: int
   evals: int | None = None  # None: the worker's budget
+  best: bool = False  # Return (objective, best chromosome on the graph's own layout).
 
 
 def bucket_layout(problem: performance.Problem, sim: SimGraph) -> chromosome_lib.Layout:
@@ -53,6 +55,16 @@ def to_bucket(layout: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
   transfer[:layout.num_tensors] = genes[layout.transfer_slice].reshape(layout.num_tensors, -1)
   out[bucket.transfer_slice] = transfer.ravel()
   return out
+
+
+def from_bucket(layout: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
+                genes: np.ndarray) -> np.ndarray:
+  """A bucket-layout chromosome's genes of the graph's own layout (inverse of `to_bucket`)."""
+  genes = np.asarray(genes)
+  affinity = genes[bucket.affinity_slice].reshape(bucket.num_ops, -1)[:layout.num_ops]
+  priority = genes[bucket.priority_slice][:layout.num_ops]
+  transfer = genes[bucket.transfer_slice].reshape(bucket.num_tensors, -1)[:layout.num_tensors]
+  return np.concatenate([affinity.ravel(), priority, transfer.ravel()])
 
 
 def _simulate(problem: performance.Problem, sim: SimGraph, chromosomes: jnp.ndarray,
@@ -105,7 +117,8 @@ class RolloutWorker:
       def search(sim, key, alpha, beta):
         run_params = params.replace(mutant_alpha=alpha, mutant_beta=beta)
         fitness = lambda c: _simulate(problem, sim, c, layout)
-        return brkga.run(fitness, key, run_params, evals, layout.size).best_fitness
+        result = brkga.run(fitness, key, run_params, evals, layout.size)
+        return result.best_fitness, result.best_chromosome
 
       self._searches[key] = search
     return self._searches[key]
@@ -133,7 +146,7 @@ class RolloutWorker:
     num_ops = problem.graph.num_ops
     return np.asarray(placement)[:, :num_ops], np.asarray(priority)[:, :num_ops]
 
-  def run(self, tasks: Sequence[Task]) -> list[float]:
+  def run(self, tasks: Sequence[Task]) -> list:
     results = []
     for task in tasks:
       problem, layout = self.problems[task.graph_index], self.layouts[task.graph_index]
@@ -141,8 +154,11 @@ class RolloutWorker:
       alpha = np.ones(own.size) if task.alpha is None else task.alpha
       beta = np.ones(own.size) if task.beta is None else task.beta
       search = self._search(task.graph_index, task.evals or self.evals)
-      value = search(self.sims[task.graph_index], jax.random.key(task.seed),
-                     jnp.asarray(to_bucket(own, layout, alpha), jnp.float32),
-                     jnp.asarray(to_bucket(own, layout, beta), jnp.float32))
-      results.append(float(value))
+      value, best = search(self.sims[task.graph_index], jax.random.key(task.seed),
+                           jnp.asarray(to_bucket(own, layout, alpha), jnp.float32),
+                           jnp.asarray(to_bucket(own, layout, beta), jnp.float32))
+      if task.best:
+        results.append((float(value), from_bucket(own, layout, best)))
+      else:
+        results.append(float(value))
     return results

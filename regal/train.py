@@ -3,6 +3,8 @@ r"""Trains REGAL's policy with REINFORCE on BRKGA rollouts (Ray actors by defaul
   python -m regal.train --dataset synthetic                     # ~6 minutes on 2 CPU cores
   python -m regal.train --workdir /tmp/regal --config=regal/configs/default.py:paper
   python -m regal.train --config.num_actors=0 --config.num_steps=20   # in-process rollouts
+  python -m regal.train --workdir runs/measured --config.reward=measured \
+      --config.finetune_from=runs/regal --config.num_steps=10   # fine-tune on measured times
 
 Rerunning with the same --workdir resumes from its checkpoint. Logic lives in
 `regal.train_lib.train_and_evaluate`.
@@ -33,6 +35,9 @@ def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
   config = _CONFIG.value
+  if config.reward == "measured":
+    from regal import parallel
+    parallel.use_host_devices(config.num_devices)  # Before JAX starts.
   if _RAY_ADDRESS.value:
     import ray
     ray.init(address=_RAY_ADDRESS.value)

@@ -7,11 +7,18 @@ the remaining budget on the rollout pool (Ray actors by default), rewards r = -o
 uniform objective, one Adam step. Every `eval_every` steps the greedy policy is scored on
 validation graphs (mean % improvement over uniform BRKGA with the same budget).
 
+Measured rewards (`config.reward = "measured"`, REGAL fine-tuning on devices): the objective
+is the measured run time of a rollout's best solution (`regal.execute`: stand-in kernels for
+the synthetic graphs, host devices on a CPU, measurements cached by assignment), the reference
+the measured time of uniform BRKGA's best solution on the graph (cached in the workdir as
+`uniform-measured-<config>.json`); validation and test are measured the same way.
+`config.finetune_from` names a trained workdir whose policy is the starting point.
+
 Workdir: `checkpoint.msgpack` + `checkpoint.json` (step, config fingerprint; written atomically
 after every step, so a killed run resumes where it stopped; a checkpoint from another config is
 refused), `metrics.csv`, TensorBoard events in `tb/`, the per-graph caches
-`features-<config>.npz` and `uniform-<config>.json`, and at the end `report.json` and
-`reward_curve.png`.
+`features-<config>.npz` and `uniform-<config>.json` (named by `cache_fingerprint`; a
+fine-tuning run reads its source's), and at the end `report.json` and `reward_curve.png`.
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ from datasets import atomic, errors
 from datasets import dataset as dataset_lib
 from datasets import devices as devices_lib
 from datasets.padding import bucket_size
+from regal import chromosome as chromosome_lib
 from regal import features as features_lib
 from regal import performance
 from regal import policy as policy_lib
@@ -45,11 +53,27 @@ EVAL_SEED = 10_000_019  # Rollout seeds of evaluations: the same for every evalu
 FILTER_SHORT, FILTER_LONG = 1000, 10000  # The test filter's BRKGA budgets (REGAL 5.1).
 
 
-def fingerprint(config: ml_collections.ConfigDict) -> str:
+# Settings added after workdirs existed: left out of the fingerprint at their defaults, so
+# those workdirs (and their caches) stay resumable.
+_LATER_DEFAULTS = {"reward": "model", "finetune_from": "", "standin_seconds": 0.02,
+                   "measure_repeats": 3}
+
+
+_REWARD_SETTINGS = ("reward", "finetune_from", "standin_seconds", "measure_repeats")
+
+
+def fingerprint(config: ml_collections.ConfigDict, ignore: tuple[str, ...] = ()) -> str:
   """What a checkpoint must match to be resumed (everything but run-length settings)."""
   relevant = {k: v for k, v in config.to_dict().items()
-              if k not in ("num_steps", "eval_every", "log_every", "num_actors")}
+              if k not in ("num_steps", "eval_every", "log_every", "num_actors") + ignore
+              and _LATER_DEFAULTS.get(k, object()) != v}
   return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cache_fingerprint(config: ml_collections.ConfigDict) -> str:
+  """What the per-graph caches (features, uniform objectives, test filter) depend on: not the
+  reward settings, so a fine-tuning run reuses its source workdir's caches."""
+  return fingerprint(config, _REWARD_SETTINGS)
 
 
 def _policy_config(config) -> policy_lib.PolicyConfig:
@@ -93,6 +117,10 @@ class Trainer:
     self.train_config = _train_config(config)
     self.num_devices = config.num_devices
     self.pool = RolloutPool(problems, config.evals, config.num_actors)
+    if config.reward not in ("model", "measured"):
+      raise errors.ConfigError(f"unknown reward {config.reward!r}; known: model, measured")
+    self.measured_rewards: dict = {}  # Graph index -> MeasuredReward, built when first used.
+    self.uniform_seconds: dict[str, float] | None = None
     self.features = self._features()
     self.uniform = self._uniform()
     self.splits["test"] = self._filtered_test()
@@ -106,9 +134,17 @@ class Trainer:
     self.update = jax.jit(reinforce.update, static_argnums=(5, 6, 7))
 
   # ----- per-graph caches ------------------------------------------------------------------
+  def _cached(self, name: str) -> str | None:
+    """A cache file of this config: the workdir's own, else the fine-tuning source's."""
+    for folder in (self.workdir, self.config.finetune_from):
+      if folder and os.path.exists(os.path.join(folder, name)):
+        return os.path.join(folder, name)
+    return None
+
   def _features(self) -> list:
-    path = os.path.join(self.workdir, f"features-{fingerprint(self.config)}.npz")
-    if os.path.exists(path):
+    name = f"features-{cache_fingerprint(self.config)}.npz"
+    path = self._cached(name)
+    if path:
       stored = np.load(path)
       parts = [stored[f"g{i}"] for i in range(len(self.problems))]
     else:
@@ -121,20 +157,62 @@ class Trainer:
                for problem, (placement, priority) in zip(self.problems, populations)]
       buffer = io.BytesIO()
       np.savez(buffer, **{f"g{i}": part for i, part in enumerate(parts)})
-      atomic.write_bytes(path, buffer.getvalue())
+      atomic.write_bytes(os.path.join(self.workdir, name), buffer.getvalue())
     return [features_lib.graph_features(p, part) for p, part in zip(self.problems, parts)]
 
   def _uniform(self) -> np.ndarray:
-    path = os.path.join(self.workdir, f"uniform-{fingerprint(self.config)}.json")
-    if os.path.exists(path):
+    name = f"uniform-{cache_fingerprint(self.config)}.json"
+    path = self._cached(name)
+    if path:
       with open(path) as f:
         return np.asarray(json.load(f))
     logging.info("uniform BRKGA (%d evaluations) on %d graphs", self.config.evals,
                  len(self.problems))
     values = self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals)
                             for i in range(len(self.problems))])
-    atomic.write_text(path, json.dumps(values))
+    atomic.write_text(os.path.join(self.workdir, name), json.dumps(values))
     return np.asarray(values)
+
+  # ----- measured rewards --------------------------------------------------------------------
+  @property
+  def measured(self) -> bool:
+    return self.config.reward == "measured"
+
+  def measure(self, index: int, chromosome: np.ndarray) -> float:
+    """Median wall time of a solution of graph `index` executed on the devices."""
+    problem = self.problems[index]
+    decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), problem.layout)
+    placement = np.asarray(decoded.placement)
+    order = chromosome_lib.priority_order(np.asarray(decoded.op_priority))
+    if index not in self.measured_rewards:
+      from regal.execute import executor, programs
+      from regal.execute.measured import MeasuredReward
+      graph = self.problems[index].graph
+      self.measured_rewards[index] = MeasuredReward(
+          graph, programs.program_for(graph, standin_seconds=self.config.standin_seconds),
+          executor.available_devices(self.num_devices), repeats=self.config.measure_repeats)
+    return self.measured_rewards[index].measure(placement, order)
+
+  def reference(self, indices) -> np.ndarray:
+    """The reward's reference per graph: uniform BRKGA's objective, or with measured rewards
+    its best solution's measured time (cached in the workdir)."""
+    if not self.measured:
+      return self.uniform[indices]
+    path = os.path.join(self.workdir, f"uniform-measured-{fingerprint(self.config)}.json")
+    if self.uniform_seconds is None:
+      self.uniform_seconds = {}
+      if os.path.exists(path):
+        with open(path) as f:
+          self.uniform_seconds = json.load(f)
+    missing = [i for i in dict.fromkeys(int(i) for i in indices)
+               if str(i) not in self.uniform_seconds]
+    if missing:
+      solutions = self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals, best=True)
+                                 for i in missing])
+      for i, (_, chromosome) in zip(missing, solutions):
+        self.uniform_seconds[str(i)] = self.measure(i, chromosome)
+      atomic.write_text(path, json.dumps(self.uniform_seconds))
+    return np.array([self.uniform_seconds[str(int(i))] for i in indices])
 
   def _filtered_test(self) -> list[int]:
     """The test graphs with room for improvement (REGAL section 5.1): uniform BRKGA with
@@ -143,8 +221,9 @@ class Trainer:
     test = self.splits["test"]
     if not self.config.test_filter_pct:
       return test
-    path = os.path.join(self.workdir, f"filter-{fingerprint(self.config)}.json")
-    if os.path.exists(path):
+    name = f"filter-{cache_fingerprint(self.config)}.json"
+    path = self._cached(name)
+    if path:
       with open(path) as f:
         short, long = json.load(f)
     else:
@@ -152,7 +231,7 @@ class Trainer:
                    len(test))
       short = self.pool.map([Task(i, None, None, EVAL_SEED, FILTER_SHORT) for i in test])
       long = self.pool.map([Task(i, None, None, EVAL_SEED, FILTER_LONG) for i in test])
-      atomic.write_text(path, json.dumps([short, long]))
+      atomic.write_text(os.path.join(self.workdir, name), json.dumps([short, long]))
     kept = [i for i, keep in zip(test, room_for_improvement(short, long,
                                                              self.config.test_filter_pct))
             if keep]
@@ -173,7 +252,8 @@ class Trainer:
 
   def rollouts(self, policy_params, indices, key, greedy: bool, seeds):
     """(graph, mask, actions, objectives) of the policy's distributions on graphs `indices`
-    (repeats allowed: each copy draws its own actions), rollout k with seed `seeds[k]`."""
+    (repeats allowed: each copy draws its own actions), rollout k with seed `seeds[k]`;
+    objectives are measured seconds with measured rewards."""
     graph, mask = self._batch(indices)
     logits = self.apply_policy(policy_params, graph)
     actions = policy_lib.greedy(logits) if greedy else policy_lib.sample(key, logits)
@@ -183,8 +263,11 @@ class Trainer:
                                                     self.policy_config, first_node=first)
       first += self.problems[i].graph.num_ops
       tasks.append(Task(i, np.asarray(alpha), np.asarray(beta), int(seed),
-                        reinforce.search_budget(self.config.evals)))
-    return graph, mask, actions, np.asarray(self.pool.map(tasks))
+                        reinforce.search_budget(self.config.evals), best=self.measured))
+    results = self.pool.map(tasks)
+    if self.measured:
+      results = [self.measure(i, chromosome) for i, (_, chromosome) in zip(indices, results)]
+    return graph, mask, actions, np.asarray(results)
 
   def evaluate(self, policy_params, indices) -> dict[str, float]:
     """Greedy policy on `indices`: % improvement over uniform BRKGA, share matched or beaten."""
@@ -196,7 +279,7 @@ class Trainer:
                                       [EVAL_SEED] * len(chunk))
       objectives += values.tolist()
     objectives = np.asarray(objectives)
-    uniform = self.uniform[indices]
+    uniform = self.reference(indices)
     improvement = 100.0 * (uniform - objectives) / uniform
     return {"improvement_pct": float(improvement.mean()),
             "matched_or_beaten": float((objectives <= uniform).mean()),
@@ -232,6 +315,35 @@ def _restore(workdir: str, template: reinforce.TrainState, meta: dict | None):
     return serialization.from_bytes(template, f.read())
 
 
+def _finetune_source(config: ml_collections.ConfigDict) -> bytes:
+  """The checkpoint of the trained workdir `config.finetune_from`, checked to share this
+  config's policy shape (network config and device count) before any work starts."""
+  source = config.finetune_from
+  try:
+    with open(os.path.join(source, "checkpoint.json")) as f:
+      meta = json.load(f)
+    with open(os.path.join(source, "checkpoint.msgpack"), "rb") as f:
+      blob = f.read()
+  except (OSError, json.JSONDecodeError) as error:
+    raise errors.ConfigError(f"finetune_from {source}: no readable checkpoint ({error})") from None
+  trained = meta.get("config_values", {})
+  if (trained.get("policy") != config.policy.to_dict()
+      or trained.get("num_devices") != config.num_devices):
+    raise errors.ConfigError(f"finetune_from {source}: its policy (network "
+                             f"{trained.get('policy')}, {trained.get('num_devices')} devices) "
+                             f"differs from this config's")
+  return blob
+
+
+def _start_from(blob: bytes, template: reinforce.TrainState, source: str
+                ) -> reinforce.TrainState:
+  """`template` with the trained policy and baseline (a fresh optimizer and step count)."""
+  state = serialization.from_bytes(template, blob)
+  logging.info("fine-tuning the policy of %s (step %d)", source, int(state.step))
+  return template.replace(policy_params=state.policy_params,
+                          baseline_params=state.baseline_params)
+
+
 def _append_csv(path: str, row: dict) -> None:
   new = not os.path.exists(path)
   with open(path, "a", newline="") as f:
@@ -244,11 +356,14 @@ def _append_csv(path: str, row: dict) -> None:
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   config_id = fingerprint(config)
   meta = _checkpoint_meta(workdir, config_id)  # Refuse another config's workdir first.
+  start = _finetune_source(config) if config.finetune_from and meta is None else None
   trainer = Trainer(config, workdir)
   example, _ = trainer._batch(trainer.splits["train"][:trainer.graphs_per_step])
   state = reinforce.init_state(jax.random.key(config.seed), example, config.num_devices,
                                trainer.policy_config, trainer.train_config)
   restored = _restore(workdir, state, meta)
+  if restored is None and start is not None:
+    state = _start_from(start, state, config.finetune_from)
   history = []
   if restored is not None:
     state, history = restored, meta["history"]
@@ -274,7 +389,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     key = jax.random.fold_in(jax.random.key(config.seed), step)
     graph, mask, actions, objectives = trainer.rollouts(state.policy_params, indices, key,
                                                         False, seeds)
-    rewards = -objectives / trainer.uniform[indices]
+    rewards = -objectives / trainer.reference(indices)
     padded_rewards = np.zeros(len(mask), np.float32)
     padded_rewards[:len(indices)] = rewards
     reference = None
@@ -330,7 +445,7 @@ def _final_report(trainer: Trainer, state, history, workdir: str) -> dict[str, A
   result = trainer.evaluate(state.policy_params, test)
   report = {"test": result, "test_graphs": len(test), "history": history,
             "inference_seconds_per_graph": inference, "steps": int(state.step),
-            "evals": trainer.config.evals}
+            "evals": trainer.config.evals, "reward": trainer.config.reward}
   atomic.write_text(os.path.join(workdir, "report.json"), json.dumps(report, indent=1))
   _plot(history, os.path.join(workdir, "reward_curve.png"))
   return report

@@ -18,6 +18,9 @@ def pytest_configure(config):
   import jax
   cache = os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                                 tempfile.mkdtemp(prefix="regal-test-jax-cache-"))
+  # Two host devices, as `regal.optimize` has on a 2-core machine; the executor's tests
+  # place ops on both.
+  jax.config.update("jax_num_cpu_devices", 2)
   jax.config.update("jax_compilation_cache_dir", cache)
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

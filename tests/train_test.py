@@ -81,6 +81,30 @@ def test_training_runs_reports_and_resumes(tmp_path):
   with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
     optimize_lib.run(synthetic_graph(12, seed=5), devices_lib.homogeneous(3), model="sync",
                      evals=700, policy_dir=workdir)
+  # Fine-tuning that policy on measured run times (the session's 2 host devices, see
+  # conftest): one step, the source workdir's caches reused, the measured references cached.
+  tuned_config = _tiny_config()
+  tuned_config.num_steps, tuned_config.eval_every = 1, 1
+  tuned_config.reward, tuned_config.finetune_from = "measured", workdir
+  tuned_config.measure_repeats = 1
+  tuned = str(tmp_path / "measured")
+  report = train_lib.train_and_evaluate(tuned_config, tuned)
+  assert report["reward"] == "measured" and report["steps"] == 1
+  assert not any(n.startswith(("features-", "uniform-" + train_lib.cache_fingerprint(
+      tuned_config))) for n in os.listdir(tuned))
+  with open(os.path.join(tuned, f"uniform-measured-{train_lib.fingerprint(tuned_config)}.json")
+            ) as f:
+    assert all(seconds > 0 for seconds in json.load(f).values())
+  tuned_config.policy.hidden = 16
+  with pytest.raises(errors.ConfigError, match="differs from this config"):
+    train_lib.train_and_evaluate(tuned_config, str(tmp_path / "other"))
+
+
+def test_rollout_returns_the_best_solution_it_scored(problems):
+  worker_tasks = [Task(1, None, None, seed=3, evals=120, best=True)]
+  [(value, chromosome)] = RolloutPool(problems, evals=120, num_actors=0).map(worker_tasks)
+  assert chromosome.shape == (problems[1].layout.size,)
+  assert performance.score_reference(problems[1], chromosome)[0] == pytest.approx(value)
 
 
 def test_test_filter_keeps_graphs_with_room_for_improvement():

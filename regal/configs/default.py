@@ -4,6 +4,8 @@
   --config=regal/configs/default.py:paper    REGAL's synthetic setting (hours to days)
   --config=regal/configs/default.py:long     an hour on 2 CPU cores: REGAL at 5K evaluations
                                              against BRKGA 5K on a filtered test split
+  --config.reward=measured --config.finetune_from=runs/regal   fine-tunes a trained policy
+                                             on measured run times (regal.execute)
 """
 from __future__ import annotations
 
@@ -39,6 +41,13 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   config.log_every = 5
   config.num_actors = 2  # Ray actors for rollouts; 0 runs them in the driver.
   config.seed = 0
+  # "measured": rewards from executing the solutions (regal.execute; stand-in kernels on the
+  # synthetic graphs, ~standin_seconds each on one device, median of measure_repeats runs);
+  # usually with finetune_from, a trained workdir whose policy is the start.
+  config.reward = "model"
+  config.finetune_from = ""
+  config.standin_seconds = 0.02
+  config.measure_repeats = 3
   config.policy = ml_collections.ConfigDict(dict(
       hidden=32, rounds=2, update="residual", aggregation="sum", placement_bins=2,
       priority_bins=16))

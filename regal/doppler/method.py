@@ -8,6 +8,10 @@ best assignment seen (the greedy one, every sampled one, and the critical-path t
 the few best by the batched model (a surrogate for the host-only doppler model) are re-scored
 by the reference model, which picks the answer.
 
+Stage III (`measured`: a reward source of measured run times, `regal.execute.measured`):
+`stage3_steps` more REINFORCE steps rewarded by execution on the devices; the answer is then
+the assignment with the best measured time (the critical path's included).
+
 Checkpoints: `<path>.msgpack` (flax serialization of the parameters) + `<path>.json` (the
 network config), both written atomically; loading refuses a checkpoint whose network config
 differs from the one asked for.
@@ -111,14 +115,26 @@ def best_by_reference(problem: performance.Problem, best: training.Best
 
 def doppler(problem: performance.Problem, evals: int, seed: int = 0,
             checkpoint: str | None = None, save: str | None = None,
-            config: training.DopplerConfig | None = None) -> MethodResult:
+            config: training.DopplerConfig | None = None,
+            measured: training.RewardSource | None = None, stage3_steps: int = 0
+            ) -> MethodResult:
   started = time.perf_counter()
   config = config or training.DopplerConfig()
-  params, best, details, reward, _ = train(problem, evals, seed, config, checkpoint)
+  params, best, details, reward, agent = train(problem, evals, seed, config, checkpoint)
+  if measured is not None and stage3_steps > 0:
+    params, best, summary = training.reinforce(
+        params, agent, dataclasses.replace(config, reinforce_steps=stage3_steps), measured,
+        jax.random.fold_in(jax.random.key(seed), 4), log_every=1)
+    _, placement, order = best.ranked()[0]
+    details["stage3"] = {"episodes": summary["episodes"],
+                         "critical_path_seconds": summary["reference_makespan"],
+                         "best_seconds": best.makespan,
+                         "executions": getattr(measured, "executions", None)}
+  else:
+    placement, order, _ = best_by_reference(problem, best)
   if save:
     save_checkpoint(save, params, config, problem.devices.num_devices)
     details["saved"] = save
-  placement, order, _ = best_by_reference(problem, best)
   return finish("doppler", problem, placement, order, started,
                 evaluations=reward.evaluations, rescored=len(best.entries), **details)
 

@@ -1,0 +1,20 @@
+"""The program a graph runs: its own semantics where it has them, stand-ins otherwise."""
+from __future__ import annotations
+
+from datasets.graph import Graph
+from datasets.jax_import import Traced
+from regal.execute.jax_program import jax_program
+from regal.execute.program import Program
+from regal.execute.sharded_program import sharded_program
+from regal.execute.standin import standin_program
+
+
+def program_for(graph: Graph, seed: int = 0, standin_seconds: float = 0.2,
+                traced: Traced | None = None) -> Program:
+  """A traced JAX function runs its equations, a sharded workload its blocks (real data);
+  any other graph runs stand-in kernels taking about `standin_seconds` on one device."""
+  if traced is not None:
+    return jax_program(traced, seed)
+  if "semantics" in graph.metadata:
+    return sharded_program(graph, seed)
+  return standin_program(graph, standin_seconds)
