@@ -1,0 +1,81 @@
+"""experiments.sweep: grid / random expansion, failed trials recorded, a sweep killed halfway
+finishes only its missing trials, Ray tasks agree with local runs."""
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from experiments import sweep_lib, sweeps
+
+REPO_ROOT = sweeps.__file__.rsplit("/experiments/", 1)[0]
+SLOW_SELFTEST = ("from experiments import sweep_lib, sweeps; import dataclasses, sys; "
+                 "sweep = dataclasses.replace(sweeps.SWEEPS['selftest'], fixed={'sleep': 0.4}); "
+                 "sweep_lib.run(sweep, sys.argv[1], local=True)")
+
+
+def test_grid_and_random_expansion():
+  sweep = sweep_lib.Sweep("s", "m:f", grid={"a": [1, 2], "b": ["x"]},
+                          random={"lr": ("log_uniform", 1e-4, 1e-2), "k": ("int", 1, 3),
+                                  "c": ("choice", ["p", "q"])}, samples=3, fixed={"z": 0})
+  trials = sweep_lib.expand(sweep)
+  assert len(trials) == 6 and trials == sweep_lib.expand(sweep)  # Deterministic.
+  assert all(1e-4 <= t["lr"] <= 1e-2 and t["k"] in (1, 2, 3) and t["c"] in ("p", "q")
+             and t["z"] == 0 for t in trials)
+  assert len(sweep_lib.expand(sweeps.SWEEPS["brkga_tuning"])) == 648
+  assert len(sweep_lib.expand(sweeps.SWEEPS["brkga_tuning"], quick=True)) == 2
+
+
+def test_failed_trials_are_recorded_and_the_sweep_goes_on(tmp_path):
+  records = sweep_lib.run(sweeps.SWEEPS["selftest"], str(tmp_path), local=True,
+                          progress=lambda line: None)
+  failed = [r for r in records.values() if r["status"] == "failed"]
+  assert len(records) == 8 and len(failed) == 1
+  assert "ValueError: negative x -1" in failed[0]["error"] and "\n" not in failed[0]["error"]
+  assert sorted(r["result"]["square"] for r in records.values() if r["status"] == "ok") == [
+      0, 1, 4, 9, 16, 25, 36]
+
+
+def test_a_sweep_killed_halfway_finishes_only_the_missing_trials(tmp_path):
+  path = tmp_path / "selftest.jsonl"
+  process = subprocess.Popen([sys.executable, "-c", SLOW_SELFTEST, str(tmp_path)],
+                             cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+  deadline = time.time() + 60
+  while time.time() < deadline and (not path.exists() or
+                                    len(path.read_text().splitlines()) < 3):
+    time.sleep(0.05)
+  process.kill()
+  process.wait()
+  first = [json.loads(line) for line in path.read_text().splitlines()]
+  assert 3 <= len(first) < 8
+  # The killed run's sweep (its sleep is part of every trial's key).
+  sweep = dataclasses.replace(sweeps.SWEEPS["selftest"], fixed={"sleep": 0.4})
+  lines = []
+  sweep_lib.run(sweep, str(tmp_path), local=True, progress=lines.append)
+  finished_before = {r["key"] for r in first if r["status"] == "ok"}
+  assert f"{len(finished_before)} already finished" in lines[0]
+  second = [json.loads(line) for line in path.read_text().splitlines()][len(first):]
+  assert not finished_before & {r["key"] for r in second}  # Nothing finished ran twice.
+  assert {r["key"] for r in first + second} == {
+      sweep_lib.trial_key(p) for p in sweep_lib.expand(sweep)}
+
+
+def test_ray_tasks_match_local_runs(tmp_path):
+  ray = pytest.importorskip("ray")
+  try:
+    remote = sweep_lib.run(sweeps.SWEEPS["selftest"], str(tmp_path / "ray"), num_cpus=2,
+                           progress=lambda line: None)
+  finally:
+    ray.shutdown()
+  local = sweep_lib.run(sweeps.SWEEPS["selftest"], str(tmp_path / "local"), local=True,
+                        progress=lambda line: None)
+  assert {k: (r["status"], r.get("result")) for k, r in remote.items()} == {
+      k: (r["status"], r.get("result")) for k, r in local.items()}
+
+
+def test_cli_unknown_sweep_is_one_line():
+  from cli_test import assert_one_line_error, run
+  assert_one_line_error(run("experiments.sweep", "--sweep", "nope"), "unknown sweep 'nope'")
