@@ -1,7 +1,7 @@
 r"""Runs a named parameter sweep as Ray tasks, resumably.
 
-  python -m experiments.sweep --sweep brkga_tuning            # 648 settings (hours on 2 cores)
-  python -m experiments.sweep --sweep brkga_tuning --quick    # 2 settings, a few minutes
+  python -m experiments.sweep --sweep brkga_tuning            # 648 settings, ~2 h on 2 cores
+  python -m experiments.sweep --sweep brkga_tuning --quick    # 2 settings, ~35 s
   python -m experiments.sweep --sweep selftest --local        # in this process, no Ray
   python -m experiments.sweep --sweep brkga_tuning --ray_address auto   # an existing cluster
 

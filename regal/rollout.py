@@ -33,6 +33,7 @@ class Task:
   seed: int
   evals: int | None = None  # None: the worker's budget
   best: bool = False  # Return (objective, best chromosome on the graph's own layout).
+  params: brkga.Params | None = None  # BRKGA settings (mutant Betas come from alpha / beta).
 
 
 def bucket_layout(problem: performance.Problem, sim: SimGraph) -> chromosome_lib.Layout:
@@ -100,18 +101,18 @@ class RolloutWorker:
     self.layouts = [bucket_layout(p, s) for p, s in zip(self.problems, self.sims)]
     self._searches = {}
 
-  def _search(self, index: int, evals: int):
+  def _search(self, index: int, evals: int, settings: brkga.Params | None = None):
     problem, layout = self.problems[index], self.layouts[index]
     shapes = jax.tree_util.tree_map(lambda x: x.shape, self.sims[index])
     # What the objective reads from the problem must match too.
     bound = (problem.duration_bound() if problem.objective == "runtime_under_memory"
              else None)
     key = (layout, str(shapes), problem.model, problem.objective,
-           tuple(problem.memory_limits.tolist()), bound, evals)
+           tuple(problem.memory_limits.tolist()), bound, evals, repr(settings))
     if key not in self._searches:
       # Goncalves & Resende's population, smaller when the budget would not allow a few
       # generations (as with the small budgets left after REGAL's feature run in tests).
-      params = brkga.goncalves_resende(min(layout.size, max(evals // 5, 20)))
+      params = settings or brkga.goncalves_resende(min(layout.size, max(evals // 5, 20)))
 
       @jax.jit
       def search(sim, key, alpha, beta):
@@ -153,7 +154,7 @@ class RolloutWorker:
       own = problem.layout
       alpha = np.ones(own.size) if task.alpha is None else task.alpha
       beta = np.ones(own.size) if task.beta is None else task.beta
-      search = self._search(task.graph_index, task.evals or self.evals)
+      search = self._search(task.graph_index, task.evals or self.evals, task.params)
       value, best = search(self.sims[task.graph_index], jax.random.key(task.seed),
                            jnp.asarray(to_bucket(own, layout, alpha), jnp.float32),
                            jnp.asarray(to_bucket(own, layout, beta), jnp.float32))
