@@ -119,15 +119,18 @@ class Executor:
       elapsed, outputs = self._once(placement, ranks)
       seconds.append(elapsed)
     op_devices = np.array([self._device_index(outs[0]) for outs in outputs], np.int64)
-    results = {t: np.asarray(outputs[int(self.graph.tensor_producer[t])][
-        self.tensors[int(self.graph.tensor_producer[t])].index(t)])
-        for t in self.program.outputs}
+    values = self._by_tensor(outputs)
+    results = {t: np.asarray(values[t]) for t in self.program.outputs}
     return Measurement(np.array(seconds), op_devices, results, self.mode)
 
   def tensor_values(self, placement, order=None) -> dict[int, jax.Array]:
     """Every tensor's value after one (untimed) run, on its producer's device."""
     placement, ranks = self.validate(placement, order)
     _, outputs = self._once(placement, ranks)
+    return self._by_tensor(outputs)
+
+  def _by_tensor(self, outputs) -> dict[int, jax.Array]:
+    """Per-op output lists as {tensor: array}."""
     return {t: outputs[op][k] for op, tensors in enumerate(self.tensors)
             for k, t in enumerate(tensors)}
 
