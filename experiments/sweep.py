@@ -4,12 +4,19 @@ r"""Runs a named parameter sweep as Ray tasks, resumably.
   python -m experiments.sweep --sweep brkga_tuning --quick    # 2 settings, ~35 s
   python -m experiments.sweep --sweep selftest --local        # in this process, no Ray
   python -m experiments.sweep --sweep brkga_tuning --ray_address auto   # an existing cluster
+  python -m experiments.sweep --sweep brkga_tuning --subsample 32 --save_preset tuned
+      # 32 of the 648 settings drawn at random (a reduced sweep, ~7 min on 2 cores); the best
+      # becomes the BRKGA preset "tuned" (regal/configs/brkga_presets.json)
 
-Results: one JSON line per finished trial in `--out/<sweep>[-quick].jsonl`; rerunning skips
+Results: one JSON line per finished trial in `--out/<sweep>[-quick][-subsampleN].jsonl`, and a
+Markdown summary beside it (the best trials, the command and the date); rerunning skips
 the finished trials. Sweeps are defined in `experiments/sweeps.py`.
 """
 from __future__ import annotations
 
+import datetime
+import os
+import sys
 from typing import Sequence
 
 from absl import flags
@@ -22,6 +29,12 @@ _QUICK = flags.DEFINE_bool("quick", False, "The sweep's reduced grid and trial s
 _LOCAL = flags.DEFINE_bool("local", False, "Run trials in this process, one after another.")
 _RAY_ADDRESS = flags.DEFINE_string("ray_address", None, "Join this Ray cluster.")
 _NUM_CPUS = flags.DEFINE_integer("num_cpus", None, "CPUs of the local Ray cluster.")
+_SUBSAMPLE = flags.DEFINE_integer("subsample", 0, "Run this many of the settings, drawn at "
+                                  "random (0: all).")
+_PRESETS_FILE = flags.DEFINE_string("presets_file", None, "Where --save_preset writes (default: "
+                                    "regal/configs/brkga_presets.json).")
+_SAVE_PRESET = flags.DEFINE_string("save_preset", None, "Save the best setting as this BRKGA "
+                                   "preset (brkga_tuning only).")
 
 
 def main(argv: Sequence[str]) -> None:
@@ -31,14 +44,39 @@ def main(argv: Sequence[str]) -> None:
   if _SWEEP.value not in sweeps.SWEEPS:
     raise errors.ConfigError(f"unknown sweep {_SWEEP.value!r}; known: "
                              f"{', '.join(sorted(sweeps.SWEEPS))}")
-  records = sweep_lib.run(sweeps.SWEEPS[_SWEEP.value], _OUT.value, quick=_QUICK.value,
-                          local=_LOCAL.value, address=_RAY_ADDRESS.value,
-                          num_cpus=_NUM_CPUS.value, progress=lambda line: print(line, flush=True))
-  ok = [r for r in records.values() if r["status"] == "ok"]
-  if ok and "score" in ok[0]["result"]:
+  sweep = sweeps.SWEEPS[_SWEEP.value]
+  if _SAVE_PRESET.value and _SWEEP.value != "brkga_tuning":
+    raise errors.ConfigError("--save_preset needs --sweep brkga_tuning")
+  records = sweep_lib.run(sweep, _OUT.value, quick=_QUICK.value, local=_LOCAL.value,
+                          address=_RAY_ADDRESS.value, num_cpus=_NUM_CPUS.value,
+                          progress=lambda line: print(line, flush=True),
+                          subsample=_SUBSAMPLE.value)
+  path = sweep_lib.results_path(sweep, _OUT.value, _QUICK.value, _SUBSAMPLE.value)
+  command = "python -m experiments.sweep " + " ".join(sys.argv[1:])
+  date = datetime.date.today().isoformat()
+  grid_size = len(sweep_lib.expand(sweep, _QUICK.value))
+  mode = ("quick" if _QUICK.value else "full-size trials") + (
+      f"; reduced grid: {_SUBSAMPLE.value} of the {grid_size} settings drawn at random"
+      if 0 < _SUBSAMPLE.value < grid_size else "")
+  summary = sweep_lib.summary_markdown(sweep, records, command, date,
+                                       os.path.basename(path), mode=mode)
+  from datasets import atomic
+  atomic.write_text(path[:-len(".jsonl")] + ".md", summary)
+  ok = [r for r in records.values() if r["status"] == "ok" and "score" in r["result"]]
+  if ok:
     best = min(ok, key=lambda r: r["result"]["score"])
     print(f"best: score {best['result']['score']:.6g} with {best['params']}")
-
+    if _SAVE_PRESET.value:
+      from regal.configs import brkga_presets
+      brkga_presets.save(_SAVE_PRESET.value, best["params"], {
+          "sweep": os.path.basename(path), "command": command, "date": date,
+          "score": best["result"]["score"], "trials": len(ok),
+          "grid_size": grid_size, "mode": mode},
+          _PRESETS_FILE.value)
+      print(f"saved BRKGA preset {_SAVE_PRESET.value!r} -> "
+            f"{_PRESETS_FILE.value or brkga_presets.PRESETS_FILE}")
+  elif _SAVE_PRESET.value:
+    raise errors.ConfigError("no finished trial to save as a preset")
 
 if __name__ == "__main__":
   errors.run_cli(main)

@@ -56,8 +56,9 @@ def _draw(rng: np.random.Generator, spec: tuple) -> Any:
   raise errors.ConfigError(f"unknown random distribution {kind!r}")
 
 
-def expand(sweep: Sweep, quick: bool = False) -> list[dict[str, Any]]:
-  """Every trial's parameters, in a fixed order."""
+def expand(sweep: Sweep, quick: bool = False, subsample: int = 0) -> list[dict[str, Any]]:
+  """Every trial's parameters, in a fixed order; `subsample` > 0 keeps that many of them drawn
+  at random (seeded by the sweep, so a rerun draws the same ones): a reduced sweep."""
   grid = sweep.quick_grid if quick and sweep.quick_grid is not None else sweep.grid
   names = sorted(grid)
   points = [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
@@ -67,7 +68,15 @@ def expand(sweep: Sweep, quick: bool = False) -> list[dict[str, Any]]:
     draws = [{n: _draw(rng, spec) for n, spec in sorted(sweep.random.items())}
              for _ in range(samples)]
     points = [{**p, **d} for p in points for d in draws]
+  if 0 < subsample < len(points):
+    keep = np.random.default_rng(sweep.seed).choice(len(points), subsample, replace=False)
+    points = [points[i] for i in sorted(keep)]
   return [{**sweep.fixed, **p} for p in points]
+
+
+def results_path(sweep: Sweep, out_dir: str, quick: bool = False, subsample: int = 0) -> str:
+  suffix = ("-quick" if quick else "") + (f"-subsample{subsample}" if subsample else "")
+  return os.path.join(out_dir, f"{sweep.name}{suffix}.jsonl")
 
 
 def trial_key(params: dict[str, Any]) -> str:
@@ -130,11 +139,11 @@ def _eta(done: int, total: int, elapsed: float) -> str:
 
 def run(sweep: Sweep, out_dir: str, quick: bool = False, local: bool = False,
         address: str | None = None, num_cpus: int | None = None,
-        progress: Callable[[str], None] = print) -> dict[str, dict]:
-  """Runs the missing trials of `sweep`; returns every trial's latest record by key."""
+        progress: Callable[[str], None] = print, subsample: int = 0) -> dict[str, dict]:
+  """Runs the missing trials of `sweep`; returns the latest record of each of its trials."""
   os.makedirs(out_dir, exist_ok=True)
-  path = os.path.join(out_dir, f"{sweep.name}{'-quick' if quick else ''}.jsonl")
-  trials = expand(sweep, quick)
+  path = results_path(sweep, out_dir, quick, subsample)
+  trials = expand(sweep, quick, subsample)
   finished = load(path)
   todo = [p for p in trials if finished.get(trial_key(p), {}).get("status") != "ok"]
   progress(f"sweep {sweep.name}: {len(trials)} trials, {len(trials) - len(todo)} already "
@@ -176,4 +185,32 @@ def run(sweep: Sweep, out_dir: str, quick: bool = False, local: bool = False,
       record(done, result)
   progress(f"sweep {sweep.name}: {len(todo) - failed} trials finished, {failed} failed, "
            f"{time.perf_counter() - started:.1f} s")
-  return finished
+  keys = [trial_key(p) for p in trials]
+  return {k: finished[k] for k in keys if k in finished}
+
+
+def summary_markdown(sweep: Sweep, records: dict[str, dict], command: str, date: str,
+                     results_file: str, top: int = 10, mode: str = "full") -> str:
+  """The sweep's outcome for people: trial counts and, when trials report a `score` (lower is
+  better), the best `top` settings."""
+  ok = [r for r in records.values() if r["status"] == "ok"]
+  failed = [r for r in records.values() if r["status"] != "ok"]
+  lines = [f"# sweep {sweep.name}", "", f"{sweep.description}", "",
+           f"- command: `{command}`", f"- date: {date}", f"- mode: {mode}", f"- trials: {len(ok)} finished, "
+           f"{len(failed)} failed (one JSON line each in `{results_file}`)", ""]
+  scored = sorted((r for r in ok if "score" in r["result"]), key=lambda r: r["result"]["score"])
+  if scored:
+    names = sorted(scored[0]["params"])
+    lines += [f"Best {min(top, len(scored))} by score (lower is better):", "",
+              "| rank | score | " + " | ".join(names) + " | seconds |",
+              "|---" * (len(names) + 3) + "|"]
+    for rank, record in enumerate(scored[:top], 1):
+      lines.append(f"| {rank} | {record['result']['score']:.6g} | "
+                   + " | ".join(str(record["params"][n]) for n in names)
+                   + f" | {record['seconds']:.1f} |")
+    if len(scored) > 1:
+      lines += ["", f"Worst score {scored[-1]['result']['score']:.6g}; median "
+                f"{float(np.median([r['result']['score'] for r in scored])):.6g}."]
+  for record in failed[:5]:
+    lines.append(f"- failed {record['params']}: {record.get('error', '')}")
+  return "\n".join(lines) + "\n"

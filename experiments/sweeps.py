@@ -43,21 +43,14 @@ def brkga_trial(params: dict, quick: bool) -> dict:
   graphs (the same graphs and seeds for every setting; every graph padded to one shape, so a
   setting compiles once: `regal.rollout`)."""
   import numpy as np
-  import brkga
   from datasets import dataset as dataset_lib
   from datasets import devices as devices_lib
   from regal import performance, search
+  from regal.configs import brkga_presets
   from regal.rollout import RolloutWorker, Task
   graphs = dataset_lib.load_or_build_synthetic()["train"][:2 if quick else 8]
   evals = 500 if quick else 5000
-  population = int(params["population_size"])
-  num_populations = int(params["num_populations"])
-  settings = brkga.Params(
-      population_size=population,
-      num_elites=max(1, int(round(params["elite_fraction"] * population))),
-      num_mutants=int(round(params["mutant_fraction"] * population)),
-      num_populations=num_populations, exchange_interval=20 if num_populations > 1 else 0,
-      rho=float(params["rho"])).validate()
+  settings = brkga_presets.to_params(params)
   problems = [performance.Problem(g, devices_lib.homogeneous(2), model="sync") for g in graphs]
   worker = RolloutWorker(problems, evals)
   tasks = [Task(i, np.full(p.layout.size, float(params["mutant_alpha"])),

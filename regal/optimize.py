@@ -5,6 +5,7 @@ r"""Optimizes one graph's placement and schedule (BRKGA or a baseline) and repor
   python -m regal.optimize --dataset synthetic --split test --index 3 --model sync
   python -m regal.optimize          # the default synthetic dataset's first test graph
   python -m regal.optimize --method cpsat --time_limit 30   # a baseline instead of BRKGA
+  python -m regal.optimize --brkga_preset tuned   # BRKGA with the tuning sweep's best setting
   python -m regal.optimize --graph ffnn.txt --devices 4 --model doppler --method doppler \
       --evals 2048 --doppler_save ffnn_policy     # Doppler's SEL/PLC policy (stages I-II)
   python -m regal.optimize --graph block.txt --devices 4 --model doppler \
@@ -60,6 +61,9 @@ _COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph and ma
                                "heavy edges to 256 groups) or a group count.")
 _POLICY = flags.DEFINE_string("policy", None, "A regal.train workdir: run REGAL (the trained "
                               "policy's mutant distributions) and report uniform BRKGA too.")
+_BRKGA_PRESET = flags.DEFINE_string(
+    "brkga_preset", "default", "BRKGA's parameters: default (Goncalves & Resende) or a preset "
+    "saved by the tuning sweep (regal/configs/brkga_presets.json, e.g. tuned).")
 _SEED_ARMS = flags.DEFINE_string("seed_arms", ",".join(seed_arms.DEFAULT_ARMS),
                                  "BRKGA's seed chromosomes, comma-separated: "
                                  + ", ".join(seed_arms.ARMS) + ".")
@@ -146,7 +150,8 @@ def main(argv: Sequence[str]) -> None:
                             time_limit=_TIME_LIMIT.value, coarsen_spec=_COARSEN.value,
                             policy_dir=_POLICY.value, arms=arms, doppler=doppler,
                             doppler_save=_DOPPLER_SAVE.value, measured=measured,
-                            stage3_steps=_STAGE3_STEPS.value)
+                            stage3_steps=_STAGE3_STEPS.value,
+                            brkga_preset=_BRKGA_PRESET.value)
   print(optimize_lib.summary(report))
   if _EXECUTE.value:
     from regal.execute import compare

@@ -3,8 +3,8 @@
 Result JSON schema (`format: "regal.result"`, version 1):
   graph           {name, num_ops, num_tensors, source}
   devices         the device description (datasets.devices JSON form)
-  settings        method, model, objective, memory_limit, evals, seed, BRKGA parameters (for
-                  brkga), time_limit (for cpsat / quickp)
+  settings        method, model, objective, memory_limit, evals, seed, BRKGA parameters and
+                  their preset name (for brkga), time_limit (for cpsat / quickp)
   details         method-specific facts (e.g. CP-SAT's status and lower bound; for brkga:
                   seed_arms {arm: best objective of its seeds}, arm_evaluations, winner_origin
                   (the arm the winner descends from through elite parents, null: none);
@@ -44,6 +44,7 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import chromosome as chromosome_lib
 from regal import baselines, performance, policy_runner, search, seed_arms
+from regal.configs import brkga_presets
 from regal.schedule import Schedule
 
 RESULT_FORMAT = "regal.result"
@@ -66,9 +67,10 @@ METHODS = ("brkga", "doppler") + baselines.METHODS
 def _run_brkga(problem: performance.Problem, evals: int, seed: int,
                policy_dir: str | None = None,
                arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
-               doppler: seed_arms.DopplerArm | None = None):
+               doppler: seed_arms.DopplerArm | None = None,
+               brkga_preset: str = brkga_presets.DEFAULT):
   surrogate = baselines.batch_problem(problem)
-  params = search.default_params(surrogate)
+  params = brkga_presets.params(brkga_preset, surrogate.layout.size)
   seeds, arm_evaluations = seed_arms.arm_seeds(problem, arms, doppler, seed)
   if evals - arm_evaluations < params.population_size:
     raise errors.ConfigError(f"--evals {evals} leaves {evals - arm_evaluations} evaluations "
@@ -95,9 +97,14 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
   if policy_dir:
     details["regal_objective"] = float(performance.score_reference(
         problem, result.best_chromosome)[0])
-  settings = {"brkga": {"population_size": params.population_size,
+  settings = {"brkga": {"preset": brkga_preset or brkga_presets.DEFAULT,
+                        "population_size": params.population_size,
                         "num_elites": params.num_elites, "num_mutants": params.num_mutants,
+                        "num_populations": params.num_populations,
                         "rho": float(np.asarray(params.rho))}}
+  if not policy_dir:
+    settings["brkga"].update(mutant_alpha=float(np.asarray(params.mutant_alpha)),
+                             mutant_beta=float(np.asarray(params.mutant_beta)))
   wall = {"compile": result.compile_seconds, "search": result.search_seconds}
   # Every seed is re-scored too: through the surrogate the search could miss that one is
   # better under the real model, and the result must never be worse than a seed.
@@ -157,7 +164,8 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
         coarsen_spec: str = "off", policy_dir: str | None = None,
         arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
         doppler: seed_arms.DopplerArm | None = None, doppler_save: str | None = None,
-        measured=None, stage3_steps: int = 0) -> Report:
+        measured=None, stage3_steps: int = 0,
+        brkga_preset: str = "default") -> Report:
   """`measured`: a reward source of measured run times for Doppler's stage III
   (`stage3_steps` batches of episodes), with --method doppler only."""
   start = time.perf_counter()
@@ -172,11 +180,13 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
   coarsen_seconds = time.perf_counter() - start
   solved = problem if coarsening is None else dataclasses.replace(
       problem, graph=coarsen.coarse_graph(graph, coarsening))
+  if brkga_preset not in ("", brkga_presets.DEFAULT) and method != "brkga":
+    raise errors.ConfigError("--brkga_preset sets BRKGA's parameters: use it with --method brkga")
   if policy_dir and method != "brkga":
     raise errors.ConfigError("--policy runs REGAL, i.e. BRKGA: use it with --method brkga")
   if method == "brkga":
     candidates, evaluations, method_settings, wall, details = _run_brkga(
-        solved, evals, seed, policy_dir, arms, doppler)
+        solved, evals, seed, policy_dir, arms, doppler, brkga_preset)
   elif method == "doppler":
     candidates, evaluations, method_settings, wall, details = _run_doppler(
         solved, evals, seed, doppler, doppler_save, measured, stage3_steps)

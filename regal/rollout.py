@@ -25,10 +25,15 @@ from regal import performance, sync_model, wc_model
 from regal.sim_graph import SimGraph, build_sim_graph
 
 
+def _scalar(params: brkga.Params | None, name: str) -> float:
+  return 1.0 if params is None else float(np.asarray(getattr(params, name)))
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
   graph_index: int
-  alpha: np.ndarray | None  # [layout.size] of the graph's own layout; None: uniform
+  alpha: np.ndarray | None  # [layout.size] of the graph's own layout; None: params' own
+  # (uniform without params)
   beta: np.ndarray | None
   seed: int
   evals: int | None = None  # None: the worker's budget
@@ -152,8 +157,10 @@ class RolloutWorker:
     for task in tasks:
       problem, layout = self.problems[task.graph_index], self.layouts[task.graph_index]
       own = problem.layout
-      alpha = np.ones(own.size) if task.alpha is None else task.alpha
-      beta = np.ones(own.size) if task.beta is None else task.beta
+      alpha = (np.full(own.size, _scalar(task.params, "mutant_alpha")) if task.alpha is None
+               else task.alpha)
+      beta = (np.full(own.size, _scalar(task.params, "mutant_beta")) if task.beta is None
+              else task.beta)
       search = self._search(task.graph_index, task.evals or self.evals, task.params)
       value, best = search(self.sims[task.graph_index], jax.random.key(task.seed),
                            jnp.asarray(to_bucket(own, layout, alpha), jnp.float32),

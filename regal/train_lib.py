@@ -46,6 +46,7 @@ from regal import features as features_lib
 from regal import performance
 from regal import policy as policy_lib
 from regal import reinforce
+from regal.configs import brkga_presets
 from regal.rollout import Task
 from regal.rollout_pool import RolloutPool
 
@@ -56,7 +57,7 @@ FILTER_SHORT, FILTER_LONG = 1000, 10000  # The test filter's BRKGA budgets (REGA
 # Settings added after workdirs existed: left out of the fingerprint at their defaults, so
 # those workdirs (and their caches) stay resumable.
 _LATER_DEFAULTS = {"reward": "model", "finetune_from": "", "standin_seconds": 0.02,
-                   "measure_repeats": 3}
+                   "measure_repeats": 3, "brkga_preset": "default"}
 
 
 _REWARD_SETTINGS = ("reward", "finetune_from", "standin_seconds", "measure_repeats")
@@ -67,6 +68,8 @@ def fingerprint(config: ml_collections.ConfigDict, ignore: tuple[str, ...] = ())
   relevant = {k: v for k, v in config.to_dict().items()
               if k not in ("num_steps", "eval_every", "log_every", "num_actors") + ignore
               and _LATER_DEFAULTS.get(k, object()) != v}
+  if "brkga_preset" in relevant:  # Its values, so that re-tuning it invalidates the workdir.
+    relevant["brkga_setting"] = brkga_presets.setting(relevant["brkga_preset"])
   return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -117,6 +120,10 @@ class Trainer:
     self.train_config = _train_config(config)
     self.num_devices = config.num_devices
     self.pool = RolloutPool(problems, config.evals, config.num_actors)
+    # The BRKGA both REGAL's rollouts and the uniform-BRKGA reference run (a tuned preset:
+    # its Betas drive the reference's mutants; REGAL's come from the policy).
+    preset = brkga_presets.setting(config.get("brkga_preset", "default"))
+    self.brkga_params = None if preset is None else brkga_presets.to_params(preset)
     if config.reward not in ("model", "measured"):
       raise errors.ConfigError(f"unknown reward {config.reward!r}; known: model, measured")
     self.measured_rewards: dict = {}  # Graph index -> MeasuredReward, built when first used.
@@ -168,7 +175,8 @@ class Trainer:
         return np.asarray(json.load(f))
     logging.info("uniform BRKGA (%d evaluations) on %d graphs", self.config.evals,
                  len(self.problems))
-    values = self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals)
+    values = self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals,
+                                 params=self.brkga_params)
                             for i in range(len(self.problems))])
     atomic.write_text(os.path.join(self.workdir, name), json.dumps(values))
     return np.asarray(values)
@@ -207,7 +215,8 @@ class Trainer:
     missing = [i for i in dict.fromkeys(int(i) for i in indices)
                if str(i) not in self.uniform_seconds]
     if missing:
-      solutions = self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals, best=True)
+      solutions = self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals, best=True,
+                                      params=self.brkga_params)
                                  for i in missing])
       for i, (_, chromosome) in zip(missing, solutions):
         self.uniform_seconds[str(i)] = self.measure(i, chromosome)
@@ -250,20 +259,29 @@ class Trainer:
     mask[:len(indices)] = True
     return graph, mask
 
+  def distributions(self, policy_params, indices, key, greedy: bool):
+    """(graph, mask, actions, [(alpha, beta) per graph on its own layout]): the policy's
+    mutant distributions on graphs `indices` (sampled with `key`, or its most likely ones)."""
+    graph, mask = self._batch(indices)
+    logits = self.apply_policy(policy_params, graph)
+    actions = policy_lib.greedy(logits) if greedy else policy_lib.sample(key, logits)
+    distributions, first = [], 0
+    for i in indices:
+      alpha, beta = policy_lib.mutant_distributions(actions, self.problems[i].layout,
+                                                    self.policy_config, first_node=first)
+      first += self.problems[i].graph.num_ops
+      distributions.append((np.asarray(alpha), np.asarray(beta)))
+    return graph, mask, actions, distributions
+
   def rollouts(self, policy_params, indices, key, greedy: bool, seeds):
     """(graph, mask, actions, objectives) of the policy's distributions on graphs `indices`
     (repeats allowed: each copy draws its own actions), rollout k with seed `seeds[k]`;
     objectives are measured seconds with measured rewards."""
-    graph, mask = self._batch(indices)
-    logits = self.apply_policy(policy_params, graph)
-    actions = policy_lib.greedy(logits) if greedy else policy_lib.sample(key, logits)
-    tasks, first = [], 0
-    for i, seed in zip(indices, seeds):
-      alpha, beta = policy_lib.mutant_distributions(actions, self.problems[i].layout,
-                                                    self.policy_config, first_node=first)
-      first += self.problems[i].graph.num_ops
-      tasks.append(Task(i, np.asarray(alpha), np.asarray(beta), int(seed),
-                        reinforce.search_budget(self.config.evals), best=self.measured))
+    graph, mask, actions, distributions = self.distributions(policy_params, indices, key,
+                                                             greedy)
+    tasks = [Task(i, alpha, beta, int(seed), reinforce.search_budget(self.config.evals),
+                  best=self.measured, params=self.brkga_params)
+             for i, seed, (alpha, beta) in zip(indices, seeds, distributions)]
     results = self.pool.map(tasks)
     if self.measured:
       results = [self.measure(i, chromosome) for i, (_, chromosome) in zip(indices, results)]
@@ -353,14 +371,42 @@ def _append_csv(path: str, row: dict) -> None:
     writer.writerow(row)
 
 
+def initial_state(trainer: Trainer) -> reinforce.TrainState:
+  example, _ = trainer._batch(trainer.splits["train"][:trainer.graphs_per_step])
+  return reinforce.init_state(jax.random.key(trainer.config.seed), example,
+                              trainer.config.num_devices, trainer.policy_config,
+                              trainer.train_config)
+
+
+def workdir_config(workdir: str) -> ml_collections.ConfigDict:
+  """The training config a workdir's checkpoint was written with."""
+  meta_path = os.path.join(workdir, "checkpoint.json")
+  try:
+    with open(meta_path) as f:
+      meta = json.load(f)
+  except (OSError, json.JSONDecodeError) as error:
+    raise errors.ConfigError(f"no readable trained policy in {workdir} ({error})") from None
+  if "config_values" not in meta:
+    raise errors.ConfigError(f"{meta_path}: checkpoint written without its config")
+  # Settings added since it was written take their defaults (which the fingerprint omits).
+  return ml_collections.ConfigDict({**_LATER_DEFAULTS, **meta["config_values"]})
+
+
+def trained_policy(trainer: Trainer, workdir: str):
+  """The policy parameters of the checkpoint in `workdir`, trained with `trainer`'s config."""
+  meta = _checkpoint_meta(workdir, fingerprint(trainer.config))
+  state = _restore(workdir, initial_state(trainer), meta)
+  if state is None:
+    raise errors.ConfigError(f"no checkpoint in {workdir}")
+  return state.policy_params
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   config_id = fingerprint(config)
   meta = _checkpoint_meta(workdir, config_id)  # Refuse another config's workdir first.
   start = _finetune_source(config) if config.finetune_from and meta is None else None
   trainer = Trainer(config, workdir)
-  example, _ = trainer._batch(trainer.splits["train"][:trainer.graphs_per_step])
-  state = reinforce.init_state(jax.random.key(config.seed), example, config.num_devices,
-                               trainer.policy_config, trainer.train_config)
+  state = initial_state(trainer)
   restored = _restore(workdir, state, meta)
   if restored is None and start is not None:
     state = _start_from(start, state, config.finetune_from)

@@ -79,3 +79,22 @@ def test_ray_tasks_match_local_runs(tmp_path):
 def test_cli_unknown_sweep_is_one_line():
   from cli_test import assert_one_line_error, run
   assert_one_line_error(run("experiments.sweep", "--sweep", "nope"), "unknown sweep 'nope'")
+
+
+def test_subsample_draws_a_fixed_subset_and_the_summary_ranks_it(tmp_path):
+  grid = sweep_lib.expand(sweeps.SWEEPS["brkga_tuning"])
+  reduced = sweep_lib.expand(sweeps.SWEEPS["brkga_tuning"], subsample=32)
+  assert len(reduced) == 32 and len({sweep_lib.trial_key(p) for p in reduced}) == 32
+  assert reduced == sweep_lib.expand(sweeps.SWEEPS["brkga_tuning"], subsample=32)
+  assert all(p in grid for p in reduced)
+  assert sweep_lib.results_path(sweeps.SWEEPS["brkga_tuning"], "d", subsample=32) == (
+      "d/brkga_tuning-subsample32.jsonl")
+  records = {str(s): {"key": str(s), "params": {"x": s}, "status": "ok", "seconds": 1.0,
+                      "result": {"score": float(s)}} for s in (3, 1, 2)}
+  records["bad"] = {"key": "bad", "params": {"x": -1}, "status": "failed", "error": "E: no"}
+  text = sweep_lib.summary_markdown(sweeps.SWEEPS["selftest"], records, "python -m x", "d",
+                                    "f.jsonl", top=2)
+  ranked = [line for line in text.splitlines() if line.startswith("| 1 ") or
+            line.startswith("| 2 ")]
+  assert ranked == ["| 1 | 1 | 1 | 1.0 |", "| 2 | 2 | 2 | 1.0 |"]
+  assert "2 finished" not in text and "3 finished, 1 failed" in text and "E: no" in text

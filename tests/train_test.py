@@ -66,6 +66,16 @@ def test_training_runs_reports_and_resumes(tmp_path):
   with open(os.path.join(workdir, "metrics.csv")) as f:
     steps = [line.split(",")[0] for line in f.read().splitlines()[1:]]
   assert steps == ["1", "2", "3"] and report["steps"] == 3
+  # The REGAL table reads a workdir back: its config, its policy, the policy's Betas.
+  restored = train_lib.workdir_config(workdir)
+  assert train_lib.fingerprint(restored) == train_lib.fingerprint(config)
+  trainer = train_lib.Trainer(restored, workdir)
+  test = trainer.splits["test"]
+  _, _, _, distributions = trainer.distributions(train_lib.trained_policy(trainer, workdir),
+                                                 test, None, greedy=True)
+  assert [a.shape for a, _ in distributions] == [(trainer.problems[i].layout.size,)
+                                                 for i in test]
+  assert all((a > 0).all() and (b > 0).all() for a, b in distributions)
   # Another configuration must not resume this checkpoint.
   config.learning_rate = 0.5
   with pytest.raises(errors.ConfigError, match="checkpoint of another config"):

@@ -18,17 +18,15 @@ parallel.use_all_cpu_cores()  # Before JAX starts.
 
 import json  # noqa: E402
 import platform  # noqa: E402
-import time  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from datasets import atomic  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from experiments.bench.graphs import synthetic_graph  # noqa: E402
+from experiments.bench.model_timing import time_jax, time_reference  # noqa: E402
 from regal import performance  # noqa: E402
 
 _SIZES = flags.DEFINE_list("sizes", ["50", "200", "1000"], "Graph sizes (ops).")
@@ -39,30 +37,6 @@ _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls per setting (best is 
 _REFERENCE_SECONDS = flags.DEFINE_float("reference_seconds", 2.0,
                                         "Time budget per reference measurement.")
 _JSON = flags.DEFINE_string("json", None, "Also write the figures here as JSON.")
-
-
-def time_jax(problem: performance.Problem, population: int, repeats: int) -> tuple[float, float]:
-  fitness = performance.make_fitness_fn(problem)
-  genes = jnp.asarray(np.random.default_rng(population).random(
-      (population, problem.layout.size)).astype(np.float32))
-  start = time.perf_counter()
-  fitness(genes).block_until_ready()
-  compile_seconds = time.perf_counter() - start
-  best = np.inf
-  for _ in range(repeats):
-    start = time.perf_counter()
-    fitness(genes).block_until_ready()
-    best = min(best, time.perf_counter() - start)
-  return population / best, compile_seconds
-
-
-def time_reference(problem: performance.Problem, budget: float) -> float:
-  rng = np.random.default_rng(1)
-  done, start = 0, time.perf_counter()
-  while time.perf_counter() - start < budget or done < 2:
-    performance.score_reference(problem, rng.random(problem.layout.size).astype(np.float32))
-    done += 1
-  return done / (time.perf_counter() - start)
 
 
 def main(argv: Sequence[str]) -> None:

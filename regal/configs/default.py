@@ -48,6 +48,9 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   config.finetune_from = ""
   config.standin_seconds = 0.02
   config.measure_repeats = 3
+  # BRKGA's parameters for REGAL's rollouts and the uniform-BRKGA reference: "default"
+  # (Goncalves & Resende) or a preset of the tuning sweep (regal/configs/brkga_presets.py).
+  config.brkga_preset = "default"
   config.policy = ml_collections.ConfigDict(dict(
       hidden=32, rounds=2, update="residual", aggregation="sum", placement_bins=2,
       priority_bins=16))

@@ -1,0 +1,89 @@
+"""Named BRKGA settings for `regal.optimize --brkga_preset NAME` and `regal.train`
+(`--config.brkga_preset=NAME`).
+
+  default  Goncalves & Resende's ranges as REGAL used them (population ~ genes, capped at 200,
+           20% elites, 15% mutants, rho 0.7, uniform mutants): `brkga.goncalves_resende`.
+  others   written by `python -m experiments.sweep --sweep brkga_tuning --save_preset NAME`
+           into `brkga_presets.json` beside this file: the best setting of the sweep (REGAL
+           5.2's tuned BRKGA), with where it came from (sweep file, command, date, score).
+
+A preset holds fractions, not counts, so it applies to any graph; population sizes are
+absolute (as in the paper's grid).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import brkga
+from datasets import atomic, errors
+
+PRESETS_FILE = os.path.join(os.path.dirname(__file__), "brkga_presets.json")
+SETTING_KEYS = ("population_size", "elite_fraction", "mutant_fraction", "num_populations", "rho",
+                "mutant_alpha", "mutant_beta")
+DEFAULT = "default"
+
+
+def load_all(path: str | None = None) -> dict[str, dict[str, Any]]:
+  path = path or PRESETS_FILE
+  if not os.path.exists(path):
+    return {}
+  try:
+    with open(path) as f:
+      presets = json.load(f)
+  except (OSError, json.JSONDecodeError) as error:
+    raise errors.ConfigError(f"cannot read BRKGA presets {path}: {error}") from None
+  if not isinstance(presets, dict):
+    raise errors.ConfigError(f"BRKGA presets {path}: expected a JSON object")
+  return presets
+
+
+def names(path: str | None = None) -> list[str]:
+  return [DEFAULT] + sorted(load_all(path))
+
+
+def setting(name: str, path: str | None = None) -> dict[str, Any] | None:
+  """The preset's setting (SETTING_KEYS), None for the default."""
+  if name in ("", DEFAULT):
+    return None
+  presets = load_all(path)
+  if name not in presets:
+    raise errors.ConfigError(f"unknown BRKGA preset {name!r}; known: {', '.join(names(path))}")
+  entry = presets[name]
+  missing = [k for k in SETTING_KEYS if k not in entry.get("setting", {})]
+  if missing:
+    raise errors.ConfigError(f"BRKGA preset {name!r} lacks {', '.join(missing)}")
+  return {k: entry["setting"][k] for k in SETTING_KEYS}
+
+
+def to_params(values: dict[str, Any]) -> brkga.Params:
+  """BRKGA parameters of a setting (a sweep trial's or a preset's), scalar mutant Betas."""
+  population = int(values["population_size"])
+  num_populations = int(values["num_populations"])
+  try:
+    return brkga.Params(
+        population_size=population,
+        num_elites=max(1, int(round(values["elite_fraction"] * population))),
+        num_mutants=int(round(values["mutant_fraction"] * population)),
+        num_populations=num_populations,
+        exchange_interval=20 if num_populations > 1 else 0,
+        rho=float(values["rho"]), mutant_alpha=float(values["mutant_alpha"]),
+        mutant_beta=float(values["mutant_beta"])).validate()
+  except ValueError as error:
+    raise errors.ConfigError(f"BRKGA setting {values}: {error}") from None
+
+
+def params(name: str, num_genes: int, path: str | None = None) -> brkga.Params:
+  values = setting(name, path)
+  return brkga.goncalves_resende(num_genes) if values is None else to_params(values)
+
+
+def save(name: str, values: dict[str, Any], provenance: dict[str, Any],
+         path: str | None = None) -> None:
+  if name in ("", DEFAULT):
+    raise errors.ConfigError(f"the preset name {name!r} is reserved")
+  to_params(values)  # Refuse a setting that does not make valid parameters.
+  presets = load_all(path)
+  presets[name] = {"setting": {k: values[k] for k in SETTING_KEYS}, "provenance": provenance}
+  atomic.write_text(path or PRESETS_FILE, json.dumps(presets, indent=1, sort_keys=True) + "\n")

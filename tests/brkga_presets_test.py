@@ -1,0 +1,91 @@
+"""BRKGA presets: saved by the tuning sweep, read by regal.optimize and regal.train."""
+import json
+
+import numpy as np
+import pytest
+
+import brkga
+from datasets import devices as devices_lib
+from datasets import errors
+from datasets import synthetic
+from regal import optimize_lib, performance, train_lib
+from regal.configs import brkga_presets
+from regal.configs import default as default_config
+from regal.rollout import RolloutWorker, Task
+
+SETTING = {"population_size": 40, "elite_fraction": 0.2, "mutant_fraction": 0.1,
+           "num_populations": 2, "rho": 0.6, "mutant_alpha": 2.0, "mutant_beta": 0.5}
+
+
+@pytest.fixture
+def presets_file(tmp_path, monkeypatch):
+  path = tmp_path / "presets.json"
+  monkeypatch.setattr(brkga_presets, "PRESETS_FILE", str(path))
+  return path
+
+
+def test_a_saved_preset_reads_back_as_parameters(presets_file):
+  assert brkga_presets.names() == ["default"]
+  brkga_presets.save("tuned", {**SETTING, "extra": 1}, {"command": "c", "date": "d"})
+  assert json.loads(presets_file.read_text())["tuned"]["provenance"] == {"command": "c",
+                                                                          "date": "d"}
+  assert brkga_presets.names() == ["default", "tuned"]
+  params = brkga_presets.params("tuned", num_genes=500)
+  assert (params.population_size, params.num_elites, params.num_mutants,
+          params.num_populations, params.exchange_interval) == (40, 8, 4, 2, 20)
+  assert (float(params.rho), float(params.mutant_alpha), float(params.mutant_beta)) == (
+      0.6, 2.0, 0.5)
+  assert brkga_presets.params("default", 60) == brkga.goncalves_resende(60)
+
+
+def test_bad_presets_are_one_line_errors(presets_file):
+  with pytest.raises(errors.ConfigError, match="unknown BRKGA preset 'nope'; known: default"):
+    brkga_presets.params("nope", 10)
+  with pytest.raises(errors.ConfigError, match="reserved"):
+    brkga_presets.save("default", SETTING, {})
+  with pytest.raises(errors.ConfigError, match="num_elites"):
+    brkga_presets.save("bad", {**SETTING, "elite_fraction": 1.0}, {})
+  presets_file.write_text("{not json")
+  with pytest.raises(errors.ConfigError, match="cannot read BRKGA presets"):
+    brkga_presets.names()
+  presets_file.write_text(json.dumps({"short": {"setting": {"rho": 0.7}}}))
+  with pytest.raises(errors.ConfigError, match="lacks population_size"):
+    brkga_presets.setting("short")
+
+
+def test_optimize_uses_the_preset_and_refuses_it_for_other_methods(presets_file):
+  brkga_presets.save("tuned", SETTING, {})
+  graph = synthetic.generate(np.random.default_rng(0), synthetic.SyntheticSpec(
+      min_nodes=12, max_nodes=12))
+  devices = devices_lib.homogeneous(2)
+  report = optimize_lib.run(graph, devices, model="sync", evals=400, brkga_preset="tuned")
+  settings = report.data["settings"]["brkga"]
+  assert settings["preset"] == "tuned" and settings["population_size"] == 40
+  assert settings["num_populations"] == 2 and settings["mutant_alpha"] == 2.0
+  with pytest.raises(errors.ConfigError, match="use it with --method brkga"):
+    optimize_lib.run(graph, devices, model="sync", method="gp_dfs", brkga_preset="tuned")
+
+
+def test_tasks_without_distributions_take_the_presets_betas():
+  graph = synthetic.generate(np.random.default_rng(1), synthetic.SyntheticSpec(
+      min_nodes=10, max_nodes=10))
+  problem = performance.Problem(graph, devices_lib.homogeneous(2), model="sync")
+  worker = RolloutWorker([problem], 200)
+  params = brkga_presets.to_params(SETTING)
+  size = problem.layout.size
+  implicit, explicit = worker.run([
+      Task(0, None, None, 3, params=params),
+      Task(0, np.full(size, 2.0), np.full(size, 0.5), 3, params=params)])
+  assert implicit == explicit
+
+
+def test_the_default_preset_keeps_old_training_fingerprints(presets_file):
+  config = default_config.get_config()
+  before = train_lib.fingerprint(config)
+  del config["brkga_preset"]
+  assert train_lib.fingerprint(config) == before
+  brkga_presets.save("tuned", SETTING, {})
+  config.brkga_preset = "tuned"
+  tuned = train_lib.fingerprint(config)
+  brkga_presets.save("tuned", {**SETTING, "rho": 0.7}, {})  # Re-tuned: another workdir.
+  assert len({before, tuned, train_lib.fingerprint(config)}) == 3

@@ -1,0 +1,96 @@
+"""The experiment commands' --quick modes, end to end (`pytest -m experiments`, ~20 minutes on
+2 cores; left out of the default run). Each must write its report, headed by the command and
+the date, its JSON and its plots, and exit 0."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.experiments
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_quick(module: str, out: str, *extra: str) -> dict:
+  completed = subprocess.run([sys.executable, "-m", module, "--quick", "--out", out, *extra],
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200)
+  assert completed.returncode == 0, completed.stderr[-3000:]
+  return completed
+
+
+def read_report(out: str, name: str) -> tuple[str, dict]:
+  with open(os.path.join(out, name + ".md")) as f:
+    markdown = f.read()
+  with open(os.path.join(out, name + ".json")) as f:
+    data = json.load(f)
+  assert data["command"].startswith("python -m experiments.") and "--quick" in data["command"]
+  assert f"- command: `{data['command']}`" in markdown and f"- date: {data['date']}" in markdown
+  assert data["mode"].startswith("quick")
+  return markdown, data
+
+
+def test_regal_table_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.regal_table", out)
+  markdown, data = read_report(out, "regal_table")
+  methods = [r["method"] for r in data["rows"]]
+  assert {"cpsat", "gp_dfs", "local_search", "brkga", "idrs", "regal"} <= set(methods)
+  brkga = next(r for r in data["rows"] if r["method"] == "brkga")
+  assert brkga["improvement_over_brkga_pct"] == 0.0
+  # The best known is the best of the methods, so no gap is negative and one row reaches it.
+  assert min(r["gap_from_best_known_pct"] for r in data["rows"]) >= 0
+  assert max(r["best_known_share"] for r in data["rows"]) > 0
+  bounds = [b for b in data["cpsat_lower_bounds"] if b is not None]
+  assert all(b <= best * (1 + 1e-6) for b, best in zip(bounds, data["best_known"]))
+  assert [p["evals"] for p in data["figure3"]] == [1000, 2000]
+  for png in ("regal_table_fig2.png", "regal_table_fig3.png"):
+    assert os.path.getsize(os.path.join(out, png)) > 1000 and png in markdown
+
+
+def test_doppler_table_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.doppler_table", out)
+  _, data = read_report(out, "doppler_table")
+  (suite,) = data["suites"]
+  assert suite["suite"] == "measured4" and [r["graph"] for r in suite["rows"]] == [
+      "chain_mm", "ffnn"]
+  for row in suite["rows"]:
+    simulated = row["simulated"]
+    assert min(simulated.values()) >= row["lower_bound"] * (1 - 1e-6)
+    # BRKGA seeded by critical path never ends worse than its seed.
+    assert simulated["brkga_cp"] <= simulated["critical_path"] * (1 + 1e-6)
+    assert set(row["measured_ms"]) == set(simulated) and min(row["measured_ms"].values()) > 0
+  (transfer,) = data["transfer"]["rows"]
+  assert (transfer["source"], transfer["target"]) == ("ffnn", "llama_block")
+  assert transfer["few_shot"] <= transfer["zero_shot"] * (1 + 1e-6)
+
+
+def test_scaling_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.scaling", out)
+  markdown, data = read_report(out, "scaling")
+  sizes = sorted({(r["family"], r["coarsen"]) for r in data["optimize"]})
+  assert sizes == [("synthetic", "auto"), ("synthetic", "off"), ("zoo", "auto"), ("zoo", "off")]
+  for row in data["optimize"]:
+    assert row["objective"] <= row["single_device"] * (1 + 1e-6)
+    assert row["coarse_ops"] <= row["ops"] and (row["coarse_ops"] < row["ops"]) == (
+        row["coarsen"] == "auto")
+  assert {(r["ops"], r["population"]) for r in data["throughput"]} == {
+      (100, 64), (100, 256), (1000, 64), (1000, 256)}
+  assert os.path.getsize(os.path.join(out, "scaling.png")) > 1000
+
+
+def test_brkga_tuning_quick_saves_a_preset(tmp_path):
+  presets = tmp_path / "presets.json"
+  completed = run_quick("experiments.sweep", str(tmp_path), "--sweep", "brkga_tuning",
+                        "--local", "--save_preset", "tuned", "--presets_file", str(presets))
+  assert "saved BRKGA preset 'tuned'" in completed.stdout
+  saved = json.loads(presets.read_text())["tuned"]
+  with open(tmp_path / "brkga_tuning-quick.jsonl") as f:
+    records = [json.loads(line) for line in f]
+  best = min(records, key=lambda r: r["result"]["score"])
+  assert saved["setting"] == {k: best["params"][k] for k in saved["setting"]}
+  assert saved["provenance"]["score"] == best["result"]["score"]
+  assert (tmp_path / "brkga_tuning-quick.md").read_text().count("| 1 |") == 1
