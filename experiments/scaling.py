@@ -46,6 +46,8 @@ _EVALS = flags.DEFINE_integer("evals", 5000, "BRKGA's budget per graph.")
 _POPULATIONS = flags.DEFINE_list("populations", ["64", "256", "1024"],
                                  "Population sizes of the throughput part.")
 _DEVICES = flags.DEFINE_integer("devices", 4, "Homogeneous devices.")
+_SKIP = flags.DEFINE_list("skip", [], "Rows to leave out, as family:size:coarsen (e.g. "
+                          "synthetic:10000:auto); the report lists them.")
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "scaling"),
                            "Folder of the report.")
 
@@ -56,12 +58,15 @@ def graphs(sizes: Sequence[int]):
     yield "zoo", size, zoo.model_graph("bert_base", batch=8, seq_len=512, **ZOO_SIZES[size])
 
 
-def optimize_rows(sizes, evals: int, num_devices: int, progress=print) -> list[dict]:
+def optimize_rows(sizes, evals: int, num_devices: int, skip=(), progress=print) -> list[dict]:
   devices = devices_lib.homogeneous(num_devices)
   rows = []
   for family, size, graph in graphs(sizes):
     specs = ["off"] + (["auto"] if graph.num_ops > coarsen.AUTO_THRESHOLD else [])
     for spec in specs:
+      if f"{family}:{size}:{spec}" in skip:
+        progress(f"{family} {graph.num_ops} ops, coarsen {spec}: skipped (--skip)")
+        continue
       started = time.perf_counter()
       result = optimize_lib.run(graph, devices, evals=evals, coarsen_spec=spec)
       data = result.data
@@ -156,10 +161,14 @@ def main(argv: Sequence[str]) -> None:
     raise errors.ConfigError("populations and --devices must be at least 1")
   evals = 1000 if quick and not present("evals") else _EVALS.value
   started = time.perf_counter()
-  optimize = optimize_rows(sizes, evals, _DEVICES.value)
+  optimize = optimize_rows(sizes, evals, _DEVICES.value, _SKIP.value)
   throughput = throughput_rows([s for s in sizes if s <= 1000], populations, _DEVICES.value)
   plot(optimize, throughput, os.path.join(_OUT.value, "scaling.png"))
-  mode = "quick (100 and 1,000 ops, 1000 evaluations)" if quick else "full"
+  reductions = ([f"{evals} evaluations"] if present("evals") else []) + (
+      [f"left out: {', '.join(_SKIP.value)}"] if _SKIP.value else []) + (
+      [f"sizes {', '.join(map(str, sizes))}"] if present("sizes") else [])
+  mode = ("quick (100 and 1,000 ops, 1000 evaluations)" if quick
+          else f"reduced ({'; '.join(reductions)})" if reductions else "full")
   lines, facts = report.header("Scaling of regal.optimize", "experiments.scaling", mode)
   lines += [f"- budget: {evals} evaluations per graph, {_DEVICES.value} devices, WC model; "
             f"wall time {time.perf_counter() - started:.0f} s", ""]
