@@ -49,6 +49,9 @@ _OBJECTIVE = flags.DEFINE_enum("objective", "runtime", list(performance.OBJECTIV
                                "What to minimize.")
 _MEMORY_LIMIT = flags.DEFINE_float("memory_limit", None, "Per-device memory limit in bytes "
                                    "(runtime_under_memory; default: device capacities).")
+_ENGINE = flags.DEFINE_enum("engine", "auto", list(performance.ENGINES), "How batched "
+                            "scoring runs: native (the WC model's compiled host loop), jax, or "
+                            "auto (native for the WC model on a CPU, else jax).")
 _METHOD = flags.DEFINE_enum("method", "brkga", list(optimize_lib.METHODS),
                             "Placement method: brkga or a baseline (regal/baselines).")
 _EVALS = flags.DEFINE_integer("evals", 5000, "Fitness evaluations (BRKGA, local search and "
@@ -151,7 +154,7 @@ def main(argv: Sequence[str]) -> None:
                             policy_dir=_POLICY.value, arms=arms, doppler=doppler,
                             doppler_save=_DOPPLER_SAVE.value, measured=measured,
                             stage3_steps=_STAGE3_STEPS.value,
-                            brkga_preset=_BRKGA_PRESET.value)
+                            brkga_preset=_BRKGA_PRESET.value, engine=_ENGINE.value)
   print(optimize_lib.summary(report))
   if _EXECUTE.value:
     from regal.execute import compare

@@ -3,7 +3,8 @@
 Result JSON schema (`format: "regal.result"`, version 1):
   graph           {name, num_ops, num_tensors, source}
   devices         the device description (datasets.devices JSON form)
-  settings        method, model, objective, memory_limit, evals, seed, BRKGA parameters and
+  settings        method, model, search_model (what batched search scored), engine (how:
+                  native or jax), objective, memory_limit, evals, seed, BRKGA parameters and
                   their preset name (for brkga), time_limit (for cpsat / quickp)
   details         method-specific facts (e.g. CP-SAT's status and lower bound; for brkga:
                   seed_arms {arm: best objective of its seeds}, arm_evaluations, winner_origin
@@ -23,7 +24,8 @@ Result JSON schema (`format: "regal.result"`, version 1):
                   start, end}] for the models that time transfers
   baselines       {single_device: {objective, makespan}, best_seed: {...}}
   improvement_pct over the single-device objective
-  evaluations, wall_seconds {compile, search, total}, versions {python, jax, numpy, regal}
+  evaluations, wall_seconds {compile, search, total}, versions {python, jax, numpy, numba,
+                  regal}
   execution       (with --execute) {program, devices, facts, assignments {name: {predicted,
                   median_seconds, p25_seconds, p75_seconds, repeats, seconds, mode,
                   ops_on_named_device}}} for best, single_device and the other candidates
@@ -37,6 +39,7 @@ import time
 from typing import Any
 
 import jax
+import numba
 import numpy as np
 
 from datasets import atomic, coarsen, errors
@@ -165,7 +168,7 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
         arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
         doppler: seed_arms.DopplerArm | None = None, doppler_save: str | None = None,
         measured=None, stage3_steps: int = 0,
-        brkga_preset: str = "default") -> Report:
+        brkga_preset: str = "default", engine: str = "auto") -> Report:
   """`measured`: a reward source of measured run times for Doppler's stage III
   (`stage3_steps` batches of episodes), with --method doppler only."""
   start = time.perf_counter()
@@ -175,7 +178,7 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
     raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "
                              "--method doppler and without --coarsen")
   problem = performance.Problem(graph, devices, model=model, objective=objective,
-                                memory_limit=memory_limit)
+                                memory_limit=memory_limit, engine=engine)
   coarsening = coarsen.coarsen_for_search(graph, coarsen_spec)
   coarsen_seconds = time.perf_counter() - start
   solved = problem if coarsening is None else dataclasses.replace(
@@ -219,6 +222,7 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
       "devices": devices.to_json_dict(),
       "settings": {"method": method, "model": model,
                    "search_model": baselines.batch_problem(problem).model,
+                   "engine": performance.scoring_engine(baselines.batch_problem(problem)),
                    "objective": objective, "memory_limit": memory_limit, "evals": evals,
                    "seed": seed, **method_settings},
       "details": details,
@@ -243,7 +247,8 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
       "evaluations": evaluations,
       "wall_seconds": {**wall, "total": total},
       "versions": {"python": platform.python_version(), "jax": jax.__version__,
-                   "numpy": np.__version__, "regal": _regal_version()},
+                   "numpy": np.__version__, "numba": numba.__version__,
+                   "regal": _regal_version()},
   }
   assignments = {"best": (placement, order, float(schedule.makespan)),
                  "single_device": (*_assignment(problem, seed_chromosome),

@@ -28,11 +28,16 @@ from datasets import errors
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import chromosome as chromosome_lib
-from regal import delay_model, doppler_model, parallel, reference_models, sync_model, wc_model
+from regal import (delay_model, doppler_model, native_wc, parallel, reference_models,
+                   sync_model, wc_model)
 from regal.schedule import Schedule
 from regal.sim_graph import SimGraph, build_sim_graph
 
 MODELS = ("wc", "sync", "doppler", "delay")
+# How batched scoring runs: "jax" (the lockstep JAX models, any backend), "native" (the WC
+# model's compiled host event loop, `regal.native_wc`, ~5x faster on a CPU), "auto" (native
+# for the WC model in float32 when JAX runs on a CPU, else jax).
+ENGINES = ("auto", "jax", "native")
 WC_CHUNK = 8  # Work entries per loop step (both JAX models): fewer steps beat narrower ones.
 OBJECTIVES = ("runtime", "memory", "runtime_under_memory")
 
@@ -49,6 +54,7 @@ class Problem:
   noise_sigma: float = 0.0  # Stochastic WC: lognormal sigma of every duration.
   noise_samples: int = 8
   dtype: type = np.float32
+  engine: str = "auto"
 
   def __post_init__(self):
     if self.model not in MODELS:
@@ -67,6 +73,10 @@ class Problem:
                                "a non-negative sigma")
     if self.model in ("doppler", "delay") and self.objective != "runtime":
       raise errors.ConfigError(f"the {self.model} model has no memory: use objective runtime")
+    if self.engine not in ENGINES:
+      raise errors.ConfigError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
+    if self.engine == "native" and (self.model != "wc" or np.dtype(self.dtype) != np.float32):
+      raise errors.ConfigError("the native engine scores the wc model in float32 only")
 
   @property
   def layout(self) -> chromosome_lib.Layout:
@@ -167,10 +177,31 @@ def sim_graph_for(problem: Problem, memory: bool | None = None) -> SimGraph:
   return build_sim_graph(problem.graph, problem.devices, dtype=problem.dtype, memory=memory)
 
 
-def _padded_inputs(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarray):
+def scoring_engine(problem: Problem) -> str:
+  """The engine batched scoring uses for `problem` ("jax" or "native"; see `ENGINES`)."""
+  if problem.engine != "auto":
+    return problem.engine
+  native = (problem.model == "wc" and np.dtype(problem.dtype) == np.float32
+            and jax.default_backend() == "cpu")
+  return "native" if native else "jax"
+
+
+def scoring_graph(problem: Problem) -> SimGraph | native_wc.NativeGraph:
+  """What `simulate_chromosomes` walks: the padded `SimGraph` (jax engine, as JAX arrays) or
+  the host arrays of the native engine."""
+  if scoring_engine(problem) == "native":
+    return native_wc.build_native_graph(problem.graph, problem.devices,
+                                        memory=needs_memory(problem))
+  return jax.tree_util.tree_map(jnp.asarray, sim_graph_for(problem))
+
+
+def _padded_inputs(problem: Problem, sim: SimGraph | native_wc.NativeGraph,
+                   chromosomes: jnp.ndarray):
   layout = problem.layout
   pinned = None if problem.pinned is None else jnp.asarray(problem.pinned, jnp.int32)
   decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout, pinned))(chromosomes)
+  if isinstance(sim, native_wc.NativeGraph):  # Unpadded: the native model has no buckets.
+    return decoded.placement, decoded.op_priority, decoded.transfer_priority
   extra_ops = sim.op_mask.shape[0] - layout.num_ops
   extra_tensors = sim.tensor_size.shape[0] - layout.num_tensors
   placement = jnp.pad(decoded.placement, ((0, 0), (0, extra_ops)))
@@ -179,13 +210,29 @@ def _padded_inputs(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarray):
   return placement, op_priority, transfer_priority
 
 
-def simulate_chromosomes(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarray,
-                         key: jax.Array | None = None,
+def _simulate(problem: Problem, sim: SimGraph | native_wc.NativeGraph, placement, op_priority,
+              transfer_priority, op_scale=None, transfer_scale=None,
+              record_times: bool = False) -> wc_model.SimResult:
+  if isinstance(sim, native_wc.NativeGraph):
+    makespan, peak = native_wc.simulate_batch(sim, placement, op_priority, transfer_priority,
+                                              op_scale, transfer_scale)
+    none = jnp.zeros(makespan.shape + (0,), makespan.dtype)
+    return wc_model.SimResult(makespan, peak, none, none, none[..., None], none[..., None])
+  if problem.model == "sync":
+    return sync_model.simulate_batch(sim, placement, op_priority, transfer_priority,
+                                     chunk=WC_CHUNK, record_times=record_times)
+  return wc_model.simulate_batch(sim, placement, op_priority, transfer_priority, op_scale,
+                                 transfer_scale, chunk=WC_CHUNK, record_times=record_times)
+
+
+def simulate_chromosomes(problem: Problem, sim: SimGraph | native_wc.NativeGraph,
+                         chromosomes: jnp.ndarray, key: jax.Array | None = None,
                          record_times: bool = False) -> wc_model.SimResult:
-  """Batched JAX simulation of chromosomes [P, layout.size] (jit-compatible).
+  """Batched simulation of chromosomes [P, layout.size] (jit-compatible) on `sim`, a
+  `SimGraph` (JAX models) or a `NativeGraph` (the native WC model; `scoring_graph`).
 
   Op and transfer times are recorded only with `record_times` (fitness needs only makespan
-  and peak memory). In stochastic mode (noise_sigma > 0) each chromosome is simulated
+  and peak memory; the native model records none). In stochastic mode (noise_sigma > 0) each chromosome is simulated
   `noise_samples` times
   with independent lognormal duration noise drawn from `key`; results gain a leading sample
   axis [S, P, ...].
@@ -193,28 +240,27 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph, chromosomes: jnp.ndarr
   if problem.model in ("doppler", "delay"):
     raise errors.ConfigError(f"the {problem.model} model has no event simulation here; "
                              f"make_fitness_fn scores it")
+  if record_times and isinstance(sim, native_wc.NativeGraph):
+    raise errors.ConfigError("the native engine records no times; score with engine='jax'")
   placement, op_priority, transfer_priority = _padded_inputs(problem, sim, chromosomes)
-  if problem.model == "sync":
-    return sync_model.simulate_batch(sim, placement, op_priority, transfer_priority,
-                                     chunk=WC_CHUNK, record_times=record_times)
   if problem.noise_sigma == 0:
-    return wc_model.simulate_batch(sim, placement, op_priority, transfer_priority,
-                                   chunk=WC_CHUNK, record_times=record_times)
+    return _simulate(problem, sim, placement, op_priority, transfer_priority,
+                     record_times=record_times)
   if key is None:
     raise errors.ConfigError("stochastic scoring needs an explicit PRNG key")
   samples, population = problem.noise_samples, chromosomes.shape[0]
   op_key, transfer_key = jax.random.split(key)
-  dtype = sim.compute_cost.dtype
+  dtype = (jnp.float32 if isinstance(sim, native_wc.NativeGraph)
+           else sim.compute_cost.dtype)
   op_scale = jnp.exp(problem.noise_sigma * jax.random.normal(
       op_key, (samples, population) + placement.shape[1:], dtype))
   transfer_scale = jnp.exp(problem.noise_sigma * jax.random.normal(
       transfer_key, (samples, population) + transfer_priority.shape[1:], dtype))
   repeat = lambda x: jnp.broadcast_to(x, (samples,) + x.shape).reshape((-1,) + x.shape[1:])
-  result = wc_model.simulate_batch(
-      sim, repeat(placement), repeat(op_priority), repeat(transfer_priority),
+  result = _simulate(
+      problem, sim, repeat(placement), repeat(op_priority), repeat(transfer_priority),
       op_scale.reshape((-1,) + op_scale.shape[2:]),
-      transfer_scale.reshape((-1,) + transfer_scale.shape[2:]), chunk=WC_CHUNK,
-      record_times=record_times)
+      transfer_scale.reshape((-1,) + transfer_scale.shape[2:]), record_times=record_times)
   return jax.tree_util.tree_map(lambda x: x.reshape((samples, population) + x.shape[1:]),
                                 result)
 
@@ -226,17 +272,21 @@ def make_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
   if problem.model == "doppler":
     raise errors.ConfigError("the doppler model runs on the host only; search it through "
                              "baselines.batch_problem (the delay model)")
-  sim = jax.tree_util.tree_map(jnp.asarray, sim_graph_for(problem))
+  sim = scoring_graph(problem)
+  native = isinstance(sim, native_wc.NativeGraph)
+  shared = None if native else sim  # The native graph is host data, closed over.
 
-  def local_fitness(sim: SimGraph, chromosomes: jnp.ndarray, key: jax.Array | None = None):
-    result = simulate_chromosomes(problem, sim, chromosomes, key)
+  def local_fitness(shared, chromosomes: jnp.ndarray, key: jax.Array | None = None):
+    result = simulate_chromosomes(problem, sim if native else shared, chromosomes, key)
     value = objective_value(problem, result.makespan, result.peak_memory)
     return value.mean(axis=0) if problem.noise_sigma > 0 else value
 
   @jax.jit
   def fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
-    if key is not None:  # Stochastic scoring runs unsharded: one key, one noise draw.
-      return local_fitness(sim, chromosomes, key)
-    return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(sim, chromosomes)
+    # Stochastic scoring runs unsharded: one key, one noise draw. The native engine spreads
+    # the population over the cores itself (a host callback under shard_map deadlocked).
+    if key is not None or native:
+      return local_fitness(shared, chromosomes, key)
+    return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(shared, chromosomes)
 
   return fitness

@@ -1,5 +1,6 @@
-"""Timing the performance models: the batched JAX fitness against the pure-Python reference
-(shared by `experiments.bench.perf_model` and `experiments.scaling`)."""
+"""Timing the performance models: the batched fitness (whichever engine the problem picks:
+JAX or native) against the pure-Python reference (shared by `experiments.bench.perf_model` and
+`experiments.scaling`)."""
 from __future__ import annotations
 
 import time
@@ -10,7 +11,7 @@ import numpy as np
 from regal import performance
 
 
-def time_jax(problem: performance.Problem, population: int, repeats: int) -> tuple[float, float]:
+def time_batched(problem: performance.Problem, population: int, repeats: int) -> tuple[float, float]:
   fitness = performance.make_fitness_fn(problem)
   genes = jnp.asarray(np.random.default_rng(population).random(
       (population, problem.layout.size)).astype(np.float32))

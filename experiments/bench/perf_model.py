@@ -1,12 +1,13 @@
-r"""Evaluations per second of the performance models: JAX (batched) against the references.
+r"""Evaluations per second of the performance models: batched against the references.
 
   python -m experiments.bench.perf_model                 # 50/200/1000 nodes, P = 64..1024
   python -m experiments.bench.perf_model --sizes 200 --populations 1024 --json out.json
 
-For each REGAL synthetic graph size (2 devices), it times the batched JAX WC and synchronous
-models (compilation excluded, reported separately; the population spread over every local
-device, each CPU core being one) and the pure-Python reference models, in the same run, and
-prints evaluations per second and the ratio JAX / reference. Each evaluation decodes a
+For each REGAL synthetic graph size (2 devices), it times the batched WC and synchronous
+models (compilation excluded, reported separately; the population spread over every CPU core)
+with each scoring engine (`jax`: the lockstep JAX models; `native`: the WC model's compiled
+host loop, WC only) and the pure-Python reference models, in the same run, and prints
+evaluations per second and the ratio batched / reference. Each evaluation decodes a
 chromosome and returns makespan plus per-device peak memory; the row `wc-ms` is the WC model
 as the runtime objective scores it, makespan only (no memory tracking).
 """
@@ -16,6 +17,7 @@ from regal import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 from typing import Sequence  # noqa: E402
@@ -26,13 +28,14 @@ from absl import app, flags  # noqa: E402
 from datasets import atomic  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from experiments.bench.graphs import synthetic_graph  # noqa: E402
-from experiments.bench.model_timing import time_jax, time_reference  # noqa: E402
+from experiments.bench.model_timing import time_batched, time_reference  # noqa: E402
 from regal import performance  # noqa: E402
 
 _SIZES = flags.DEFINE_list("sizes", ["50", "200", "1000"], "Graph sizes (ops).")
 _POPULATIONS = flags.DEFINE_list("populations", ["64", "256", "1024"], "Population sizes.")
 _MODELS = flags.DEFINE_list("models", ["wc", "wc-ms", "sync"],
                             "Models to time (wc-ms: WC, makespan only).")
+_ENGINES = flags.DEFINE_list("engines", ["native", "jax"], "Scoring engines to time.")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls per setting (best is kept).")
 _REFERENCE_SECONDS = flags.DEFINE_float("reference_seconds", 2.0,
                                         "Time budget per reference measurement.")
@@ -45,7 +48,7 @@ def main(argv: Sequence[str]) -> None:
   rows = []
   print(f"JAX {jax.__version__} on {jax.default_backend()} with {jax.local_device_count()} "
         f"local devices; {platform.processor() or platform.machine()}")
-  header = (f"{'model':>5} {'ops':>5} {'edges':>6} {'pop':>5} {'jax evals/s':>12} "
+  header = (f"{'model':>5} {'engine':>6} {'ops':>5} {'edges':>6} {'pop':>5} {'evals/s':>9} "
             f"{'compile s':>9} {'ref evals/s':>11} {'ratio':>8}")
   print(header)
   for size in map(int, _SIZES.value):
@@ -55,16 +58,20 @@ def main(argv: Sequence[str]) -> None:
       problem = performance.Problem(graph, devices, model=model.removesuffix("-ms"),
                                     objective="runtime" if model.endswith("-ms") else "memory")
       reference = time_reference(problem, _REFERENCE_SECONDS.value)
-      for population in map(int, _POPULATIONS.value):
-        rate, compile_seconds = time_jax(problem, population, _REPEATS.value)
-        row = {"model": model, "ops": graph.num_ops, "edges": graph.num_edges,
-               "population": population, "jax_evals_per_s": rate,
-               "compile_s": compile_seconds, "reference_evals_per_s": reference,
-               "ratio": rate / reference}
-        rows.append(row)
-        print(f"{model:>5} {graph.num_ops:>5} {graph.num_edges:>6} {population:>5} "
-              f"{rate:>12.0f} {compile_seconds:>9.1f} {reference:>11.1f} "
-              f"{rate / reference:>7.1f}x", flush=True)
+      for engine in _ENGINES.value:
+        if engine == "native" and problem.model != "wc":
+          continue
+        engine_problem = dataclasses.replace(problem, engine=engine)
+        for population in map(int, _POPULATIONS.value):
+          rate, compile_seconds = time_batched(engine_problem, population, _REPEATS.value)
+          row = {"model": model, "engine": engine, "ops": graph.num_ops,
+                 "edges": graph.num_edges, "population": population, "evals_per_s": rate,
+                 "compile_s": compile_seconds, "reference_evals_per_s": reference,
+                 "ratio": rate / reference}
+          rows.append(row)
+          print(f"{model:>5} {engine:>6} {graph.num_ops:>5} {graph.num_edges:>6} "
+                f"{population:>5} {rate:>9.0f} {compile_seconds:>9.1f} {reference:>11.1f} "
+                f"{rate / reference:>7.1f}x", flush=True)
   if _JSON.value:
     atomic.write_text(_JSON.value, json.dumps({
         "backend": jax.default_backend(), "local_devices": jax.local_device_count(),

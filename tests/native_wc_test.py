@@ -1,0 +1,137 @@
+"""The native WC model equals the readable reference bit for bit (float32), and the scoring
+path gives the same fitness with the native engine as with the JAX one."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from datasets import devices as devices_lib
+from datasets import errors, synthetic
+from datasets import io as graph_io
+from regal import native_wc, performance
+from regal import reference_models as rm
+from graph_strategies import dags, device_sets
+
+
+def random_inputs(rng, graph, devices, population, coarse=False):
+  placement = rng.integers(0, devices.num_devices, (population, graph.num_ops))
+  priority = rng.random((population, graph.num_ops)).astype(np.float32)
+  transfer = rng.random((population, graph.num_tensors, devices.num_devices)).astype(np.float32)
+  if coarse:  # Ties are common: the tie-breaking rules are exercised.
+    priority = (np.round(priority * 3) / 3).astype(np.float32)
+    transfer = (np.round(transfer * 2) / 2).astype(np.float32)
+  return placement, priority, transfer
+
+
+def assert_matches_reference(graph, devices, inputs, memory=True, **scales):
+  native = native_wc.build_native_graph(graph, devices, memory=memory)
+  makespan, peak = native_wc.simulate(native, *inputs, **scales)
+  for p in range(inputs[0].shape[0]):
+    extra = {k: v[p] for k, v in scales.items()}
+    ref = rm.simulate_wc(graph, devices, *(x[p] for x in inputs), dtype=np.float32, **extra)
+    assert makespan[p] == ref.makespan, p
+    if memory:
+      np.testing.assert_array_equal(peak[p], ref.peak_memory)
+    else:
+      assert np.isnan(peak[p]).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(dags(max_ops=12, max_outputs=2), device_sets, st.booleans(), st.integers(0, 2**31))
+def test_random_graphs_and_devices(graph, devices, memory, seed):
+  inputs = random_inputs(np.random.default_rng(seed), graph, devices, 4, coarse=True)
+  assert_matches_reference(graph, devices, inputs, memory=memory)
+
+
+def test_synthetic_graphs_with_duration_noise():
+  rng = np.random.default_rng(3)
+  devices = devices_lib.homogeneous(3, latency=1.0)
+  for _ in range(2):
+    graph = synthetic.generate(rng)
+    inputs = random_inputs(rng, graph, devices, 3)
+    assert_matches_reference(graph, devices, inputs)
+    scales = {"op_time_scale": np.exp(0.3 * rng.normal(size=inputs[1].shape)),
+              "transfer_time_scale": np.exp(0.3 * rng.normal(size=inputs[2].shape))}
+    assert_matches_reference(graph, devices, inputs,
+                             **{k: v.astype(np.float32) for k, v in scales.items()})
+
+
+def test_doppler_graphs(shared_graphs):
+  rng = np.random.default_rng(11)
+  devices = devices_lib.homogeneous(4)
+  for path in sorted((shared_graphs / "doppler").glob("*.txt")):
+    graph = graph_io.load_graph(str(path))
+    # Doppler's byte counts pass float32's exact integers: the same order of sums still
+    # gives the same bits.
+    assert_matches_reference(graph, devices, random_inputs(rng, graph, devices, 2))
+
+
+def synthetic_case(seed, population):
+  """(native graph, inputs) of a synthetic graph on 2 devices."""
+  rng = np.random.default_rng(seed)
+  graph = synthetic.generate(rng)
+  devices = devices_lib.homogeneous(2)
+  return (native_wc.build_native_graph(graph, devices),
+          random_inputs(rng, graph, devices, population))
+
+
+def test_threads_split_the_population_without_changing_results():
+  native, inputs = synthetic_case(4, 7)
+  one = native_wc.simulate(native, *inputs, threads=1)
+  for threads in (2, 3, 16):
+    for a, b in zip(one, native_wc.simulate(native, *inputs, threads=threads)):
+      np.testing.assert_array_equal(a, b)
+  empty = native_wc.simulate(native, *(x[:0] for x in inputs))
+  assert empty[0].shape == (0,) and empty[1].shape == (0, 2)
+
+
+def test_jax_operation_under_jit_and_vmap():
+  native, inputs = synthetic_case(5, 6)
+  expected = native_wc.simulate(native, *inputs)
+  jitted = jax.jit(lambda *x: native_wc.simulate_batch(native, *x))
+  for a, b in zip(expected, jitted(*map(jnp.asarray, inputs))):
+    np.testing.assert_array_equal(a, b)
+  batched = jax.vmap(lambda *x: native_wc.simulate_batch(native, *x))(
+      *(jnp.asarray(x).reshape((2, 3) + x.shape[1:]) for x in inputs))
+  np.testing.assert_array_equal(batched[0].reshape(-1), expected[0])
+
+
+def test_bad_placement_is_refused():
+  native, (placement, priority, transfer) = synthetic_case(6, 2)
+  with pytest.raises(ValueError, match="devices in 0..1"):
+    native_wc.simulate(native, placement + 1, priority, transfer)
+
+
+@pytest.mark.parametrize("objective, limit", [("runtime", None), ("memory", None),
+                                              ("runtime_under_memory", 350.0)])
+def test_fitness_is_the_same_with_either_engine(objective, limit):
+  graph = synthetic.generate(np.random.default_rng(5))
+  problem = performance.Problem(graph, devices_lib.homogeneous(3), objective=objective,
+                                memory_limit=limit,
+                                pinned=performance.pin_heaviest_to_first_device(graph))
+  population = np.random.default_rng(0).random((8, problem.layout.size)).astype(np.float32)
+  values = {}
+  for engine in ("native", "jax"):
+    engine_problem = dataclasses.replace(problem, engine=engine)
+    values[engine] = np.asarray(performance.make_fitness_fn(engine_problem)(population))
+  np.testing.assert_array_equal(values["native"], values["jax"])
+
+
+def test_engine_choice():
+  graph = synthetic.generate(np.random.default_rng(5))
+  devices = devices_lib.homogeneous(2)
+  expected = "native" if jax.default_backend() == "cpu" else "jax"
+  assert performance.scoring_engine(performance.Problem(graph, devices)) == expected
+  assert performance.scoring_engine(performance.Problem(graph, devices, model="sync")) == "jax"
+  assert performance.scoring_engine(performance.Problem(graph, devices, engine="jax")) == "jax"
+  with pytest.raises(errors.ConfigError, match="unknown engine 'gpu'"):
+    performance.Problem(graph, devices, engine="gpu")
+  with pytest.raises(errors.ConfigError, match="wc model in float32 only"):
+    performance.Problem(graph, devices, model="sync", engine="native")
+  with pytest.raises(errors.ConfigError, match="records no times"):
+    problem = performance.Problem(graph, devices, engine="native")
+    performance.simulate_chromosomes(problem, performance.scoring_graph(problem),
+                                     jnp.zeros((1, problem.layout.size)), record_times=True)
