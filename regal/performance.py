@@ -35,7 +35,7 @@ from regal.sim_graph import SimGraph, build_sim_graph
 
 MODELS = ("wc", "sync", "doppler", "delay")
 # How batched scoring runs: "jax" (the lockstep JAX models, any backend), "native" (the WC
-# model's compiled host event loop, `regal.native_wc`, ~5x faster on a CPU), "auto" (native
+# model's compiled host event loop, `regal.native_wc`, 3-6x faster on a CPU), "auto" (native
 # for the WC model in float32 when JAX runs on a CPU, else jax).
 ENGINES = ("auto", "jax", "native")
 WC_CHUNK = 8  # Work entries per loop step (both JAX models): fewer steps beat narrower ones.
@@ -232,9 +232,8 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph | native_wc.NativeGraph
   `SimGraph` (JAX models) or a `NativeGraph` (the native WC model; `scoring_graph`).
 
   Op and transfer times are recorded only with `record_times` (fitness needs only makespan
-  and peak memory; the native model records none). In stochastic mode (noise_sigma > 0) each chromosome is simulated
-  `noise_samples` times
-  with independent lognormal duration noise drawn from `key`; results gain a leading sample
+  and peak memory; the native model records none). In stochastic mode (noise_sigma > 0)
+  each chromosome is simulated `noise_samples` times with independent lognormal duration noise drawn from `key`; results gain a leading sample
   axis [S, P, ...].
   """
   if problem.model in ("doppler", "delay"):
