@@ -61,7 +61,7 @@ _TIME_LIMIT = flags.DEFINE_float("time_limit", 10.0, "Seconds for the cpsat and 
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
 _COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph and map the answer "
                                "back: off, auto (graphs above 500 ops: QuickP fusion, then "
-                               "heavy edges to 256 groups) or a group count.")
+                               "heavy edges to 256 groups, keeping the critical path short) or a group count.")
 _POLICY = flags.DEFINE_string("policy", None, "A regal.train workdir: run REGAL (the trained "
                               "policy's mutant distributions) and report uniform BRKGA too.")
 _BRKGA_PRESET = flags.DEFINE_string(

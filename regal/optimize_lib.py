@@ -14,8 +14,9 @@ Result JSON schema (`format: "regal.result"`, version 1):
                   executions}; with --policy:
                   regal_objective, uniform_brkga_objective at the same budget,
                   feature_evaluations), and with
-                  --coarsen: coarsening {spec, original_ops, coarse_ops, seconds} (the method
-                  ran on the group graph; everything reported is for the original graph)
+                  --coarsen: coarsening {spec, original_ops, coarse_ops, coarse_tensors,
+                  coarse_objective (the best on the group graph), seconds} (the method ran on
+                  the group graph; everything else reported is for the original graph)
   objective       the best solution's objective value
   makespan        its makespan, and peak_memory [D] per device (null for the doppler model)
   placement       [{op, name, device}] in the input file's op order
@@ -179,7 +180,7 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
                              "--method doppler and without --coarsen")
   problem = performance.Problem(graph, devices, model=model, objective=objective,
                                 memory_limit=memory_limit, engine=engine)
-  coarsening = coarsen.coarsen_for_search(graph, coarsen_spec)
+  coarsening = coarsen.coarsen_for_search(graph, coarsen_spec, devices.num_devices)
   coarsen_seconds = time.perf_counter() - start
   solved = problem if coarsening is None else dataclasses.replace(
       problem, graph=coarsen.coarse_graph(graph, coarsening))
@@ -197,9 +198,12 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
     candidates, evaluations, method_settings, wall, details = _run_baseline(
         solved, method, evals, seed, time_limit)
   if coarsening is not None:
+    coarse_objective = min(performance.score_reference(solved, c)[0] for c in candidates.values())
     candidates = _expand_candidates(solved, problem, coarsening, candidates)
     details = {**details, "coarsening": {"spec": coarsen_spec, "original_ops": graph.num_ops,
                                          "coarse_ops": coarsening.num_groups,
+                                         "coarse_tensors": solved.graph.num_tensors,
+                                         "coarse_objective": float(coarse_objective),
                                          "seconds": coarsen_seconds}}
   # Every reported number comes from the readable reference model (the exact Doppler
   # simulator for --model doppler), so it can be checked independently.
@@ -314,6 +318,11 @@ def summary(report: Report) -> str:
     arms = ", ".join(f"{arm} {value:.6g}" for arm, value in d["details"]["seed_arms"].items())
     lines.append(f"seed arms:     {arms}; winner descends from "
                  f"{d['details']['winner_origin'] or 'no seed'}")
+  if "coarsening" in d["details"]:
+    c = d["details"]["coarsening"]
+    lines.append(f"coarsened:     {c['original_ops']} ops to {c['coarse_ops']} groups "
+                 f"({c['coarse_tensors']} messages) in {c['seconds']:.2f} s; objective on the "
+                 f"group graph {c['coarse_objective']:.6g}")
   if "lower_bound" in d["details"]:
     lines.append(f"lower bound:   {d['details']['lower_bound']:.6g} "
                  f"({d['details']['status']})")

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import strategies as st
 
 import graph_strategies
-from datasets import coarsen, errors
+from datasets import coarsen, errors, synthetic
 from datasets import devices as devices_lib
 from datasets.graph import Graph, validate
-from regal import baselines, performance
+from regal import baselines, performance, reference_models
 
 
 def _check(graph: Graph, coarsening: coarsen.Coarsening) -> Graph:
@@ -27,8 +27,14 @@ def _check(graph: Graph, coarsening: coarsen.Coarsening) -> Graph:
                   target=st.integers(1, 30))
 def test_coarsening_never_creates_a_cycle(graph, alpha, target):
   _check(graph, coarsen.quickp_fusion(graph, alpha))
+  _check(graph, coarsen.quickp_fusion(graph, alpha, max_group_cost=alpha or 0.0))
   heavy = coarsen.heavy_edge_coarsening(graph, target)
   _check(graph, heavy)
+  # Ranked by the critical path too, blocked edges retried: same groups count, still a DAG.
+  bounded = coarsen.heavy_edge_coarsening(graph, target, max_critical_path=0.0)
+  assert bounded.num_groups == heavy.num_groups or bounded.num_groups <= target
+  _check(graph, bounded)
+  _check(graph, coarsen.coarsen_to(graph, target, num_devices=2))
 
 
 def _graph(costs, edges):
@@ -105,3 +111,150 @@ def test_one_group_per_device_keeps_the_wc_makespan(graph, target):
     assert original_value == pytest.approx(coarse_value)
   else:
     assert original_value <= coarse_value + 1e-6
+
+
+def _check_timed_schedule(graph: Graph, devices, placement, op_start, op_end, transfer_start,
+                          transfer_end, tol=1e-9):
+  """A readable feasibility check: op durations, one op at a time per device, data and
+  control dependencies, and per link one message at a time, long enough for its bytes (the
+  tensors sent in one window form one message)."""
+  duration = graph.compute_cost / devices.speed[placement]
+  assert np.allclose(op_end - op_start, duration, rtol=tol, atol=tol)
+  for device in range(devices.num_devices):
+    ops = sorted(np.flatnonzero(placement == device), key=lambda op: (op_start[op], op_end[op]))
+    for first, second in zip(ops, ops[1:]):
+      assert op_end[first] <= op_start[second] + tol
+  for src, dst in zip(graph.control_edge_src, graph.control_edge_dst):
+    assert op_end[src] <= op_start[dst] + tol
+  for tensor, consumer in zip(graph.data_edge_tensor, graph.data_edge_consumer):
+    producer = graph.tensor_producer[tensor]
+    if placement[producer] == placement[consumer]:
+      assert op_end[producer] <= op_start[consumer] + tol
+    else:
+      assert op_end[producer] <= transfer_start[tensor, placement[consumer]] + tol
+      assert transfer_end[tensor, placement[consumer]] <= op_start[consumer] + tol
+  messages = {}
+  for tensor, dst in zip(*np.nonzero(~np.isnan(transfer_start))):
+    src = placement[graph.tensor_producer[tensor]]
+    assert src != dst
+    key = (src, dst, transfer_start[tensor, dst], transfer_end[tensor, dst])
+    messages[key] = messages.get(key, 0.0) + graph.tensor_size[tensor]
+  for (src, dst, start, end), size in messages.items():
+    needed = devices.latency[src, dst] + size / devices.bandwidth[src, dst]
+    assert end - start >= needed - tol * max(1.0, needed)
+  for channel in {(src, dst) for src, dst, _, _ in messages}:
+    windows = sorted((start, end) for src, dst, start, end in messages if (src, dst) == channel)
+    for (_, end), (start, _) in zip(windows, windows[1:]):
+      assert end <= start + tol
+
+
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(graph=graph_strategies.dags(max_ops=20), target=st.integers(1, 8),
+                  data=st.data())
+def test_a_coarse_schedule_maps_back_with_the_same_makespan(graph, target, data):
+  """Simulated on the coarse graph (WC model) and expanded, the schedule is a valid one of
+  the original graph on any devices, with the coarse makespan: transfers inside a group cost
+  nothing, and a group's members fit back to back in its slot."""
+  coarsening = coarsen.coarsen_to(graph, target, num_devices=2)
+  coarse = _check(graph, coarsening)
+  num_devices = data.draw(st.integers(1, 3))
+  rates = st.floats(0.25, 4.0)
+  devices = devices_lib.DeviceSpec(
+      memory_capacity=np.full(num_devices, np.inf),
+      speed=np.array(data.draw(st.lists(rates, min_size=num_devices, max_size=num_devices))),
+      bandwidth=np.array(data.draw(st.lists(rates, min_size=num_devices ** 2,
+                                            max_size=num_devices ** 2))
+                         ).reshape(num_devices, num_devices),
+      latency=np.array(data.draw(st.lists(st.floats(0, 3), min_size=num_devices ** 2,
+                                          max_size=num_devices ** 2))
+                       ).reshape(num_devices, num_devices))
+  placement = np.array(data.draw(st.lists(st.integers(0, num_devices - 1),
+                                          min_size=coarse.num_ops, max_size=coarse.num_ops)))
+  op_priority = np.array(data.draw(st.permutations(range(coarse.num_ops))), float)
+  transfer_priority = np.zeros((coarse.num_tensors, num_devices))
+  schedule = reference_models.simulate_wc(coarse, devices, placement, op_priority,
+                                          transfer_priority)
+  times = coarsen.expand_schedule(graph, devices, coarsening, placement, schedule.op_start,
+                                  schedule.transfer_start, schedule.transfer_end)
+  ops_placement, _ = coarsen.expand(coarsening, placement, coarse.topological_order)
+  _check_timed_schedule(graph, devices, ops_placement, *times)
+  assert np.max(times[1], initial=0.0) == pytest.approx(float(schedule.makespan), rel=1e-9,
+                                                        abs=1e-9)
+
+
+def test_tensors_that_stay_inside_a_group_become_its_memory():
+  # 0 -> 1 -> 2 with 0 also feeding 2; 0 and 1 grouped: tensor 0 leaves only for 2, tensor 1
+  # too, so both travel as one message of 3 + 5 bytes; the sink's output stays inside.
+  graph = Graph(op_names=["a", "b", "c"], op_types=[""] * 3, compute_cost=[1, 1, 1],
+                extra_memory=[2, 7, 1], tensor_producer=[0, 1, 2], tensor_size=[3, 5, 11],
+                data_edge_tensor=[0, 0, 1], data_edge_consumer=[1, 2, 2],
+                control_edge_src=[], control_edge_dst=[])
+  coarsening = coarsen.Coarsening(group_of=np.array([0, 0, 1]), members=[[0, 1], [2]])
+  coarse = coarsen.coarse_graph(graph, coarsening)
+  assert coarse.tensor_size.tolist() == [8.0] and coarse.tensor_producer.tolist() == [0]
+  assert coarse.data_edge_consumer.tolist() == [1]
+  assert coarse.extra_memory.tolist() == [7.0, 1.0 + 11.0]
+
+
+@pytest.mark.parametrize("topology", ["barabasi_albert", "erdos_renyi"])
+def test_coarsening_for_search_keeps_the_graph_parallel(topology):
+  """Bounded (`coarsen_to`), the 32-group graph's critical path stays well under what QuickP
+  fusion and heavy edges give unbounded: cheap ops do not snowball into one huge group, and
+  merges that would serialize side-by-side work come last."""
+  for seed in range(2):
+    graph = synthetic.generate(np.random.default_rng(seed),
+                               synthetic.SyntheticSpec(min_nodes=200, max_nodes=200),
+                               topology=topology)
+    bounded = coarsen.coarsen_to(graph, 32, num_devices=4)
+    fused = coarsen.quickp_fusion(graph)
+    unbounded = coarsen.compose(fused, coarsen.heavy_edge_coarsening(
+        coarsen.coarse_graph(graph, fused), 32))
+    assert bounded.num_groups == 32 and unbounded.num_groups <= 32
+    bounded_path = coarsen.critical_path(_check(graph, bounded))
+    assert bounded_path <= 0.6 * coarsen.critical_path(_check(graph, unbounded))
+    assert bounded_path >= coarsen.critical_path(graph)
+
+
+def test_critical_path_matches_a_readable_longest_path():
+  graph = _graph([3, 1, 4, 1, 5], [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)])
+  assert coarsen.critical_path(graph) == 3 + 4 + 1 + 5
+  assert coarsen.earliest_starts(graph).tolist() == [0, 3, 3, 7, 8]
+
+
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(graph=graph_strategies.dags(max_ops=25), data=st.data())
+def test_levels_stay_exact_while_groups_merge(graph, data):
+  """The levels `heavy_edge_coarsening` ranks merges by are updated in place after every
+  contraction; they must equal the levels of the group graph computed afresh."""
+  hypothesis.assume(graph.num_edges > 0)
+  quotient = coarsen._Quotient(graph)
+  quotient.track_levels()
+  edges = data.draw(st.lists(st.integers(0, graph.num_edges - 1), max_size=graph.num_ops))
+  for edge in edges:
+    quotient.contract(int(graph.edge_src[edge]), int(graph.edge_dst[edge]))
+  _assert_levels_are_fresh(graph, quotient)
+
+
+def test_a_merge_lengthens_the_paths_of_all_ancestors():
+  # a -> b -> c -> d and a heavy e -> d: merging e into d makes every ancestor's path longer.
+  graph = _graph([1, 1, 1, 1, 10], [(0, 1), (1, 2), (2, 3), (4, 3)])
+  quotient = coarsen._Quotient(graph)
+  quotient.track_levels()
+  assert quotient.contract(4, 3)
+  assert quotient.bottom[quotient.find(0)] == 1 + 1 + 1 + 11
+  _assert_levels_are_fresh(graph, quotient)
+
+
+def _assert_levels_are_fresh(graph, quotient):
+  coarsening = quotient.result()
+  coarse = coarsen.coarse_graph(graph, coarsening)
+  tops = coarsen.earliest_starts(coarse)
+  for root, top in quotient.top.items():
+    assert top == pytest.approx(tops[coarsening.group_of[root]])
+  assert quotient.critical_path == pytest.approx(coarsen.critical_path(coarse))
+  bottoms = np.zeros(coarse.num_ops)  # The longest path from each group's start, readably.
+  for group in coarse.topological_order[::-1].tolist():
+    bottoms[group] = coarse.compute_cost[group] + max(
+        (bottoms[s] for s in coarse.successors(group).tolist()), default=0.0)
+  for root, bottom in quotient.bottom.items():
+    assert bottom == pytest.approx(bottoms[coarsening.group_of[root]])

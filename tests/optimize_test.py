@@ -100,6 +100,9 @@ def test_coarsened_search_maps_back_to_the_original_graph(tmp_path):
   order = [graph.op_names.index(name) for name in data["schedule"]]
   placement = [entry["device"] for entry in data["placement"]]
   assert baselines.score(problem, placement, order)[0] == data["objective"]
+  coarse = data["details"]["coarsening"]
+  assert coarse["coarse_tensors"] >= 1 and np.isfinite(coarse["coarse_objective"])
+  assert f"{graph.num_ops} ops to {coarse['coarse_ops']} groups" in result.stdout
 
 
 @pytest.mark.parametrize("args, message", [
