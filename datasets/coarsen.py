@@ -64,7 +64,10 @@ class UnionFind:
 
 
 class _Quotient(UnionFind):
-  """A DAG under edge contractions (union-find over ops, adjacency between group roots)."""
+  """A DAG under edge contractions (union-find over ops, adjacency between group roots).
+
+  Unlike plain `UnionFind`, a group's root is whichever root absorbed the other (the one with
+  more neighbours), not its smallest op; `result` numbers groups by their smallest op."""
 
   def __init__(self, graph: Graph):
     super().__init__(graph.num_ops)
