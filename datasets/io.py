@@ -5,6 +5,8 @@
 | json      | .json             | starts with '{'                              |
 | costgraph | .pbtxt .pbtx .pb.txt | a `node {` message (protobuf text)         |
 | doppler   | .txt              | first line is a bare integer                 |
+| dot       | .dot .gv          | `digraph` (a task graph: Sinnen's set)       |
+| stg       | .stg              | a bare integer, then `id cost count preds...` |
 """
 from __future__ import annotations
 
@@ -13,21 +15,26 @@ import re
 from typing import Callable
 
 from datasets import atomic, errors, serialization
-from datasets.formats import costgraph, doppler
+from datasets.formats import costgraph, doppler, dot, stg
 from datasets.graph import Graph
 
-FORMATS = ("json", "costgraph", "doppler")
+FORMATS = ("json", "costgraph", "doppler", "dot", "stg")
 _EXTENSIONS = {".json": "json", ".pbtxt": "costgraph", ".pbtx": "costgraph",
-               ".pb.txt": "costgraph", ".txt": "doppler"}
+               ".pb.txt": "costgraph", ".txt": "doppler", ".dot": "dot", ".gv": "dot",
+               ".stg": "stg"}
 _PARSERS: dict[str, Callable[[str, str], Graph]] = {
     "json": serialization.graph_from_json,
     "costgraph": costgraph.parse,
     "doppler": doppler.parse,
+    "dot": dot.parse,
+    "stg": stg.parse,
 }
 _WRITERS: dict[str, Callable[[Graph], str]] = {
     "json": serialization.graph_to_json,
     "costgraph": costgraph.write_text,
     "doppler": doppler.write_text,
+    "dot": dot.write_text,
+    "stg": stg.write_text,
 }
 
 
@@ -52,6 +59,10 @@ def sniff_format(text: str) -> str | None:
     return "json"
   if re.match(r"(#[^\n]*\n\s*)*node\s*[{<]", stripped):
     return "costgraph"
+  if dot.looks_like_dot(text):
+    return "dot"
+  if stg.looks_like_stg(text):
+    return "stg"
   if re.match(r"\d+\s*\n", stripped):
     return "doppler"
   return None

@@ -94,7 +94,7 @@ def run_brkga_features(problem: performance.Problem, seed: int = 0,
   params = brkga.goncalves_resende(min(layout.size, evals))  # One population fits the budget.
   fitness = performance.make_fitness_fn(performance.Problem(
       problem.graph, problem.devices,
-      model="delay" if problem.model == "doppler" else problem.model,
+      model=problem.model,
       objective=problem.objective, memory_limit=problem.memory_limit))
   result = jax.jit(lambda key: brkga.run(fitness, key, params, evals, layout.size))(
       jax.random.key(seed))

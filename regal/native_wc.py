@@ -17,16 +17,14 @@ gives each host device (one per core) its share of the population.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
-import functools
-import os
 
 import numba
 import numpy as np
 
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
+from regal import native_common
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,12 +309,6 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
       peak_out[p, d] = peak[d] if track_memory else np.nan
 
 
-def _argument(array, dtype) -> np.ndarray:
-  """C-contiguous, writeable, of `dtype`: numba compiles a separate kernel for read-only
-  arrays (what JAX hands a callback), so every call passes the same types."""
-  return np.require(array, dtype, ["C_CONTIGUOUS", "WRITEABLE"])
-
-
 def simulate(graph: NativeGraph, placement: np.ndarray, op_priority: np.ndarray,
              transfer_priority: np.ndarray, op_time_scale: np.ndarray | None = None,
              transfer_time_scale: np.ndarray | None = None,
@@ -326,16 +318,13 @@ def simulate(graph: NativeGraph, placement: np.ndarray, op_priority: np.ndarray,
   without memory. The population is split over `threads` (default: one per CPU core)."""
   population = placement.shape[0]
   num_ops, num_tensors, num_devices = graph.num_ops, graph.num_tensors, graph.num_devices
-  placement = _argument(placement, np.int32)
-  if placement.shape != (population, num_ops) or (
-      population and (placement.min() < 0 or placement.max() >= num_devices)):
-    raise ValueError(f"placement must be [P, {num_ops}] with devices in 0..{num_devices - 1}")
-  op_priority = _argument(op_priority, np.float32)
-  transfer_priority = _argument(transfer_priority, np.float32)
+  placement = native_common.placement_argument(placement, num_ops, num_devices)
+  op_priority = native_common.argument(op_priority, np.float32)
+  transfer_priority = native_common.argument(transfer_priority, np.float32)
   scaled = op_time_scale is not None
   if scaled:
-    op_time_scale = _argument(op_time_scale, np.float32)
-    transfer_time_scale = _argument(transfer_time_scale, np.float32)
+    op_time_scale = native_common.argument(op_time_scale, np.float32)
+    transfer_time_scale = native_common.argument(transfer_time_scale, np.float32)
   else:
     op_time_scale = np.ones((0, num_ops), np.float32)
     transfer_time_scale = np.ones((0, num_tensors, num_devices), np.float32)
@@ -351,19 +340,8 @@ def simulate(graph: NativeGraph, placement: np.ndarray, op_priority: np.ndarray,
               transfer_time_scale[rows] if scaled else transfer_time_scale, graph.memory,
               makespan[rows], peak[rows])
 
-  threads = min(threads or os.cpu_count() or 1, max(population, 1))
-  bounds = np.linspace(0, population, threads + 1).astype(int)
-  chunks = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-  if threads == 1:
-    run(chunks[0])
-  else:  # The kernel releases the GIL: the chunks run in parallel.
-    list(_pool(threads).map(run, chunks))
+  native_common.run_split(run, population, threads)
   return makespan, peak
-
-
-@functools.lru_cache(maxsize=None)
-def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
-  return concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="native_wc")
 
 
 def simulate_batch(graph: NativeGraph, placement, op_priority, transfer_priority,

@@ -73,8 +73,7 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
                arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
                doppler: seed_arms.DopplerArm | None = None,
                brkga_preset: str = brkga_presets.DEFAULT):
-  surrogate = baselines.batch_problem(problem)
-  params = brkga_presets.params(brkga_preset, surrogate.layout.size)
+  params = brkga_presets.params(brkga_preset, problem.layout.size)
   seeds, arm_evaluations = seed_arms.arm_seeds(problem, arms, doppler, seed)
   if evals - arm_evaluations < params.population_size:
     raise errors.ConfigError(f"--evals {evals} leaves {evals - arm_evaluations} evaluations "
@@ -86,16 +85,16 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
     if policy_dir:
       # REGAL: the policy's mutant distributions; compared with uniform BRKGA at the same
       # budget (the feature run counts against REGAL's).
-      policy_config, policy_params = policy_runner.load(policy_dir, surrogate)
-      alpha, beta, spent = policy_runner.mutant_distributions(surrogate, policy_config,
+      policy_config, policy_params = policy_runner.load(policy_dir, problem)
+      alpha, beta, spent = policy_runner.mutant_distributions(problem, policy_config,
                                                               policy_params, seed)
-      uniform = search.optimize(surrogate, evals=evals, seed=seed, params=params, seeds=seeds)
+      uniform = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds)
       params = params.replace(mutant_alpha=alpha, mutant_beta=beta)
       evals -= spent
       details = {"policy": policy_dir, "feature_evaluations": spent,
                  "uniform_brkga_objective": float(performance.score_reference(
                      problem, uniform.best_chromosome)[0])}
-    result = search.optimize(surrogate, evals=evals, seed=seed, params=params, seeds=seeds)
+    result = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds)
   except ValueError as error:  # e.g. a budget below one population
     raise errors.ConfigError(str(error)) from None
   if policy_dir:
@@ -110,8 +109,7 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
     settings["brkga"].update(mutant_alpha=float(np.asarray(params.mutant_alpha)),
                              mutant_beta=float(np.asarray(params.mutant_beta)))
   wall = {"compile": result.compile_seconds, "search": result.search_seconds}
-  # Every seed is re-scored too: through the surrogate the search could miss that one is
-  # better under the real model, and the result must never be worse than a seed.
+  # Every seed is re-scored too: the result must never be worse than a seed.
   candidates = {"brkga": result.best_chromosome, **seeds}
   if policy_dir:  # The user gets the better of the two searches; details keep both.
     candidates["uniform_brkga"] = uniform.best_chromosome
@@ -225,8 +223,8 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
                 "num_tensors": graph.num_tensors, "source": source},
       "devices": devices.to_json_dict(),
       "settings": {"method": method, "model": model,
-                   "search_model": baselines.batch_problem(problem).model,
-                   "engine": performance.scoring_engine(baselines.batch_problem(problem)),
+                   "search_model": problem.model,
+                   "engine": performance.scoring_engine(problem),
                    "objective": objective, "memory_limit": memory_limit, "evals": evals,
                    "seed": seed, **method_settings},
       "details": details,

@@ -3,10 +3,11 @@
 This is the one scoring path every optimizer uses. Models:
   wc       work-conserving asynchronous model (Doppler), JAX (`regal.wc_model`), the default;
   sync     REGAL's synchronous-transfer model, JAX (`regal.sync_model`);
-  doppler  the Doppler repository's simulator reproduced on SimPy (`regal.doppler_model`);
-           host-side only, for scoring and comparison; batched searches use `delay`;
-  delay    the delay model (placement only; `regal.delay_model`, readable reference in
-           `regal.reference_models.simulate_delay`), runtime objective only.
+  doppler  the Doppler repository's simulator (SimPy reference `regal.doppler_model`; batched
+           exactly by the compiled event loop `regal.native_doppler`), runtime only;
+  delay    the classic delay model of the task-scheduling literature, ops in the
+           priority-driven topological order (reference `reference_models.simulate_delay`,
+           JAX `regal.delay_model`, compiled `regal.native_delay`), runtime only.
 Objectives (smaller is better):
   runtime               the makespan;
   memory                the largest per-device peak memory;
@@ -18,6 +19,7 @@ Objectives (smaller is better):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable
 
 import jax
@@ -28,15 +30,16 @@ from datasets import errors
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import chromosome as chromosome_lib
-from regal import (delay_model, doppler_model, native_wc, parallel, reference_models,
-                   sync_model, wc_model)
+from regal import (delay_model, doppler_model, native_common, native_delay, native_doppler,
+                   native_wc, parallel, reference_models, sync_model, wc_model)
 from regal.schedule import Schedule
 from regal.sim_graph import SimGraph, build_sim_graph
 
 MODELS = ("wc", "sync", "doppler", "delay")
-# How batched scoring runs: "jax" (the lockstep JAX models, any backend), "native" (the WC
-# model's compiled host event loop, `regal.native_wc`, 3-6x faster on a CPU), "auto" (native
-# for the WC model in float32 when JAX runs on a CPU, else jax).
+# How batched scoring runs: "jax" (the JAX models, any backend), "native" (compiled host loops:
+# `regal.native_wc`, 3-6x faster on a CPU, `regal.native_delay`, and `regal.native_doppler`,
+# the doppler model's only batched scorer), "auto" (native for the doppler model, and for the
+# wc and delay models in float32 when JAX runs on a CPU; else jax).
 ENGINES = ("auto", "jax", "native")
 WC_CHUNK = 8  # Work entries per loop step (both JAX models): fewer steps beat narrower ones.
 OBJECTIVES = ("runtime", "memory", "runtime_under_memory")
@@ -75,8 +78,12 @@ class Problem:
       raise errors.ConfigError(f"the {self.model} model has no memory: use objective runtime")
     if self.engine not in ENGINES:
       raise errors.ConfigError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
-    if self.engine == "native" and (self.model != "wc" or np.dtype(self.dtype) != np.float32):
-      raise errors.ConfigError("the native engine scores the wc model in float32 only")
+    if self.engine == "native" and (self.model == "sync" or (
+        self.model != "doppler" and np.dtype(self.dtype) != np.float32)):
+      raise errors.ConfigError("the native engine scores the wc and delay models in float32 "
+                               "and the doppler model")
+    if self.engine == "jax" and self.model == "doppler":
+      raise errors.ConfigError("the doppler model is scored by the native engine only")
 
   @property
   def layout(self) -> chromosome_lib.Layout:
@@ -130,7 +137,7 @@ def simulate_reference(problem: Problem, placement: np.ndarray, op_priority: np.
     return doppler_model.simulate_doppler(problem.graph, problem.devices, placement)
   if problem.model == "delay":
     return reference_models.simulate_delay(problem.graph, problem.devices, placement,
-                                           dtype=problem.dtype)
+                                           op_priority, dtype=problem.dtype)
   simulate = (reference_models.simulate_wc if problem.model == "wc"
               else reference_models.simulate_synchronous)
   return simulate(problem.graph, problem.devices, placement, op_priority, transfer_priority,
@@ -149,19 +156,36 @@ def score_reference(problem: Problem, chromosome: np.ndarray) -> tuple[float, Sc
 
 
 # ----- batched JAX scoring -----------------------------------------------------------------
-def _delay_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
-  graph = jax.tree_util.tree_map(jnp.asarray, delay_model.build_delay_graph(
-      problem.graph, problem.devices, problem.dtype))
+def _placement_model_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
+  """Batched fitness of the delay and doppler models: decode in JAX, then the compiled host
+  loop (`native_delay`, `native_doppler`) or the JAX delay model."""
+  engine = scoring_engine(problem)
   layout = problem.layout
   pinned = None if problem.pinned is None else jnp.asarray(problem.pinned, jnp.int32)
+  if problem.model == "doppler":
+    host_graph = native_doppler.build_doppler_graph(problem.graph, problem.devices)
+    native_doppler.simulate(host_graph, np.zeros((1, layout.num_ops), np.int32))  # Compile.
+    score = lambda placement, _: native_doppler.simulate(host_graph, placement)  # noqa: E731
+  elif engine == "native":
+    host_graph = native_delay.build_native_delay_graph(problem.graph, problem.devices)
+    score = functools.partial(native_delay.simulate, host_graph)
+    score(np.zeros((1, layout.num_ops), np.int32), np.zeros((1, layout.num_ops), np.float32))
+  graph = jax.tree_util.tree_map(jnp.asarray, delay_model.build_delay_graph(
+      problem.graph, problem.devices, problem.dtype))
+
+  def decode(chromosomes):
+    return jax.vmap(lambda c: chromosome_lib.decode(c, layout, pinned))(chromosomes)
 
   def local_fitness(graph, chromosomes):
-    decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout, pinned))(chromosomes)
-    return delay_model.makespan_batch(graph, decoded.placement)
+    decoded = decode(chromosomes)
+    return delay_model.makespan_batch(graph, decoded.placement, decoded.op_priority)
 
   @jax.jit
   def fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
     del key  # Deterministic.
+    if engine == "native":  # The host loop spreads the population over the cores itself.
+      decoded = decode(chromosomes)
+      return native_common.makespan_callback(score, decoded.placement, decoded.op_priority)
     return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(graph, chromosomes)
 
   return fitness
@@ -179,9 +203,11 @@ def sim_graph_for(problem: Problem, memory: bool | None = None) -> SimGraph:
 
 def scoring_engine(problem: Problem) -> str:
   """The engine batched scoring uses for `problem` ("jax" or "native"; see `ENGINES`)."""
+  if problem.model == "doppler":
+    return "native"
   if problem.engine != "auto":
     return problem.engine
-  native = (problem.model == "wc" and np.dtype(problem.dtype) == np.float32
+  native = (problem.model in ("wc", "delay") and np.dtype(problem.dtype) == np.float32
             and jax.default_backend() == "cpu")
   return "native" if native else "jax"
 
@@ -266,11 +292,8 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph | native_wc.NativeGraph
 
 def make_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
   """A jitted function chromosomes [P, n] (, key) -> objective values [P] (smaller is better)."""
-  if problem.model == "delay":
-    return _delay_fitness_fn(problem)
-  if problem.model == "doppler":
-    raise errors.ConfigError("the doppler model runs on the host only; search it through "
-                             "baselines.batch_problem (the delay model)")
+  if problem.model in ("delay", "doppler"):
+    return _placement_model_fitness_fn(problem)
   sim = scoring_graph(problem)
   native = isinstance(sim, native_wc.NativeGraph)
   shared = None if native else sim  # The native graph is host data, closed over.

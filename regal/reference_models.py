@@ -315,23 +315,49 @@ def simulate_synchronous(graph: Graph, devices: DeviceSpec, placement: np.ndarra
                   transfer_end=transfer_end)
 
 
+def priority_topological_order(graph: Graph, op_priority: np.ndarray) -> list[int]:
+  """Ops in the priority-driven topological order: repeatedly the ready op (every predecessor
+  already taken) of largest priority, ties to the lower id."""
+  missing = np.zeros(graph.num_ops, np.int64)
+  successors: list[set[int]] = [set() for _ in range(graph.num_ops)]
+  for src, dst in zip(graph.edge_src.tolist(), graph.edge_dst.tolist()):
+    if dst not in successors[src]:
+      successors[src].add(dst)
+      missing[dst] += 1
+  heap = [(-float(op_priority[op]), op) for op in range(graph.num_ops) if missing[op] == 0]
+  heapq.heapify(heap)
+  order = []
+  while heap:
+    _, op = heapq.heappop(heap)
+    order.append(op)
+    for succ in successors[op]:
+      missing[succ] -= 1
+      if missing[succ] == 0:
+        heapq.heappush(heap, (-float(op_priority[succ]), succ))
+  return order
+
+
 def simulate_delay(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
-                   dtype=np.float64) -> Schedule:
-  """**Delay model** (`regal.delay_model`; placement only): ops in the graph's topological
-  order, each on its device as early as possible, after the device's previous op (zero-time
-  ops occupy no device time) and after its inputs arrive: a predecessor on another device
-  delivers at its end + latency + bytes / bandwidth of the largest tensor read from it (a
-  control edge at its end). Transfers never contend. No memory is tracked (peak NaN)."""
+                   op_priority: np.ndarray | None = None, dtype=np.float64) -> Schedule:
+  """**Delay model** (`regal.delay_model`, `regal.native_delay`): ops taken in the
+  priority-driven topological order of `op_priority` (`priority_topological_order`; without
+  priorities, the graph's topological order), each on its device as early as possible, after
+  the device's previous op in that order (zero-time ops occupy no device time) and after its
+  inputs arrive: a predecessor on another device delivers at its end + latency + bytes /
+  bandwidth of the largest tensor read from it (a control edge at its end). Transfers never
+  contend. No memory is tracked (peak NaN)."""
   placement = np.asarray(placement, np.int64)
   largest: dict[tuple[int, int], float] = {}
   for src, dst, is_control, size in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(),
                                         graph.edge_is_control.tolist(),
                                         graph.edge_bytes.tolist()):
     largest[(src, dst)] = max(largest.get((src, dst), -1.0), -1.0 if is_control else size)
+  order = (graph.topological_order.tolist() if op_priority is None
+           else priority_topological_order(graph, np.asarray(op_priority)))
   start = np.zeros(graph.num_ops, dtype)
   end = np.zeros(graph.num_ops, dtype)
   free = np.zeros(devices.num_devices, dtype)
-  for op in graph.topological_order.tolist():
+  for op in order:
     device = int(placement[op])
     ready = dtype(0)
     for (src, dst), size in largest.items():

@@ -129,8 +129,13 @@ def test_engine_choice():
   assert performance.scoring_engine(performance.Problem(graph, devices, engine="jax")) == "jax"
   with pytest.raises(errors.ConfigError, match="unknown engine 'gpu'"):
     performance.Problem(graph, devices, engine="gpu")
-  with pytest.raises(errors.ConfigError, match="wc model in float32 only"):
+  with pytest.raises(errors.ConfigError, match="wc and delay models in float32"):
     performance.Problem(graph, devices, model="sync", engine="native")
+  with pytest.raises(errors.ConfigError, match="native engine only"):
+    performance.Problem(graph, devices, model="doppler", engine="jax")
+  assert performance.scoring_engine(performance.Problem(graph, devices, model="delay")) == expected
+  assert performance.scoring_engine(performance.Problem(graph, devices, model="doppler")) == (
+      "native")
   with pytest.raises(errors.ConfigError, match="records no times"):
     problem = performance.Problem(graph, devices, engine="native")
     performance.simulate_chromosomes(problem, performance.scoring_graph(problem),

@@ -33,7 +33,8 @@ def test_doppler_graphs_rescore_and_beat_one_device(shared_graphs, file_name, tm
   assert rescored.makespan == data["makespan"] == data["objective"]
   assert data["makespan"] < graph.compute_cost.sum() == data["baselines"]["single_device"][
       "makespan"]
-  assert data["evaluations"] <= 5000 and data["settings"]["search_model"] == "delay"
+  assert data["evaluations"] <= 5000 and data["settings"]["search_model"] == "doppler"
+  assert data["settings"]["engine"] == "native"
 
 
 def write_pair_graph(folder):

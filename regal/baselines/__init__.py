@@ -22,7 +22,7 @@ from typing import Callable
 
 from regal import performance
 from regal.baselines import enumerative, exact, list_scheduling, local_search, partition, sampling
-from regal.baselines.common import MethodResult, batch_problem, finish, score
+from regal.baselines.common import MethodResult, finish, score
 
 _METHODS: dict[str, Callable[..., MethodResult]] = {
     "critical_path": lambda p, evals, seed, time_limit: list_scheduling.critical_path(p),
@@ -50,5 +50,5 @@ def run_method(name: str, problem: performance.Problem, evals: int = 5000, seed:
   return _METHODS[name](problem, evals, seed, time_limit)
 
 
-__all__ = ["METHODS", "MAKESPAN_ONLY", "MethodResult", "batch_problem", "finish", "run_method",
+__all__ = ["METHODS", "MAKESPAN_ONLY", "MethodResult", "finish", "run_method",
            "score"]

@@ -45,15 +45,6 @@ class MethodResult:
   chromosome: np.ndarray | None = None
 
 
-def batch_problem(problem: performance.Problem) -> performance.Problem:
-  """The problem batched search scores with: the host-only doppler model is searched with the
-  delay model (`regal.delay_model`: its semantics but for the order a device serves its ops)
-  as a surrogate; the winner is re-scored by the real model in `finish`."""
-  if problem.model != "doppler":
-    return problem
-  return dataclasses.replace(problem, model="delay")
-
-
 def score(problem: performance.Problem, placement: np.ndarray,
           order: np.ndarray) -> tuple[float, Schedule]:
   """The objective and schedule of a placement and op order under the reference model."""

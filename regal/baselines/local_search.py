@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from regal import performance
-from regal.baselines.common import MethodResult, batch_problem, finish
+from regal.baselines.common import MethodResult, finish
 
 
 def _chromosomes(placement: np.ndarray, rank: np.ndarray, num_devices: int,
@@ -39,7 +39,7 @@ def local_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,
   graph, num_devices = problem.graph, problem.devices.num_devices
   num_ops = graph.num_ops
   rng = np.random.default_rng(seed)
-  fitness = performance.make_fitness_fn(batch_problem(problem))
+  fitness = performance.make_fitness_fn(problem)
   num_moves = num_ops * (num_devices - 1) + max(num_ops - 1, 0)
   batch_size = max(1, min(batch_size, num_moves, evals))
 

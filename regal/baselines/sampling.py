@@ -15,7 +15,7 @@ import numpy as np
 
 import brkga
 from regal import performance
-from regal.baselines.common import MethodResult, batch_problem, finish
+from regal.baselines.common import MethodResult, finish
 
 
 def sample_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,
@@ -25,7 +25,7 @@ def sample_search(problem: performance.Problem, evals: int = 5000, seed: int = 0
   started = time.perf_counter()
   if evals < 1:
     raise ValueError(f"the budget must be at least one evaluation, got {evals}")
-  searched = batch_problem(problem)
+  searched = problem
   num_genes = problem.layout.size
   uniform = alpha is None and beta is None
   alpha = jnp.ones(num_genes) if alpha is None else jnp.broadcast_to(jnp.asarray(alpha),

@@ -5,8 +5,8 @@ path; no performance-model evaluations) then stage II with `evals` episodes scor
 problem's batched model; with one, its policy is the start (zero-shot when `evals` is below
 one batch of episodes, few-shot fine-tuning otherwise: Doppler section 6.2). The answer is the
 best assignment seen (the greedy one, every sampled one, and the critical-path teacher's):
-the few best by the batched model (a surrogate for the host-only doppler model) are re-scored
-by the reference model, which picks the answer.
+the few best by the batched model are re-scored by the reference model, which picks the
+answer.
 
 Stage III (`measured`: a reward source of measured run times, `regal.execute.measured`):
 `stage3_steps` more REINFORCE steps rewarded by execution on the devices; the answer is then

@@ -28,7 +28,6 @@ from absl import logging
 from regal import chromosome as chromosome_lib
 from regal import performance
 from regal.baselines import list_scheduling
-from regal.baselines.common import batch_problem
 from regal.doppler import episode as episode_lib
 from regal.doppler import graph_data, networks
 
@@ -60,10 +59,11 @@ class RewardSource(Protocol):
 
 
 class ModelReward:
-  """The problem's performance model, batched (for the doppler model: the delay model)."""
+  """The problem's performance model, batched (the doppler model exactly, by
+  `regal.native_doppler`)."""
 
   def __init__(self, problem: performance.Problem):
-    self.problem = batch_problem(problem)
+    self.problem = problem
     self.fitness = jax.jit(performance.make_fitness_fn(self.problem))
     self.evaluations = 0
 
@@ -171,8 +171,8 @@ def imitate(params, agents: list[Agent], config: DopplerConfig, log_every: int =
 
 
 class Best:
-  """The `keep` best distinct assignments seen, by the reward source's makespan (the
-  surrogate's ranking; callers re-score the few kept ones with the reference model)."""
+  """The `keep` best distinct assignments seen, by the reward source's makespan (callers
+  re-score the few kept ones with the reference model)."""
 
   def __init__(self, keep: int = 8):
     self.keep = keep

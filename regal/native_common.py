@@ -1,0 +1,60 @@
+"""What the compiled host scorers (`native_wc`, `native_doppler`, `native_delay`) share: their
+argument checks, splitting a population over the cores, and the `jax.pure_callback` that lets a
+jitted search call them."""
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import os
+from typing import Callable
+
+import numpy as np
+
+
+def argument(array, dtype) -> np.ndarray:
+  """C-contiguous, writeable, of `dtype`: numba compiles a separate kernel for read-only
+  arrays (what JAX hands a callback), so every call passes the same types."""
+  return np.require(array, dtype, ["C_CONTIGUOUS", "WRITEABLE"])
+
+
+def placement_argument(placement, num_ops: int, num_devices: int) -> np.ndarray:
+  placement = argument(placement, np.int32)
+  if placement.ndim != 2 or placement.shape[1] != num_ops or (
+      placement.size and (placement.min() < 0 or placement.max() >= num_devices)):
+    raise ValueError(f"placement must be [P, {num_ops}] with devices in 0..{num_devices - 1}")
+  return placement
+
+
+@functools.lru_cache(maxsize=None)
+def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+  return concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="native")
+
+
+def run_split(run: Callable[[slice], None], population: int, threads: int | None) -> None:
+  """Calls `run(rows)` on contiguous row slices covering the population, one per thread
+  (default: one per CPU core); the kernels release the GIL, so the slices run in parallel."""
+  threads = min(threads or os.cpu_count() or 1, max(population, 1))
+  bounds = np.linspace(0, population, threads + 1).astype(int)
+  chunks = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+  if threads == 1:
+    run(chunks[0])
+  else:
+    list(_pool(threads).map(run, chunks))
+
+
+def makespan_callback(score: Callable[..., np.ndarray], *operands):
+  """`score(*host_arrays) -> makespans [P]` as a JAX operation over operands [..., n_i]
+  (usable under `jit` and `vmap`): float32 makespans of the operands' batch shape."""
+  import jax
+  import jax.numpy as jnp
+
+  batch = operands[0].shape[:-1]
+
+  def host(*arrays):
+    shape = arrays[0].shape[:-1]  # vmap may add leading axes.
+    count = int(np.prod(shape))
+    flat = [np.asarray(a).reshape((count,) + a.shape[len(shape):]) for a in arrays]
+    return np.asarray(score(*flat), np.float32).reshape(shape)
+
+  return jax.pure_callback(host, jax.ShapeDtypeStruct(batch, jnp.float32), *operands,
+                           vmap_method="broadcast_all")
