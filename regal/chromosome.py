@@ -10,7 +10,7 @@ A chromosome for a graph with o ops, t tensors and d devices is a vector in [0, 
 * transfer priority [t, j]: the priority of sending tensor t to device j; larger goes first,
   ties to the lower tensor id.
 
-`decode` works on numpy and JAX arrays alike (it is pure `jnp` and `vmap`s over a population).
+`decode` works on numpy and JAX arrays alike (numpy stays numpy; jnp `vmap`s over a population).
 `encode` is its inverse for seeding: a placement and an op order -> a chromosome that decodes
 back to exactly them.
 """
@@ -58,14 +58,18 @@ class Decoded(NamedTuple):
 
 
 def decode(chromosome: jnp.ndarray, layout: Layout, pinned: jnp.ndarray | None = None) -> Decoded:
-  """Placement and priorities of one chromosome; `pinned[i]` >= 0 fixes op i's device."""
-  affinity = chromosome[layout.affinity_slice].reshape(layout.num_ops, layout.num_devices)
-  placement = jnp.argmax(affinity, axis=1).astype(jnp.int32)  # First maximum: lowest id.
+  """Placement and priorities of a chromosome [..., n] (leading axes: a population);
+  `pinned[i]` >= 0 fixes op i's device. numpy in, numpy out (no JAX dispatch); else jnp."""
+  xp = np if isinstance(chromosome, np.ndarray) else jnp
+  batch = chromosome.shape[:-1]
+  affinity = chromosome[..., layout.affinity_slice].reshape(
+      batch + (layout.num_ops, layout.num_devices))
+  placement = xp.argmax(affinity, axis=-1).astype(xp.int32)  # First maximum: lowest id.
   if pinned is not None:
-    placement = jnp.where(pinned >= 0, pinned, placement).astype(jnp.int32)
-  return Decoded(placement=placement, op_priority=chromosome[layout.priority_slice],
-                 transfer_priority=chromosome[layout.transfer_slice].reshape(
-                     layout.num_tensors, layout.num_devices))
+    placement = xp.where(pinned >= 0, pinned, placement).astype(xp.int32)
+  return Decoded(placement=placement, op_priority=chromosome[..., layout.priority_slice],
+                 transfer_priority=chromosome[..., layout.transfer_slice].reshape(
+                     batch + (layout.num_tensors, layout.num_devices)))
 
 
 def priority_order(op_priority: np.ndarray) -> np.ndarray:
@@ -97,3 +101,30 @@ def encode(placement: np.ndarray, order: np.ndarray, layout: Layout,
   if transfer_priority is None:
     transfer_priority = np.full((num_tensors, num_devices), 0.5)
   return np.concatenate([affinity.ravel(), priority, np.asarray(transfer_priority).ravel()])
+
+
+def to_bucket(layout: Layout, bucket: Layout,
+              genes: np.ndarray, fill: float = 1.0) -> np.ndarray:
+  """Per-gene values on a graph's layout, placed into the bucket layout (padding: fill)."""
+  genes = np.asarray(genes)
+  out = np.full(bucket.size, fill, genes.dtype)
+  affinity = np.full((bucket.num_ops, bucket.num_devices), fill, genes.dtype)
+  affinity[:layout.num_ops] = genes[layout.affinity_slice].reshape(layout.num_ops, -1)
+  out[bucket.affinity_slice] = affinity.ravel()
+  priority = np.full(bucket.num_ops, fill, genes.dtype)
+  priority[:layout.num_ops] = genes[layout.priority_slice]
+  out[bucket.priority_slice] = priority
+  transfer = np.full((bucket.num_tensors, bucket.num_devices), fill, genes.dtype)
+  transfer[:layout.num_tensors] = genes[layout.transfer_slice].reshape(layout.num_tensors, -1)
+  out[bucket.transfer_slice] = transfer.ravel()
+  return out
+
+
+def from_bucket(layout: Layout, bucket: Layout,
+                genes: np.ndarray) -> np.ndarray:
+  """A bucket-layout chromosome's genes of the graph's own layout (inverse of `to_bucket`)."""
+  genes = np.asarray(genes)
+  affinity = genes[bucket.affinity_slice].reshape(bucket.num_ops, -1)[:layout.num_ops]
+  priority = genes[bucket.priority_slice][:layout.num_ops]
+  transfer = genes[bucket.transfer_slice].reshape(bucket.num_tensors, -1)[:layout.num_tensors]
+  return np.concatenate([affinity.ravel(), priority, transfer.ravel()])

@@ -3,6 +3,8 @@ r"""Optimizes one graph's placement and schedule (BRKGA or a baseline) and repor
   python -m regal.optimize --graph ../shared/graphs/doppler/ffnn_192nodes.txt --devices 4 \
       --model doppler --evals 5000 --out result.json
   python -m regal.optimize --dataset synthetic --split test --index 3 --model sync
+  python -m regal.optimize --graph ../shared/graphs/sinnen --model delay --devices 4 \
+      --out_dir results/        # many graphs (a directory or a,b,c): one line each, a summary
   python -m regal.optimize          # the default synthetic dataset's first test graph
   python -m regal.optimize --method cpsat --time_limit 30   # a baseline instead of BRKGA
   python -m regal.optimize --brkga_preset tuned   # BRKGA with the tuning sweep's best setting
@@ -36,7 +38,8 @@ from datasets import errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from regal import gantt, optimize_lib, performance, seed_arms  # noqa: E402
 
-_GRAPH = flags.DEFINE_string("graph", None, "Graph file (json, costgraph or doppler format).")
+_GRAPH = flags.DEFINE_string("graph", None, "Graph file (json, costgraph, doppler, dot or stg), "
+                             "or several: comma-separated files or a directory.")
 _FORMAT = flags.DEFINE_enum("format", None, list(graph_io.FORMATS), "Graph format "
                             "(default: sniffed from the content, then the extension).")
 _DATASET = flags.DEFINE_enum("dataset", None, ["synthetic"], "Take the graph from a dataset "
@@ -89,7 +92,10 @@ _REWARD = flags.DEFINE_enum("reward", "model", ["model", "measured"], "With --me
                             "measured adds stage III, REINFORCE on measured run times.")
 _STAGE3_STEPS = flags.DEFINE_integer("stage3_steps", 5, "Stage III batches of episodes.")
 _OUT = flags.DEFINE_string("out", None, "Write the result JSON here (atomically).")
-_GANTT = flags.DEFINE_string("gantt", None, "Write a Gantt chart here (.png or .svg).")
+_OUT_DIR = flags.DEFINE_string("out_dir", None, "With several graphs: write DIR/<file stem>.json "
+                               "for each (and with --gantt a chart beside it).")
+_GANTT = flags.DEFINE_string("gantt", None, "Write a Gantt chart here (.png or .svg); with "
+                             "several graphs the format (png or svg) of one chart per graph.")
 devices_lib.define_flags()
 
 
@@ -137,6 +143,10 @@ def main(argv: Sequence[str]) -> None:
   arms = seed_arms.parse_arms(_SEED_ARMS.value)
   doppler = seed_arms.DopplerArm(checkpoint=_DOPPLER_CHECKPOINT.value,
                                  evals=_DOPPLER_EVALS.value, samples=_DOPPLER_SAMPLES.value)
+  if _GRAPH.value and not _DATASET.value:
+    paths = optimize_lib.graph_paths(_GRAPH.value)
+    if len(paths) > 1 or _OUT_DIR.value:
+      return run_many(paths, devices, arms, doppler)
   graph, source = load_graph()
   enable_compilation_cache()
   program = measured = None
@@ -168,6 +178,29 @@ def main(argv: Sequence[str]) -> None:
   if _GANTT.value:
     gantt.draw(graph, report.placement, report.schedule, _GANTT.value)
     print(f"wrote {_GANTT.value}")
+
+
+def run_many(paths, devices, arms, doppler) -> None:
+  if _OUT.value:
+    raise errors.ConfigError("--out names one result: with several graphs give --out_dir")
+  if _EXECUTE.value or _REWARD.value == "measured" or _POLICY.value or _DOPPLER_SAVE.value:
+    raise errors.ConfigError("--execute, --reward measured, --policy and --doppler_save take "
+                             "one graph")
+  chart = None
+  if _GANTT.value:
+    chart = _GANTT.value.rsplit(".", 1)[-1].lower()
+    if chart not in ("png", "svg"):
+      raise errors.ConfigError(f"--gantt {_GANTT.value!r}: with several graphs give the "
+                               f"chart format, png or svg")
+  enable_compilation_cache()
+  failures = optimize_lib.run_many(
+      paths, devices, _OUT_DIR.value, chart, _FORMAT.value, model=_MODEL.value,
+      objective=_OBJECTIVE.value, memory_limit=_MEMORY_LIMIT.value, evals=_EVALS.value,
+      seed=_SEED.value, method=_METHOD.value, time_limit=_TIME_LIMIT.value,
+      coarsen_spec=_COARSEN.value, arms=arms, doppler=doppler,
+      brkga_preset=_BRKGA_PRESET.value, engine=_ENGINE.value)
+  if failures:
+    raise errors.RegalError(f"{failures} of {len(paths)} graphs failed (their errors are above)")
 
 
 if __name__ == "__main__":

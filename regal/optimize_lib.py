@@ -24,6 +24,8 @@ Result JSON schema (`format: "regal.result"`, version 1):
   ops             [{op, name, device, start, end}]; transfers [{tensor, producer, src, dst,
                   start, end}] for the models that time transfers
   baselines       {single_device: {objective, makespan}, best_seed: {...}}
+  chosen          the candidate reported (the method's own answer, or a seed that was better)
+  search_objective the method's own answer's objective (what the search found, seeds aside)
   improvement_pct over the single-device objective
   evaluations, wall_seconds {compile, search, total}, versions {python, jax, numpy, numba,
                   regal}
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import platform
 import time
 from typing import Any
@@ -244,6 +247,7 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
                                       "objective": min(seed_scores.values())}}
                        if seed_scores else {})},
       "chosen": best_name,
+      "search_objective": float(scored[method][0]) if method in scored else None,
       "improvement_pct": 100.0 * (single_value - best_value) / single_value
                          if single_value else 0.0,
       "evaluations": evaluations,
@@ -309,6 +313,10 @@ def summary(report: Report) -> str:
   if "best_seed" in d["baselines"]:
     seed = d["baselines"]["best_seed"]
     lines.append(f"best seed:     objective {seed['objective']:.6g}  ({seed['name']})")
+    if d.get("search_objective") is not None:
+      lines.append(f"search found:  objective {d['search_objective']:.6g}  "
+                   f"({100 * (1 - d['search_objective'] / seed['objective']):+.2f}% vs the "
+                   f"best seed)" if seed["objective"] else "")
   if "regal_objective" in d["details"]:
     lines.append(f"REGAL:         objective {d['details']['regal_objective']:.6g}  vs uniform "
                  f"BRKGA {d['details']['uniform_brkga_objective']:.6g} at the same budget")
@@ -329,3 +337,111 @@ def summary(report: Report) -> str:
       f"evaluations; compile {wall['compile']:.2f} s, search {wall['search']:.2f} s, "
       f"total {wall['total']:.2f} s",
   ])
+
+
+# ----- many graphs per call ----------------------------------------------------------------
+def graph_paths(spec: str) -> list[str]:
+  """The graph files of `--graph`: a comma-separated list of files, or a directory (its files
+  of a known graph extension, sorted; other files such as an optima table are skipped)."""
+  from datasets import io as graph_io
+  paths = []
+  for item in (part.strip() for part in spec.split(",")):
+    if not item:
+      continue
+    if os.path.isdir(item):
+      found = sorted(os.path.join(item, name) for name in os.listdir(item)
+                     if graph_io.format_from_extension(name)
+                     and os.path.isfile(os.path.join(item, name)))
+      if not found:
+        raise errors.ConfigError(f"{item}: the directory holds no graph files "
+                                 f"({', '.join(graph_io.FORMATS)})")
+      paths.extend(found)
+    else:
+      paths.append(item)
+  if not paths:
+    raise errors.ConfigError("--graph names no file")
+  return paths
+
+
+def _stem(path: str) -> str:
+  from datasets import io as graph_io
+  name = os.path.basename(path)
+  lowered = name.lower()
+  extension = next((e for e in sorted(graph_io._EXTENSIONS, key=len, reverse=True)
+                    if lowered.endswith(e)), None)
+  return name[:-len(extension)] if extension else os.path.splitext(name)[0]
+
+
+def output_paths(paths: list[str], out_dir: str | None, chart_format: str | None
+                 ) -> list[tuple[str | None, str | None]]:
+  """(result JSON, chart) per graph: `DIR/<file stem>.json` and `DIR/<stem>.<format>`;
+  refuses two graphs with one stem and any output that would overwrite an input."""
+  stems = [_stem(p) for p in paths]
+  seen: dict[str, str] = {}
+  for path, stem in zip(paths, stems):
+    if stem in seen:
+      raise errors.ConfigError(f"{seen[stem]} and {path} would both write {stem}.json: give "
+                               f"graphs distinct file names")
+    seen[stem] = path
+  if out_dir is None:
+    if chart_format:
+      raise errors.ConfigError("charts of many graphs go beside their results: give --out_dir")
+    return [(None, None)] * len(paths)
+  if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+    raise errors.ConfigError(f"--out_dir {out_dir}: exists and is not a directory")
+  outputs = [(os.path.join(out_dir, f"{stem}.json"),
+              os.path.join(out_dir, f"{stem}.{chart_format}") if chart_format else None)
+             for stem in stems]
+  inputs = {os.path.realpath(p) for p in paths}
+  for pair in outputs:
+    for output in pair:
+      if output and os.path.realpath(output) in inputs:
+        raise errors.ConfigError(f"{output} would overwrite an input graph")
+  return outputs
+
+
+def run_many(paths: list[str], devices: DeviceSpec, out_dir: str | None = None,
+             chart_format: str | None = None, graph_format: str | None = None,
+             log=print, **run_args) -> int:
+  """Optimizes each graph with `run(**run_args)`: one line per graph, its result (and chart)
+  under `out_dir`, then a closing summary. A graph that fails gets its one-line error and the
+  others still run; returns the number of failures. Searches compile once per size bucket
+  (`regal.search`), so the first graph of each bucket pays for compiling."""
+  import sys
+
+  from datasets import io as graph_io
+  from regal import gantt
+  outputs = output_paths(paths, out_dir, chart_format)
+  if out_dir:
+    os.makedirs(out_dir, exist_ok=True)
+  started = time.perf_counter()
+  failures, ratios = 0, []
+  for index, (path, (result_path, chart_path)) in enumerate(zip(paths, outputs)):
+    try:
+      graph = graph_io.load_graph(path, graph_format)
+      report = run(graph, devices, source=path, **run_args)
+      if result_path:
+        write_json(report, result_path)
+      if chart_path:
+        gantt.draw(graph, report.placement, report.schedule, chart_path)
+    except errors.RegalError as error:
+      failures += 1
+      message = str(error) if str(error).startswith(path) else f"{path}: {error}"
+      print(f"error: {message}", file=sys.stderr, flush=True)
+      continue
+    d = report.data
+    seed = d["baselines"].get("best_seed")
+    versus = ""
+    if seed and d["search_objective"] is not None:
+      ratios.append(d["search_objective"] / seed["objective"] if seed["objective"] else 1.0)
+      versus = (f"; search {d['search_objective']:.6g} vs best seed {seed['objective']:.6g} "
+                f"({seed['name']}): {100 * (1 - ratios[-1]):+.2f}%")
+    log(f"[{index + 1}/{len(paths)}] {_stem(path)}: {d['graph']['num_ops']} ops, objective "
+        f"{d['objective']:.6g}{versus}; {d['evaluations']} evaluations, "
+        f"{d['wall_seconds']['total']:.2f} s" + (f" -> {result_path}" if result_path else ""))
+  done = len(paths) - failures
+  mean = (f"; the search itself is {100 * (1 - np.mean(ratios)):.2f}% below the best seed on "
+          f"average" if ratios else "")
+  log(f"{done} of {len(paths)} graphs optimized, {failures} failed, in "
+      f"{time.perf_counter() - started:.1f} s{mean}")
+  return failures

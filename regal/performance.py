@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from datasets import errors
+from datasets import errors, padding
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import chromosome as chromosome_lib
@@ -187,6 +187,83 @@ def _placement_model_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
       decoded = decode(chromosomes)
       return native_common.makespan_callback(score, decoded.placement, decoded.op_priority)
     return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(graph, chromosomes)
+
+  return fitness
+
+
+# ----- host scoring (the native engines), and one compiled fitness per size bucket -----------
+def host_scorer(problem: Problem) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+  """For a problem of the native engine: a host function (placement [P, o], op priority
+  [P, o], transfer priority [P, t, D]) -> objective [P] (float32), the same values as
+  `make_fitness_fn`, without JAX (compiled now, so no call compiles inside a callback)."""
+  if scoring_engine(problem) != "native" or problem.noise_sigma > 0:
+    raise errors.ConfigError("host scoring needs the native engine and deterministic durations")
+  if problem.model == "doppler":
+    graph = native_doppler.build_doppler_graph(problem.graph, problem.devices)
+    score = lambda placement, priority, transfer: native_doppler.simulate(  # noqa: E731
+        graph, placement).astype(np.float32)
+  elif problem.model == "delay":
+    graph = native_delay.build_native_delay_graph(problem.graph, problem.devices)
+    score = lambda placement, priority, transfer: native_delay.simulate(  # noqa: E731
+        graph, placement, priority)
+  else:
+    graph = native_wc.build_native_graph(problem.graph, problem.devices,
+                                         memory=needs_memory(problem))
+
+    def score(placement, priority, transfer):
+      makespan, peak = native_wc.simulate(graph, placement, priority, transfer)
+      return np.asarray(objective_value(problem, makespan, peak), np.float32)
+  layout = problem.layout
+  score(np.zeros((0, layout.num_ops), np.int32), np.zeros((0, layout.num_ops), np.float32),
+        np.zeros((0, layout.num_tensors, layout.num_devices), np.float32))
+  return score
+
+
+_REGISTERED: dict[int, tuple[Callable, int, int]] = {}
+
+
+class registered_scorer:
+  """`with registered_scorer(problem) as handle:` makes the problem's host scorer callable
+  from a `bucket_fitness_fn` under `handle` (an int operand, so one compiled search serves
+  every graph of a bucket)."""
+
+  _next = 0
+
+  def __init__(self, problem: Problem):
+    self.entry = (host_scorer(problem), problem.graph.num_ops, problem.graph.num_tensors)
+
+  def __enter__(self) -> int:
+    registered_scorer._next += 1
+    self.handle = registered_scorer._next
+    _REGISTERED[self.handle] = self.entry
+    return self.handle
+
+  def __exit__(self, *exc) -> None:
+    del _REGISTERED[self.handle]
+
+
+def score_registered(handle, placement, priority, transfer) -> np.ndarray:
+  score, num_ops, num_tensors = _REGISTERED[int(handle)]
+  return score(np.asarray(placement)[:, :num_ops], np.asarray(priority)[:, :num_ops],
+               np.asarray(transfer)[:, :num_tensors])
+
+
+def bucket_layout(problem: Problem) -> chromosome_lib.Layout:
+  """The problem's layout with ops and tensors rounded up to size buckets."""
+  return chromosome_lib.Layout(padding.bucket_size(problem.graph.num_ops),
+                               padding.bucket_size(problem.graph.num_tensors),
+                               problem.devices.num_devices)
+
+
+def bucket_fitness_fn(bucket: chromosome_lib.Layout) -> Callable[..., jnp.ndarray]:
+  """(chromosomes [P, bucket.size], handle) -> objectives [P] of the problem registered under
+  `handle` (`registered_scorer`); padded genes decode to ops and tensors the scorer drops."""
+
+  def fitness(chromosomes: jnp.ndarray, handle: jnp.ndarray) -> jnp.ndarray:
+    decoded = jax.vmap(lambda c: chromosome_lib.decode(c, bucket))(chromosomes)
+    return jax.pure_callback(score_registered,
+                             jax.ShapeDtypeStruct(chromosomes.shape[:1], jnp.float32), handle,
+                             decoded.placement, decoded.op_priority, decoded.transfer_priority)
 
   return fitness
 

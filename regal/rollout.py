@@ -46,33 +46,6 @@ def bucket_layout(problem: performance.Problem, sim: SimGraph) -> chromosome_lib
                                problem.devices.num_devices)
 
 
-def to_bucket(layout: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
-              genes: np.ndarray, fill: float = 1.0) -> np.ndarray:
-  """Per-gene values on a graph's layout, placed into the bucket layout (padding: fill)."""
-  genes = np.asarray(genes)
-  out = np.full(bucket.size, fill, genes.dtype)
-  affinity = np.full((bucket.num_ops, bucket.num_devices), fill, genes.dtype)
-  affinity[:layout.num_ops] = genes[layout.affinity_slice].reshape(layout.num_ops, -1)
-  out[bucket.affinity_slice] = affinity.ravel()
-  priority = np.full(bucket.num_ops, fill, genes.dtype)
-  priority[:layout.num_ops] = genes[layout.priority_slice]
-  out[bucket.priority_slice] = priority
-  transfer = np.full((bucket.num_tensors, bucket.num_devices), fill, genes.dtype)
-  transfer[:layout.num_tensors] = genes[layout.transfer_slice].reshape(layout.num_tensors, -1)
-  out[bucket.transfer_slice] = transfer.ravel()
-  return out
-
-
-def from_bucket(layout: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
-                genes: np.ndarray) -> np.ndarray:
-  """A bucket-layout chromosome's genes of the graph's own layout (inverse of `to_bucket`)."""
-  genes = np.asarray(genes)
-  affinity = genes[bucket.affinity_slice].reshape(bucket.num_ops, -1)[:layout.num_ops]
-  priority = genes[bucket.priority_slice][:layout.num_ops]
-  transfer = genes[bucket.transfer_slice].reshape(bucket.num_tensors, -1)[:layout.num_tensors]
-  return np.concatenate([affinity.ravel(), priority, transfer.ravel()])
-
-
 def _simulate(problem: performance.Problem, sim: SimGraph, chromosomes: jnp.ndarray,
               layout: chromosome_lib.Layout):
   decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout))(chromosomes)
@@ -163,10 +136,10 @@ class RolloutWorker:
               else task.beta)
       search = self._search(task.graph_index, task.evals or self.evals, task.params)
       value, best = search(self.sims[task.graph_index], jax.random.key(task.seed),
-                           jnp.asarray(to_bucket(own, layout, alpha), jnp.float32),
-                           jnp.asarray(to_bucket(own, layout, beta), jnp.float32))
+                           jnp.asarray(chromosome_lib.to_bucket(own, layout, alpha), jnp.float32),
+                           jnp.asarray(chromosome_lib.to_bucket(own, layout, beta), jnp.float32))
       if task.best:
-        results.append((float(value), from_bucket(own, layout, best)))
+        results.append((float(value), chromosome_lib.from_bucket(own, layout, best)))
       else:
         results.append(float(value))
     return results

@@ -128,3 +128,57 @@ def test_cli_bad_device_count(shared_graphs, tmp_path):
                "--out", str(out))
   assert_one_line_error(result, "device count must be an integer >= 1, got 0")
   assert not out.exists()
+
+
+def test_many_graphs_per_call_keep_going_past_a_broken_file(tmp_path, shared_graphs):
+  sinnen = sorted((shared_graphs / "sinnen").glob("*_Nodes_10_*Homogeneous-4.dot"))[:2]
+  first, second = tmp_path / "first.dot", tmp_path / "second.dot"
+  first.write_text(sinnen[0].read_text())
+  second.write_text(sinnen[1].read_text())
+  broken = tmp_path / "broken.dot"
+  broken.write_text("digraph { a [Weight=1]; b; }")
+  out_dir = tmp_path / "results"
+  result = run("regal.optimize", "--graph", f"{first},{broken},{second}", "--model", "delay",
+               "--devices", "4", "--evals", "800", "--out_dir", str(out_dir), "--gantt", "png")
+  assert result.returncode == 2
+  errors_printed = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+  assert len(errors_printed) == 2 and "task 'b' has no Weight" in errors_printed[0]
+  assert "1 of 3 graphs failed" in errors_printed[1] and "Traceback" not in result.stderr
+  assert sorted(p.name for p in out_dir.iterdir()) == ["first.json", "first.png",
+                                                       "second.json", "second.png"]
+  lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
+  assert len(lines) == 2 and "2 of 3 graphs optimized, 1 failed" in result.stdout
+  for name, source in (("first", sinnen[0]), ("second", sinnen[1])):
+    data = json.loads((out_dir / f"{name}.json").read_text())
+    graph = graph_io.load_graph(str(source))
+    problem = performance.Problem(graph, devices_lib.homogeneous(4), model="delay")
+    placement = np.array([entry["device"] for entry in data["placement"]])
+    order = np.array([graph.op_names.index(name) for name in data["schedule"]])
+    assert baselines.score(problem, placement, order)[0] == data["objective"]
+    assert data["search_objective"] >= data["objective"]
+
+
+def test_many_graphs_refuse_outputs_over_inputs_and_one_out(tmp_path, shared_graphs):
+  source = sorted((shared_graphs / "sinnen").glob("*.dot"))[0]
+  graph_file = tmp_path / "g.dot"
+  graph_file.write_text(source.read_text())
+  (tmp_path / "g.json").write_text(source.read_text())  # Same stem, other format.
+  assert_one_line_error(run("regal.optimize", "--graph", str(tmp_path), "--model", "delay",
+                            "--out_dir", str(tmp_path)), "would both write g.json")
+  other = tmp_path / "h.dot"
+  other.write_text(source.read_text())
+  assert_one_line_error(run("regal.optimize", "--graph", f"{graph_file},{other}", "--out",
+                            str(tmp_path / "r.json")), "give --out_dir")
+
+
+def test_bucketed_search_compiles_once_per_bucket(shared_graphs):
+  from regal import search
+  files = sorted((shared_graphs / "sinnen").glob("*_Nodes_10_*Homogeneous-2.dot"))[:3]
+  problems = [performance.Problem(graph_io.load_graph(str(f)), devices_lib.homogeneous(2),
+                                  model="delay") for f in files]
+  assert len({performance.bucket_layout(p) for p in problems}) == 1
+  results = [search.optimize(p, evals=400, seed=0) for p in problems]
+  assert all(r.compile_seconds == 0 for r in results[1:])
+  for problem, result in zip(problems, results):
+    assert result.history[-1] == np.float32(performance.score_reference(
+        problem, result.best_chromosome)[0])

@@ -6,6 +6,7 @@ import pytest
 
 from datasets import devices as devices_lib
 from experiments.bench.graphs import synthetic_graph
+from regal import chromosome as chromosome_lib
 from regal import performance, rollout
 
 
@@ -23,7 +24,7 @@ def test_padded_chromosomes_score_like_the_originals(worker):
   rng = np.random.default_rng(0)
   for index, problem in enumerate(worker.problems):
     own = rng.random((16, problem.layout.size)).astype(np.float32)
-    padded = np.stack([rollout.to_bucket(problem.layout, worker.layouts[index], c, fill=0.0)
+    padded = np.stack([chromosome_lib.to_bucket(problem.layout, worker.layouts[index], c, fill=0.0)
                        for c in own])
     expected = np.asarray(performance.make_fitness_fn(problem)(jnp.asarray(own)))
     got = np.asarray(rollout._simulate(problem, worker.sims[index], jnp.asarray(padded),

@@ -11,6 +11,7 @@ is what `regal.optimize --method NAME` and the baselines table call.
 | heft | HEFT: upward rank, earliest finish time, insertion, heterogeneous speeds |
 | gp_dfs | METIS k-way partition + depth-first schedule (REGAL's XLA stand-in) |
 | local_search | hill climbing over device moves and adjacent swaps, restarts, BRKGA's budget |
+| hill_climb | the strongest simple baseline: climb from the best heuristic seed on the exact model |
 | random | the best of `evals` uniform random chromosomes (IDRS: `sampling.idrs`) |
 | enumerative | Doppler's Enumerative Optimizer over meta-op groups |
 | cpsat | OR-Tools CP-SAT: best known solution and lower bound, with a time limit |
@@ -31,6 +32,7 @@ _METHODS: dict[str, Callable[..., MethodResult]] = {
     "heft": lambda p, evals, seed, time_limit: list_scheduling.heft(p),
     "gp_dfs": lambda p, evals, seed, time_limit: partition.gp_dfs(p),
     "local_search": lambda p, evals, seed, time_limit: local_search.local_search(p, evals, seed),
+    "hill_climb": lambda p, evals, seed, time_limit: local_search.hill_climb(p, evals, seed),
     "random": lambda p, evals, seed, time_limit: sampling.random_search(p, evals, seed),
     "enumerative": lambda p, evals, seed, time_limit: enumerative.enumerative(p, seed),
     "cpsat": lambda p, evals, seed, time_limit: exact.cpsat(p, time_limit, seed=seed),

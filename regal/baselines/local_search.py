@@ -1,4 +1,5 @@
-"""Local search (REGAL appendix A.10): hill climbing over placements and schedules.
+"""Local search (REGAL appendix A.10) and `hill_climb`: hill climbing over placements and
+schedules.
 
 Start from a random placement and the topological schedule. A move changes one op's device or
 swaps two ops adjacent in the priority order. Each step scores a batch of distinct random
@@ -7,6 +8,12 @@ call, no per-move host work) and takes the best if it improves; when a batch hol
 possible move and none improves, or `patience` batches in a row fail, the search restarts
 from a new random placement. It stops when the evaluation budget (BRKGA's) is spent, every
 evaluation counted, and returns the best solution seen.
+
+`hill_climb` is the strongest simple baseline: it starts from the best of the cheap heuristics
+(critical path, HEFT, GP + DFS, one device; each scored, every score counted) and climbs on the
+problem's exact batched model with the same moves, keeping the best move of each batch when it
+does not worsen the objective (so it walks plateaus), until the budget is spent. Its details
+name the seed it started from and that seed's objective beside what the climb reached.
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
+from regal import chromosome as chromosome_lib
 from regal import performance
 from regal.baselines.common import MethodResult, finish
 
@@ -31,6 +39,115 @@ def _chromosomes(placement: np.ndarray, rank: np.ndarray, num_devices: int,
                         axis=1)
 
 
+def _neighbours(placement: np.ndarray, rank: np.ndarray, moves: np.ndarray, num_devices: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+  """Placements and ranks [len(moves), o] after each move: move m < o * (D - 1) puts op
+  m // (D - 1) on another device, a larger one swaps the ops at ranks k and k + 1."""
+  num_ops = placement.shape[0]
+  placements = np.repeat(placement[None], len(moves), 0)
+  ranks = np.repeat(rank[None], len(moves), 0)
+  device_moves = moves < num_ops * (num_devices - 1)
+  rows = np.flatnonzero(device_moves)
+  ops, shift = np.divmod(moves[rows], max(num_devices - 1, 1))
+  placements[rows, ops] = (placement[ops] + 1 + shift) % num_devices  # Any other device.
+  rows = np.flatnonzero(~device_moves)
+  position = moves[rows] - num_ops * (num_devices - 1)
+  by_rank = np.argsort(rank)
+  first, second = by_rank[position], by_rank[position + 1]
+  ranks[rows, first], ranks[rows, second] = rank[second], rank[first]
+  return placements, ranks
+
+
+class _BatchScorer:
+  """The problem's batched model on placements and priority ranks, counting evaluations: the
+  native engines' host scorer directly (no compile), else the jitted fitness on fixed-size
+  batches (one compile)."""
+
+  def __init__(self, problem: performance.Problem, batch_size: int):
+    self.host = (performance.host_scorer(problem)
+                 if performance.scoring_engine(problem) == "native" and problem.noise_sigma == 0
+                 and problem.pinned is None else None)
+    self.fitness = None if self.host else performance.make_fitness_fn(problem)
+    self.batch_size = batch_size
+    self.num_devices = problem.devices.num_devices
+    self.num_tensors = problem.graph.num_tensors
+    self.evaluations = 0
+
+  def __call__(self, placements: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    self.evaluations += len(placements)
+    if self.host is not None:
+      chromosomes = _chromosomes(placements, ranks, self.num_devices, self.num_tensors)
+      layout = chromosome_lib.Layout(placements.shape[1], self.num_tensors,
+                                                 self.num_devices)
+      decoded = chromosome_lib.decode(chromosomes, layout)
+      return np.asarray(self.host(placements, decoded.op_priority, decoded.transfer_priority),
+                        np.float64)
+    values = []
+    for begin in range(0, len(placements), self.batch_size):
+      chunk_placements = placements[begin:begin + self.batch_size]
+      chunk_ranks = ranks[begin:begin + self.batch_size]
+      rows = len(chunk_placements)
+      pad = self.batch_size - rows
+      chunk_placements = np.concatenate([chunk_placements,
+                                         np.repeat(chunk_placements[:1], pad, 0)])
+      chunk_ranks = np.concatenate([chunk_ranks, np.repeat(chunk_ranks[:1], pad, 0)])
+      scored = self.fitness(jnp.asarray(_chromosomes(chunk_placements, chunk_ranks,
+                                                     self.num_devices, self.num_tensors)))
+      values.append(np.asarray(scored, np.float64)[:rows])
+    return np.concatenate(values)
+
+
+def heuristic_seeds(problem: performance.Problem) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+  """{name: (placement, op order)} of the cheap constructive heuristics (milliseconds each)."""
+  from regal.baselines import list_scheduling, partition  # partition imports this package.
+  graph, devices = problem.graph, problem.devices
+  gp = partition.gp_dfs(problem)
+  return {
+      "critical_path": list_scheduling.critical_path_assignment(graph, devices),
+      "heft": list_scheduling.heft_assignment(graph, devices),
+      "gp_dfs": (gp.placement, gp.order),
+      "single_device": (np.zeros(graph.num_ops, np.int64), graph.topological_order),
+  }
+
+
+def hill_climb(problem: performance.Problem, evals: int = 5000, seed: int = 0,
+               batch_size: int = 64) -> MethodResult:
+  """Hill climbing from the best heuristic seed on the exact batched model (module doc)."""
+  started = time.perf_counter()
+  seeds = heuristic_seeds(problem)
+  if evals < len(seeds):
+    raise ValueError(f"hill_climb needs at least {len(seeds)} evaluations (its seeds), got "
+                     f"{evals}")
+  num_ops, num_devices = problem.graph.num_ops, problem.devices.num_devices
+  num_moves = num_ops * (num_devices - 1) + max(num_ops - 1, 0)
+  batch_size = max(1, min(batch_size, num_moves, evals))
+  score = _BatchScorer(problem, max(batch_size, len(seeds)))
+  names = list(seeds)
+  seed_ranks = [np.argsort(order) for _, order in seeds.values()]
+  seed_values = score(np.stack([placement for placement, _ in seeds.values()]),
+                      np.stack(seed_ranks))
+  start = int(np.argmin(seed_values))
+  value = float(seed_values[start])
+  placement = np.asarray(seeds[names[start]][0], np.int64)
+  rank = seed_ranks[start]
+  rng = np.random.default_rng(seed)
+  accepted = improved = 0
+  while score.evaluations < evals and num_moves > 0:
+    take = min(batch_size, evals - score.evaluations, num_moves)
+    placements, ranks = _neighbours(placement, rank, rng.choice(num_moves, take, replace=False),
+                                    num_devices)
+    values = score(placements, ranks)
+    winner = int(np.argmin(values))
+    if values[winner] <= value:
+      improved += values[winner] < value
+      accepted += 1
+      value, placement, rank = float(values[winner]), placements[winner], ranks[winner]
+  return finish("hill_climb", problem, placement, np.argsort(rank), started,
+                evaluations=score.evaluations, start_seed=names[start],
+                seed_objective=float(seed_values[start]), searched_objective=value,
+                accepted_moves=accepted, improving_moves=improved)
+
+
 def local_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,
                  batch_size: int = 64, patience: int = 3) -> MethodResult:
   started = time.perf_counter()
@@ -39,18 +156,9 @@ def local_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,
   graph, num_devices = problem.graph, problem.devices.num_devices
   num_ops = graph.num_ops
   rng = np.random.default_rng(seed)
-  fitness = performance.make_fitness_fn(problem)
   num_moves = num_ops * (num_devices - 1) + max(num_ops - 1, 0)
   batch_size = max(1, min(batch_size, num_moves, evals))
-
-  def evaluate(placements: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    rows = len(placements)  # Padded to one shape so the model compiles once.
-    pad = batch_size - rows
-    placements = np.concatenate([placements, np.repeat(placements[:1], pad, 0)])
-    ranks = np.concatenate([ranks, np.repeat(ranks[:1], pad, 0)])
-    values = fitness(jnp.asarray(_chromosomes(placements, ranks, num_devices,
-                                              graph.num_tensors)))
-    return np.asarray(values)[:rows]
+  evaluate = _BatchScorer(problem, batch_size)
 
   def fresh_start() -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty(num_ops, np.int64)
@@ -59,25 +167,14 @@ def local_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,
 
   placement, rank = fresh_start()
   value = float(evaluate(placement[None], rank[None])[0])
-  used, restarts = 1, 0
+  restarts = 0
   best = (value, placement.copy(), rank.copy())
   failures = 0
-  while used < evals and num_moves > 0:
-    take = min(batch_size, evals - used)
-    moves = rng.choice(num_moves, size=take, replace=False)
-    placements = np.repeat(placement[None], take, 0)
-    ranks = np.repeat(rank[None], take, 0)
-    device_moves = moves < num_ops * (num_devices - 1)
-    rows = np.flatnonzero(device_moves)
-    ops, shift = np.divmod(moves[rows], max(num_devices - 1, 1))
-    placements[rows, ops] = (placement[ops] + 1 + shift) % num_devices  # Any other device.
-    rows = np.flatnonzero(~device_moves)
-    position = moves[rows] - num_ops * (num_devices - 1)
-    by_rank = np.argsort(rank)
-    first, second = by_rank[position], by_rank[position + 1]
-    ranks[rows, first], ranks[rows, second] = rank[second], rank[first]
+  while evaluate.evaluations < evals and num_moves > 0:
+    take = min(batch_size, evals - evaluate.evaluations)
+    placements, ranks = _neighbours(placement, rank, rng.choice(num_moves, take, replace=False),
+                                    num_devices)
     values = evaluate(placements, ranks)
-    used += take
     winner = int(np.argmin(values))
     if values[winner] < value:
       value, placement, rank = float(values[winner]), placements[winner], ranks[winner]
@@ -86,12 +183,12 @@ def local_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,
         best = (value, placement.copy(), rank.copy())
       continue
     failures += 1
-    if (take == num_moves or failures >= patience) and used < evals:
+    if (take == num_moves or failures >= patience) and evaluate.evaluations < evals:
       placement, rank = fresh_start()
       value = float(evaluate(placement[None], rank[None])[0])
-      used, failures, restarts = used + 1, 0, restarts + 1
+      failures, restarts = 0, restarts + 1
       if value < best[0]:
         best = (value, placement.copy(), rank.copy())
   _, placement, rank = best
   return finish("local_search", problem, placement, np.argsort(rank), started,
-                evaluations=used, restarts=restarts, searched_objective=best[0])
+                evaluations=evaluate.evaluations, restarts=restarts, searched_objective=best[0])
