@@ -115,7 +115,8 @@ def to_bucket(layout: Layout, bucket: Layout,
   priority[:layout.num_ops] = genes[layout.priority_slice]
   out[bucket.priority_slice] = priority
   transfer = np.full((bucket.num_tensors, bucket.num_devices), fill, genes.dtype)
-  transfer[:layout.num_tensors] = genes[layout.transfer_slice].reshape(layout.num_tensors, -1)
+  transfer[:layout.num_tensors] = genes[layout.transfer_slice].reshape(layout.num_tensors,
+                                                                   layout.num_devices)
   out[bucket.transfer_slice] = transfer.ravel()
   return out
 
@@ -126,5 +127,6 @@ def from_bucket(layout: Layout, bucket: Layout,
   genes = np.asarray(genes)
   affinity = genes[bucket.affinity_slice].reshape(bucket.num_ops, -1)[:layout.num_ops]
   priority = genes[bucket.priority_slice][:layout.num_ops]
-  transfer = genes[bucket.transfer_slice].reshape(bucket.num_tensors, -1)[:layout.num_tensors]
+  transfer = genes[bucket.transfer_slice].reshape(bucket.num_tensors, bucket.num_devices)[
+      :layout.num_tensors]
   return np.concatenate([affinity.ravel(), priority, transfer.ravel()])

@@ -97,3 +97,27 @@ def test_brkga_tuning_quick_saves_a_preset(tmp_path):
            (tmp_path / "brkga_tuning-quick.md").read_text().splitlines()
            if line.startswith("| ") and line.split(" | ")[0][2:].isdigit()]
   assert ranks == ["| 1", "| 2"]
+
+
+def test_task_graph_table_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.task_graph_table", out, "--methods",
+            "critical_path,heft,hill_climb,cpsat,brkga,saga:Heft,saga:Cpop")
+  markdown, data = read_report(out, "task_graph_table")
+  for set_name in ("sinnen", "stg"):
+    overall = data["summary"][set_name]["overall"]
+    assert {"critical_path", "heft", "hill_climb", "cpsat", "brkga"} <= set(overall)
+    for stats in overall.values():
+      assert stats["mean_gap_pct"] >= 0 and 0 <= stats["optimal_share"] <= 1
+    # The climb starts from the best heuristic: never worse than critical path or HEFT.
+    assert overall["hill_climb"]["mean_gap_pct"] <= min(
+        overall["critical_path"]["mean_gap_pct"], overall["heft"]["mean_gap_pct"]) + 1e-9
+  assert "CP-SAT to proven optimality on the 10-task graphs" in markdown
+
+
+def test_doppler_scorer_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.bench.doppler_scorer", out)
+  _, data = read_report(out, "doppler_scorer")
+  assert len(data["rows"]) == 5 and all(r["mismatches"] == 0 for r in data["rows"])
+  assert all(r["speedup"] > 1 for r in data["rows"])

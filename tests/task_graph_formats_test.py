@@ -154,3 +154,32 @@ def test_cpsat_reproduces_proven_optima_of_ten_task_graphs(shared_graphs):
     result = exact.cpsat(problem, time_limit=60)
     assert result.details["status"] == "OPTIMAL", row["file"]
     assert result.objective == float(row["optimal_length"]), row["file"]
+
+
+def test_writers_refuse_what_their_format_cannot_hold(shared_graphs):
+  doppler_graph = graph_io.load_graph(str(shared_graphs / "doppler" / "chain_mm_112nodes.txt"))
+  with pytest.raises(errors.FormatError, match="readers; a DOT task graph gives each edge"):
+    graph_io.graph_to_text(doppler_graph, "dot")
+  with pytest.raises(errors.FormatError, match="no communication costs"):
+    graph_io.graph_to_text(doppler_graph, "stg")
+
+
+@pytest.mark.parametrize("path", ["sinnen", "stg"])
+def test_round_trip_through_the_writer_keeps_every_makespan(shared_graphs, path):
+  source = (sorted((shared_graphs / "sinnen").glob("*.dot"))[7] if path == "sinnen"
+            else sorted((shared_graphs / "stg" / "50").glob("*.stg"))[3])
+  graph = graph_io.load_graph(str(source))
+  format_name = "dot" if path == "sinnen" else "stg"
+  back = graph_io.parse_graph(graph_io.graph_to_text(graph, format_name), f"back.{format_name}")
+  rng = np.random.default_rng(0)
+  devices = devices_lib.homogeneous(3)
+  for _ in range(5):
+    placement = rng.integers(0, 3, graph.num_ops)
+    priority = rng.random(graph.num_ops)
+    by_name = dict(zip(back.op_names, range(back.num_ops)))
+    moved = np.empty(back.num_ops, np.int64)
+    moved_priority = np.empty(back.num_ops)
+    for op, name in enumerate(graph.op_names):
+      moved[by_name[name]], moved_priority[by_name[name]] = placement[op], priority[op]
+    assert rm.simulate_delay(graph, devices, placement, priority).makespan == \
+        rm.simulate_delay(back, devices, moved, moved_priority).makespan

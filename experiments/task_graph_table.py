@@ -1,0 +1,456 @@
+r"""Task-scheduling benchmarks with proven optima: every method's gap to the optimum.
+
+  python -m experiments.task_graph_table                  # Sinnen's 1,118 graphs and STG's 720
+  python -m experiments.task_graph_table --quick          # a stratified sample, a few minutes
+  python -m experiments.task_graph_table --sets sinnen --methods heft,hill_climb
+
+Instances: `../shared/graphs/sinnen` (DOT task graphs of 10-30 tasks on 2-8 identical
+processors, `optimal.csv`: optima proven by an exact A* search) and `../shared/graphs/stg`
+(Kasahara's 50-task graphs on 2, 4, 8 and 16 processors, no communication; a row with bounds
+instead of an optimum is compared with its upper bound, and checked against its lower one).
+The model is the delay model (`--model delay`): identical processors, a task starts once its
+processor is free and its inputs arrived, communication is paid across processors only.
+
+Methods: ours (critical path, HEFT, `hill_climb` from the best heuristic seed, CP-SAT with a
+time limit — run to proven optimality on the 10-task graphs, whose optimum it must reproduce —
+and BRKGA as `regal.optimize` runs it by default, the search's own answer reported beside the
+best seed it started from) and the peers of anrg-saga 2.0.2 (`pip install -e ".[peers]"`; its
+list schedulers that finish on these graphs). Every schedule, ours and the peers', is checked by
+`check_schedule`, which re-reads the task graph from the file with its own small parser and
+knows nothing of our models: each task runs once for exactly its cost, one task at a time per
+processor, after every predecessor's end plus the edge's cost across processors. A makespan
+below the proven optimum fails the run.
+
+Per method: mean and max gap to the optimum (%), the share of instances solved optimally, and
+seconds per instance, overall and by communication-to-computation ratio and processor count.
+Results are appended per (instance, method) to a JSONL file beside the report, so a killed run
+resumes where it stopped.
+"""
+from __future__ import annotations
+
+from regal import parallel
+
+parallel.use_all_cpu_cores()  # Before JAX starts.
+
+import contextlib  # noqa: E402
+import csv  # noqa: E402
+import json  # noqa: E402
+import logging as std_logging  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+from typing import Any, Sequence  # noqa: E402
+
+import numpy as np  # noqa: E402
+from absl import flags  # noqa: E402
+
+from datasets import devices as devices_lib  # noqa: E402
+from datasets import errors  # noqa: E402
+from datasets import io as graph_io  # noqa: E402
+from experiments import report  # noqa: E402
+from regal import baselines, optimize_lib, performance  # noqa: E402
+from regal.baselines import exact  # noqa: E402
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs")
+OURS = ("critical_path", "heft", "hill_climb", "cpsat", "brkga")
+# anrg-saga's schedulers; not run by default: BruteForce and SMT (exhaustive), Hybrid (needs
+# arguments), DPS (over 20 s per instance on 50-task STG graphs: `--methods ...,saga:DPS`).
+PEERS = ("Heft", "Cpop", "ETF", "FCP", "MCT", "MinMin", "MaxMin", "Sufferage", "Hbmct", "Msbc",
+         "Duplex", "FLB", "MST", "BIL", "GDL", "WBA", "MET", "OLB", "FastestNode", "DPS")
+DEFAULT_PEERS = tuple(p for p in PEERS if p != "DPS")
+
+_QUICK = flags.DEFINE_bool("quick", False, "A stratified sample of 40 Sinnen and 16 STG "
+                           "instances.")
+_SETS = flags.DEFINE_list("sets", ["sinnen", "stg"], "Benchmark sets.")
+_METHODS = flags.DEFINE_list("methods", list(OURS) + [f"saga:{p}" for p in DEFAULT_PEERS],
+                             "Methods: ours, and saga:NAME for anrg-saga's schedulers.")
+_EVALS = flags.DEFINE_integer("evals", 5000, "Budget of hill_climb and BRKGA.")
+_TIME_LIMIT = flags.DEFINE_float("time_limit", 2.0, "CP-SAT's seconds per instance (the "
+                                 "10-task graphs run to proven optimality, up to 120 s).")
+_SAMPLE = flags.DEFINE_integer("sample", 0, "Instances per set (stratified; 0: all).")
+_SEED = flags.DEFINE_integer("seed", 0, "Random seed of the searches.")
+_PEER_SECONDS = flags.DEFINE_float("peer_seconds", 20.0, "A peer taking longer on one instance "
+                                   "is stopped and left out of the table.")
+_SHARED = flags.DEFINE_string("shared", SHARED, "The shared graphs folder.")
+_OUT_DIR = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "task_graph_table"),
+                               "Where the report and its resumable rows go.")
+
+
+# ----- instances -------------------------------------------------------------------------
+def _ccr_class(row: dict[str, str]) -> float:
+  """0.1, 1 or 10 (the table's ratio, rounded); 0 for graphs without edges (Independent)."""
+  if not row["ccr"]:
+    return 0.0
+  return min((0.1, 1.0, 10.0), key=lambda c: abs(math.log(float(row["ccr"]) / c)))
+
+
+def sinnen_instances(root: str) -> list[dict[str, Any]]:
+  with open(os.path.join(root, "sinnen", "optimal.csv")) as f:
+    rows = list(csv.DictReader(f))
+  return [{"set": "sinnen", "file": row["file"], "path": os.path.join(root, "sinnen", row["file"]),
+           "processors": int(row["processors"]), "optimum": float(row["optimal_length"]),
+           "lower": float(row["optimal_length"]), "proven": True, "tasks": int(row["tasks"]),
+           "ccr": _ccr_class(row),
+           "family": row["family"]} for row in rows]
+
+
+def stg_instances(root: str) -> list[dict[str, Any]]:
+  instances = []
+  folder = os.path.join(root, "stg", "optimal")
+  for name in sorted(os.listdir(folder)):
+    with open(os.path.join(folder, name)) as f:
+      for row in csv.reader(f):
+        if not row:
+          continue
+        proven = len(row) == 3
+        instances.append({
+            "set": "stg", "file": row[0], "path": os.path.join(root, "stg", row[0]),
+            "processors": int(row[1]), "optimum": float(row[2] if proven else row[3]),
+            "lower": float(row[2]), "proven": proven, "tasks": 50, "ccr": 0.0,
+            "family": "random"})
+  return sorted(instances, key=lambda i: (i["file"], i["processors"]))
+
+
+def stratified(instances: list[dict], count: int, seed: int = 0) -> list[dict]:
+  """`count` instances spread over (tasks, ccr, processors) strata, deterministically."""
+  if count <= 0 or count >= len(instances):
+    return instances
+  rng = np.random.default_rng(seed)
+  strata: dict[tuple, list[dict]] = {}
+  for instance in instances:
+    strata.setdefault((instance["tasks"], instance["ccr"], instance["processors"]),
+                      []).append(instance)
+  for members in strata.values():
+    rng.shuffle(members)
+  chosen, round_index = [], 0
+  keys = [key for _, key in sorted((rng.random(), key) for key in sorted(strata))]
+  while len(chosen) < count:
+    for key in keys:
+      if round_index < len(strata[key]) and len(chosen) < count:
+        chosen.append(strata[key][round_index])
+    round_index += 1
+  return sorted(chosen, key=lambda i: (i["file"], i["processors"]))
+
+
+# ----- the independent checker ------------------------------------------------------------
+_DOT_NODE = re.compile(r'^\s*"?([^"\s\[]+)"?\s*\[\s*Weight\s*=\s*([0-9.eE+-]+)', re.M)
+_DOT_EDGE = re.compile(r'^\s*"?([^"\s\[]+)"?\s*->\s*"?([^"\s\[]+)"?\s*\[\s*Weight\s*=\s*'
+                       r'([0-9.eE+-]+)', re.M)
+
+
+def read_task_graph(path: str) -> tuple[dict[str, float], list[tuple[str, str, float]]]:
+  """(task costs, edges with communication costs) read straight from a Sinnen DOT or STG file,
+  without the project's importers."""
+  text = open(path).read()
+  if path.endswith(".dot"):
+    edges = [(u, v, float(c)) for u, v, c in _DOT_EDGE.findall(text)]
+    tasks = {name: float(cost) for name, cost in _DOT_NODE.findall(text)}
+    return tasks, edges
+  lines = [line.split() for line in text.splitlines() if line.strip() and line[0] != "#"]
+  tasks, edges = {}, []
+  for fields in lines[1:]:
+    tasks[fields[0]] = float(fields[1])
+    edges += [(p, fields[0], 0.0) for p in fields[3:3 + int(fields[2])]]
+  return tasks, edges
+
+
+def check_schedule(tasks: dict[str, float], edges: list[tuple[str, str, float]],
+                   schedule: dict[str, tuple[Any, float, float]], tolerance: float = 1e-6
+                   ) -> float:
+  """The makespan of a schedule {task: (processor, start, end)}; raises AssertionError when it
+  breaks the delay model (see the module doc)."""
+  missing, extra = set(tasks) - set(schedule), set(schedule) - set(tasks)
+  assert not missing and not extra, (f"tasks not scheduled: {sorted(missing)[:3]}, unknown "
+                                     f"tasks: {sorted(extra)[:3]}")
+  for task, (_, start, end) in schedule.items():
+    assert start >= -tolerance, f"task {task} starts before 0"
+    assert abs((end - start) - tasks[task]) <= tolerance * max(1.0, tasks[task]), (
+        f"task {task} runs {end - start}, its cost is {tasks[task]}")
+  by_processor: dict[Any, list[tuple[float, float, str]]] = {}
+  for task, (processor, start, end) in schedule.items():
+    if end > start:
+      by_processor.setdefault(processor, []).append((start, end, task))
+  for processor, intervals in by_processor.items():
+    intervals.sort()
+    for (_, end_a, a), (start_b, _, b) in zip(intervals, intervals[1:]):
+      assert start_b >= end_a - tolerance, f"{a} and {b} overlap on processor {processor}"
+  for u, v, cost in edges:
+    delay = 0.0 if schedule[u][0] == schedule[v][0] else cost
+    assert schedule[v][1] >= schedule[u][2] + delay - tolerance, (
+        f"{v} starts before {u}'s data arrives")
+  return max((end for _, _, end in schedule.values()), default=0.0)
+
+
+# ----- methods ------------------------------------------------------------------------------
+def ours(method: str, graph, processors: int, tasks_per_graph: int) -> tuple[dict, dict]:
+  """(schedule {task: (processor, start, end)}, facts) of one of our methods."""
+  devices = devices_lib.homogeneous(processors)
+  problem = performance.Problem(graph, devices, model="delay")
+  facts: dict[str, Any] = {}
+  if method == "brkga":
+    result = optimize_lib.run(graph, devices, model="delay", evals=_EVALS.value,
+                              seed=_SEED.value)
+    placement, schedule = result.placement, result.schedule
+    facts = {"search_objective": result.data["search_objective"],
+             "best_seed": result.data["baselines"].get("best_seed", {}).get("objective")}
+  else:
+    if method == "cpsat":
+      limit = 120.0 if tasks_per_graph == 10 else _TIME_LIMIT.value
+      result = exact.cpsat(problem, time_limit=limit, seed=_SEED.value)
+      facts = {"status": result.details["status"], "lower_bound": result.details["lower_bound"]}
+    else:
+      result = baselines.run_method(method, problem, evals=_EVALS.value, seed=_SEED.value)
+      if method == "hill_climb":
+        facts = {"search_objective": result.details["searched_objective"],
+                 "best_seed": result.details["seed_objective"],
+                 "start_seed": result.details["start_seed"]}
+    placement, schedule = result.placement, result.schedule
+  timed = {graph.op_names[i]: (int(placement[i]), float(schedule.op_start[i]),
+                               float(schedule.op_end[i])) for i in range(graph.num_ops)}
+  return timed, facts
+
+
+def saga_schedule(name: str, graph, processors: int) -> tuple[dict, dict]:
+  from saga import Network, TaskGraph
+  import saga.schedulers as saga_schedulers
+  std_logging.getLogger().setLevel(std_logging.ERROR)  # saga warns on every added source.
+  task_graph = TaskGraph.create(
+      [(op, float(cost)) for op, cost in zip(graph.op_names, graph.compute_cost.tolist())],
+      [(graph.op_names[graph.tensor_producer[t]], graph.op_names[c], float(graph.tensor_size[t]))
+       for t, c in zip(graph.data_edge_tensor.tolist(), graph.data_edge_consumer.tolist())]
+      + [(graph.op_names[a], graph.op_names[b], 0.0)
+         for a, b in zip(graph.control_edge_src.tolist(), graph.control_edge_dst.tolist())])
+  network = Network.create([(f"p{k}", 1.0) for k in range(processors)],
+                           [(f"p{a}", f"p{b}", 1.0) for a in range(processors)
+                            for b in range(a + 1, processors)])
+  result = getattr(saga_schedulers, f"{name}Scheduler")().schedule(network, task_graph)
+  timed = {task.name: (processor, float(task.start), float(task.end))
+           for processor, scheduled in result.items() for task in scheduled
+           if not task.name.startswith("__super_")}
+  return timed, {}
+
+
+class _PeerTimeout(Exception):
+  pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+  """Stops the block (a peer's pure-Python scheduler) after `seconds` with _PeerTimeout."""
+  def expire(signum, frame):
+    raise _PeerTimeout(f"took more than {seconds:g} s")
+  previous = signal.signal(signal.SIGALRM, expire)
+  signal.setitimer(signal.ITIMER_REAL, seconds)
+  try:
+    yield
+  finally:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+# ----- the run ------------------------------------------------------------------------------
+def rows_path() -> str:
+  mode = "quick" if _QUICK.value else (f"sample{_SAMPLE.value}" if _SAMPLE.value else "full")
+  return os.path.join(_OUT_DIR.value, f"task_graph_table-{mode}.jsonl")
+
+
+def load_rows(path: str) -> dict[tuple, dict]:
+  rows = {}
+  if os.path.exists(path):
+    with open(path) as f:
+      for line in f:
+        try:
+          row = json.loads(line)
+        except json.JSONDecodeError:
+          continue  # A line cut by a kill.
+        rows[(row["set"], row["file"], row["processors"], row["method"])] = row
+  return rows
+
+
+def append_row(path: str, row: dict) -> None:
+  """One JSON line, on a line of its own even after a line cut by a kill."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "a+b") as f:
+    f.seek(0, os.SEEK_END)
+    if f.tell():
+      f.seek(-1, os.SEEK_END)
+      if f.read(1) != b"\n":
+        f.write(b"\n")
+    f.write((json.dumps(row) + "\n").encode())
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def run_one(instance: dict, method: str, graph, reference) -> dict:
+  started = time.perf_counter()
+  key = {"set": instance["set"], "file": instance["file"],
+         "processors": instance["processors"], "method": method}
+  if method.startswith("saga:"):
+    try:
+      with _time_limit(_PEER_SECONDS.value):
+        schedule, facts = saga_schedule(method[5:], graph, instance["processors"])
+    except Exception as error:  # pylint: disable=broad-except  # A peer's crash: left out.
+      return {**key, "invalid": f"crashed: {type(error).__name__}: {error}"[:200],
+              "seconds": time.perf_counter() - started}
+  else:
+    schedule, facts = ours(method, graph, instance["processors"], instance["tasks"])
+  seconds = time.perf_counter() - started
+  try:
+    makespan = check_schedule(*reference, schedule)
+  except AssertionError as error:
+    if not method.startswith("saga:"):
+      raise
+    return {**key, "invalid": str(error), "seconds": seconds}  # The peer is left out.
+  if makespan < instance["lower"] - 1e-6:
+    raise AssertionError(f"{method} on {instance['file']} ({instance['processors']} "
+                         f"processors): makespan {makespan} below the proven "
+                         f"{'optimum' if instance['proven'] else 'lower bound'} "
+                         f"{instance['lower']}: a bug in a model or an importer")
+  return {**key, "makespan": makespan,
+          "optimum": instance["optimum"], "proven": instance["proven"],
+          "tasks": instance["tasks"], "ccr": instance["ccr"], "seconds": seconds,
+          "gap_pct": 100.0 * (makespan / instance["optimum"] - 1.0) if instance["optimum"] else 0.0,
+          **facts}
+
+
+def summarize(rows: list[dict], methods: Sequence[str]) -> dict[str, Any]:
+  def stats(selected: list[dict]) -> dict[str, float]:
+    gaps = np.array([r["gap_pct"] for r in selected])
+    return {"instances": len(selected), "mean_gap_pct": float(gaps.mean()),
+            "max_gap_pct": float(gaps.max()),
+            "optimal_share": float(np.mean(gaps <= 1e-9)),
+            "seconds_per_instance": float(np.mean([r["seconds"] for r in selected]))}
+
+  out: dict[str, Any] = {}
+  invalid = {r["method"]: f"{r['file']} ({r['processors']} processors): {r['invalid']}"
+             for r in rows if "invalid" in r}
+  methods = [m for m in methods if m not in invalid]
+  rows = [r for r in rows if r["method"] in methods]
+  out["left_out"] = invalid
+  for set_name in sorted({r["set"] for r in rows}):
+    in_set = [r for r in rows if r["set"] == set_name]
+    by: dict[str, Any] = {"overall": {}, "ccr": {}, "processors": {}, "tasks": {}}
+    for method in methods:
+      mine = [r for r in in_set if r["method"] == method]
+      if not mine:
+        continue
+      by["overall"][method] = stats(mine)
+      for field in ("ccr", "processors", "tasks"):
+        for value in sorted({r[field] for r in mine}):
+          by[field].setdefault(str(value), {})[method] = stats(
+              [r for r in mine if r[field] == value])
+      searched = [r for r in mine if r.get("best_seed")]
+      if searched:
+        by["overall"][method]["search_vs_best_seed_pct"] = float(np.mean(
+            [100.0 * (1 - r["search_objective"] / r["best_seed"]) for r in searched]))
+    out[set_name] = by
+  return out
+
+
+def markdown(summary: dict[str, Any], methods: Sequence[str]) -> list[str]:
+  lines = []
+  for set_name, by in summary.items():
+    if set_name == "left_out":
+      continue
+    count = max(s["instances"] for s in by["overall"].values())
+    lines += [f"## {set_name} ({count} instances)", "",
+              "| method | mean gap % | max gap % | optimal | s / instance | search vs best seed |",
+              "|---|---|---|---|---|---|"]
+    ranked = sorted(by["overall"], key=lambda m: by["overall"][m]["mean_gap_pct"])
+    for method in ranked:
+      s = by["overall"][method]
+      seed = (f"{s['search_vs_best_seed_pct']:+.2f}% below" if "search_vs_best_seed_pct" in s
+              else "")
+      lines.append(f"| {method} | {s['mean_gap_pct']:.2f} | {s['max_gap_pct']:.1f} | "
+                   f"{100 * s['optimal_share']:.1f}% | {s['seconds_per_instance']:.3f} | "
+                   f"{seed} |")
+    for field, label in (("ccr", "CCR"), ("processors", "processors"), ("tasks", "tasks")):
+      values = sorted(by[field], key=float)
+      if len(values) < 2:
+        continue
+      lines += ["", f"Mean gap % (optimal share) by {label}:", "",
+                "| method | " + " | ".join(values) + " |",
+                "|---|" + "---|" * len(values)]
+      for method in ranked:
+        cells = [f"{by[field][v][method]['mean_gap_pct']:.2f} "
+                 f"({100 * by[field][v][method]['optimal_share']:.0f}%)"
+                 if method in by[field][v] else "" for v in values]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    lines.append("")
+  return lines
+
+
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  if _EVALS.value < 64 or _TIME_LIMIT.value <= 0 or _SAMPLE.value < 0:
+    raise errors.ConfigError("--evals must be at least 64, --time_limit positive, --sample "
+                             ">= 0")
+  unknown = [m for m in _METHODS.value if m not in OURS and not (
+      m.startswith("saga:") and m[5:] in PEERS)]
+  if unknown:
+    raise errors.ConfigError(f"unknown method(s) {', '.join(unknown)}; known: "
+                             f"{', '.join(OURS)}, saga:{{{','.join(PEERS)}}}")
+  methods = list(_METHODS.value)
+  if any(m.startswith("saga:") for m in methods):
+    try:
+      import saga  # noqa: F401
+    except ImportError:
+      print("anrg-saga is not installed (pip install -e \".[peers]\"): its schedulers are "
+            "left out")
+      methods = [m for m in methods if not m.startswith("saga:")]
+  if not os.path.isdir(_SHARED.value):
+    raise errors.ConfigError(f"{_SHARED.value}: the shared graphs folder is missing")
+  instances = []
+  for set_name in _SETS.value:
+    if set_name not in ("sinnen", "stg"):
+      raise errors.ConfigError(f"unknown set {set_name!r}; known: sinnen, stg")
+    found = (sinnen_instances if set_name == "sinnen" else stg_instances)(_SHARED.value)
+    sample = (40 if set_name == "sinnen" else 16) if _QUICK.value else _SAMPLE.value
+    instances += stratified(found, sample)
+  path = rows_path()
+  done = load_rows(path)
+  started, total = time.perf_counter(), len(instances)
+  for index, instance in enumerate(instances):
+    todo = [m for m in methods if (instance["set"], instance["file"], instance["processors"],
+                                   m) not in done]
+    if not todo:
+      continue
+    graph = graph_io.load_graph(instance["path"])
+    reference = read_task_graph(instance["path"])
+    for method in todo:
+      row = run_one(instance, method, graph, reference)
+      append_row(path, row)
+      done[(row["set"], row["file"], row["processors"], method)] = row
+    if (index + 1) % 20 == 0 or index + 1 == total:
+      print(f"[{index + 1}/{total}] {time.perf_counter() - started:.0f} s", flush=True)
+  wanted = {(i["set"], i["file"], i["processors"]) for i in instances}
+  rows = [r for key, r in done.items() if key[:3] in wanted and r["method"] in methods]
+  summary = summarize(rows, methods)
+  lines, facts = report.header("Task graphs with proven optima (delay model)",
+                               "experiments.task_graph_table",
+                               "quick" if _QUICK.value else
+                               (f"sample of {_SAMPLE.value} per set" if _SAMPLE.value else "full"))
+  body = [f"Gap = makespan / optimum - 1 (STG rows without a proof: / best known upper bound); "
+          f"every schedule passed the independent checker and none is below the optimum. "
+          f"hill_climb and BRKGA: {_EVALS.value} evaluations; CP-SAT: {_TIME_LIMIT.value} s "
+          f"(10-task graphs: to proven optimality); seed {_SEED.value}. \"search vs best seed\": "
+          f"how far below the best heuristic seed the search's own answer is, on average.", ""]
+  body += markdown(summary, methods)
+  if summary["left_out"]:
+    body += ["Left out: peers that crashed or whose schedules broke the delay model (the last "
+             "failure each):",
+             ""] + [f"- {m}: {why}" for m, why in sorted(summary["left_out"].items())] + [""]
+  cpsat10 = [r for r in rows if r["method"] == "cpsat" and r["tasks"] == 10]
+  if cpsat10:
+    exact_hits = sum(r["status"] == "OPTIMAL" and r["makespan"] == r["optimum"] for r in cpsat10)
+    body.append(f"CP-SAT to proven optimality on the 10-task graphs: {exact_hits} of "
+                f"{len(cpsat10)} reproduce the A* optimum exactly.")
+  report.publish(_OUT_DIR.value, "task_graph_table", lines, body,
+                 {**facts, "summary": summary, "rows_file": os.path.basename(path)})
+
+
+if __name__ == "__main__":
+  errors.run_cli(main)

@@ -1,0 +1,51 @@
+"""experiments.task_graph_table's independent checker and file reader: they must catch every
+way a schedule can break the delay model, and read the shared files like the importers."""
+import numpy as np
+import pytest
+
+from datasets import io as graph_io
+from experiments import task_graph_table as table
+
+TASKS = {"a": 2.0, "b": 3.0, "c": 1.0}
+EDGES = [("a", "b", 4.0), ("a", "c", 1.0)]
+
+
+def test_a_valid_schedule_passes_with_its_makespan():
+  # a on p0 0-2; b on p1 after a's data (2 + 4) 6-9; c on p0 2-3 (same processor: no delay).
+  schedule = {"a": (0, 0.0, 2.0), "b": (1, 6.0, 9.0), "c": (0, 2.0, 3.0)}
+  assert table.check_schedule(TASKS, EDGES, schedule) == 9.0
+
+
+@pytest.mark.parametrize("schedule, message", [
+    ({"a": (0, 0.0, 2.0), "b": (1, 5.0, 8.0), "c": (0, 2.0, 3.0)}, "before a's data arrives"),
+    ({"a": (0, 0.0, 2.0), "b": (0, 1.0, 4.0), "c": (1, 3.0, 4.0)}, "overlap on processor 0"),
+    ({"a": (0, 0.0, 2.0), "b": (1, 6.0, 8.0), "c": (0, 2.0, 3.0)}, "runs 2.0, its cost is 3.0"),
+    ({"a": (0, 0.0, 2.0), "b": (1, 6.0, 9.0)}, r"tasks not scheduled: \['c'\]"),
+    ({"a": (0, -1.0, 1.0), "b": (1, 6.0, 9.0), "c": (0, 2.0, 3.0)}, "starts before 0"),
+])
+def test_every_violation_is_caught(schedule, message):
+  with pytest.raises(AssertionError, match=message):
+    table.check_schedule(TASKS, EDGES, schedule)
+
+
+def test_the_reader_agrees_with_the_importers(shared_graphs):
+  paths = (sorted((shared_graphs / "sinnen").glob("*.dot"))[::150]
+           + sorted((shared_graphs / "stg" / "50").glob("*.stg"))[::60])
+  for path in paths:
+    tasks, edges = table.read_task_graph(str(path))
+    graph = graph_io.load_graph(str(path))
+    assert tasks == dict(zip(graph.op_names, graph.compute_cost.tolist()))
+    imported = sorted((graph.op_names[s], graph.op_names[d], float(b)) for s, d, b in zip(
+        graph.edge_src, graph.edge_dst, np.where(graph.edge_is_control, 0.0, graph.edge_bytes)))
+    assert sorted(edges) == imported
+
+
+def test_instances_and_stratified_sample(shared_graphs):
+  sinnen = table.sinnen_instances(str(shared_graphs))
+  stg = table.stg_instances(str(shared_graphs))
+  assert len(sinnen) == 1118 and len(stg) == 720
+  assert sum(not i["proven"] for i in stg) == 51
+  sample = table.stratified(sinnen, 40)
+  assert len(sample) == 40 and len({i["file"] + str(i["processors"]) for i in sample}) == 40
+  assert {i["tasks"] for i in sample} == {10, 16, 21, 30}
+  assert {i["processors"] for i in sample} == {2, 4, 6, 8}
