@@ -76,7 +76,8 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
                arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
                doppler: seed_arms.DopplerArm | None = None,
                brkga_preset: str = brkga_presets.DEFAULT):
-  params = brkga_presets.params(brkga_preset, problem.layout.size)
+  # The searched layout's size (a size bucket on native engines): one compile per bucket.
+  params = brkga_presets.params(brkga_preset, search.search_layout(problem).size)
   seeds, arm_evaluations = seed_arms.arm_seeds(problem, arms, doppler, seed)
   if evals - arm_evaluations < params.population_size:
     raise errors.ConfigError(f"--evals {evals} leaves {evals - arm_evaluations} evaluations "
