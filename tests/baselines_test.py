@@ -1,6 +1,8 @@
 """regal.baselines: CP-SAT against brute force, every method valid and re-scorable, fusion
 acyclic, the critical path against the Doppler repository's figures."""
 
+import json
+
 import hypothesis
 import numpy as np
 import pytest
@@ -186,6 +188,7 @@ def test_hill_climb_starts_from_the_best_seed_and_climbs_on_the_exact_model():
   assert result.details["seed_objective"] == min(seed_values.values())
   assert seed_values[result.details["start_seed"]] == min(seed_values.values())
   assert result.objective == result.details["searched_objective"] <= min(seed_values.values())
+  json.loads(json.dumps(result.details))  # What --out writes.
   optimum = brute_force_delay_optimum(graph, problem.devices)
   assert result.objective == optimum < min(seed_values.values())
 

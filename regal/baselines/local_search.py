@@ -139,7 +139,7 @@ def hill_climb(problem: performance.Problem, evals: int = 5000, seed: int = 0,
     values = score(placements, ranks)
     winner = int(np.argmin(values))
     if values[winner] <= value:
-      improved += values[winner] < value
+      improved += int(values[winner] < value)
       accepted += 1
       value, placement, rank = float(values[winner]), placements[winner], ranks[winner]
   return finish("hill_climb", problem, placement, np.argsort(rank), started,
