@@ -108,7 +108,9 @@ def test_task_graph_table_quick(tmp_path):
     overall = data["summary"][set_name]["overall"]
     assert {"critical_path", "heft", "hill_climb", "cpsat", "brkga"} <= set(overall)
     for stats in overall.values():
-      assert stats["mean_gap_pct"] >= 0 and 0 <= stats["optimal_share"] <= 1
+      # Sinnen's optima are all proven; STG's unproven rows compare with an upper bound.
+      assert stats["mean_gap_pct"] >= (0 if set_name == "sinnen" else -5)
+      assert 0 <= stats["optimal_share"] <= 1
     # The climb starts from the best heuristic: never worse than critical path or HEFT.
     assert overall["hill_climb"]["mean_gap_pct"] <= min(
         overall["critical_path"]["mean_gap_pct"], overall["heft"]["mean_gap_pct"]) + 1e-9
