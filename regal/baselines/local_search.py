@@ -22,7 +22,6 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from regal import chromosome as chromosome_lib
 from regal import performance
 from regal.baselines.common import MethodResult, finish
 
@@ -33,10 +32,13 @@ def _chromosomes(placement: np.ndarray, rank: np.ndarray, num_devices: int,
   batch, num_ops = placement.shape
   affinity = np.zeros((batch, num_ops, num_devices), np.float32)
   np.put_along_axis(affinity, placement[..., None], 1.0, axis=-1)
-  priority = 1.0 - rank / max(num_ops, 1)
   transfer = np.full((batch, num_tensors * num_devices), 0.5, np.float32)
-  return np.concatenate([affinity.reshape(batch, -1), priority.astype(np.float32), transfer],
-                        axis=1)
+  return np.concatenate([affinity.reshape(batch, -1), _priorities(rank), transfer], axis=1)
+
+
+def _priorities(rank: np.ndarray) -> np.ndarray:
+  """Priority keys [B, o] of ranks (0 runs first): falling evenly from 1."""
+  return (1.0 - rank / max(rank.shape[-1], 1)).astype(np.float32)
 
 
 def _neighbours(placement: np.ndarray, rank: np.ndarray, moves: np.ndarray, num_devices: int
@@ -75,13 +77,10 @@ class _BatchScorer:
 
   def __call__(self, placements: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     self.evaluations += len(placements)
-    if self.host is not None:
-      chromosomes = _chromosomes(placements, ranks, self.num_devices, self.num_tensors)
-      layout = chromosome_lib.Layout(placements.shape[1], self.num_tensors,
-                                                 self.num_devices)
-      decoded = chromosome_lib.decode(chromosomes, layout)
-      return np.asarray(self.host(placements, decoded.op_priority, decoded.transfer_priority),
-                        np.float64)
+    if self.host is not None:  # What `_chromosomes` would decode to, without the genes.
+      priority = _priorities(ranks)
+      transfer = np.full((len(placements), self.num_tensors, self.num_devices), 0.5, np.float32)
+      return np.asarray(self.host(placements, priority, transfer), np.float64)
     values = []
     for begin in range(0, len(placements), self.batch_size):
       chunk_placements = placements[begin:begin + self.batch_size]
