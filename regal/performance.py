@@ -19,7 +19,6 @@ Objectives (smaller is better):
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Callable
 
 import jax
@@ -158,19 +157,12 @@ def score_reference(problem: Problem, chromosome: np.ndarray) -> tuple[float, Sc
 # ----- batched JAX scoring -----------------------------------------------------------------
 def _placement_model_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
   """Batched fitness of the delay and doppler models: decode in JAX, then the compiled host
-  loop (`native_delay`, `native_doppler`) or the JAX delay model."""
-  engine = scoring_engine(problem)
+  loop (`host_scorer`: `native_delay`, `native_doppler`) or the JAX delay model."""
   layout = problem.layout
   pinned = None if problem.pinned is None else jnp.asarray(problem.pinned, jnp.int32)
-  if problem.model == "doppler":
-    host_graph = native_doppler.build_doppler_graph(problem.graph, problem.devices)
-    native_doppler.simulate(host_graph, np.zeros((1, layout.num_ops), np.int32))  # Compile.
-    score = lambda placement, _: native_doppler.simulate(host_graph, placement)  # noqa: E731
-  elif engine == "native":
-    host_graph = native_delay.build_native_delay_graph(problem.graph, problem.devices)
-    score = functools.partial(native_delay.simulate, host_graph)
-    score(np.zeros((1, layout.num_ops), np.int32), np.zeros((1, layout.num_ops), np.float32))
-  graph = jax.tree_util.tree_map(jnp.asarray, delay_model.build_delay_graph(
+  native = scoring_engine(problem) == "native"
+  score = host_scorer(problem) if native else None
+  graph = None if native else jax.tree_util.tree_map(jnp.asarray, delay_model.build_delay_graph(
       problem.graph, problem.devices, problem.dtype))
 
   def decode(chromosomes):
@@ -183,9 +175,8 @@ def _placement_model_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
   @jax.jit
   def fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
     del key  # Deterministic.
-    if engine == "native":  # The host loop spreads the population over the cores itself.
-      decoded = decode(chromosomes)
-      return native_common.makespan_callback(score, decoded.placement, decoded.op_priority)
+    if native:  # The host loop spreads the population over the cores itself.
+      return native_common.makespan_callback(score, *decode(chromosomes))
     return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(graph, chromosomes)
 
   return fitness
