@@ -51,8 +51,7 @@ class DopplerGraph:
   """A graph and its devices as flat arrays: what the kernel reads."""
   compute_cost: np.ndarray  # [O] float64
   in_count: np.ndarray  # [O] int32 awaited deliveries (one per distinct in-neighbour)
-  out_ptr: np.ndarray  # [O + 1] CSR: each op's awaited deliveries, in SimPy creation order
-  out_delivery: np.ndarray  # [E'] delivery ids
+  out_ptr: np.ndarray  # [O + 1] deliveries out_ptr[v]..out_ptr[v+1] leave v (creation order)
   delivery_dst: np.ndarray  # [E'] int32 consumer
   delivery_bytes: np.ndarray  # [E'] float64; -1: a control edge (no transfer time)
   edge_src: np.ndarray  # [E] int32 every edge, for the clock's last value
@@ -88,7 +87,7 @@ def build_doppler_graph(graph: Graph, devices: DeviceSpec) -> DopplerGraph:
   return DopplerGraph(
       compute_cost=np.ascontiguousarray(graph.compute_cost, np.float64),
       in_count=np.bincount(delivery_dst, minlength=graph.num_ops).astype(np.int32),
-      out_ptr=out_ptr, out_delivery=np.arange(len(edges), dtype=np.int32),
+      out_ptr=out_ptr,
       delivery_dst=delivery_dst,
       delivery_bytes=np.ascontiguousarray(carried[edges] if len(edges) else np.zeros(0)),
       edge_src=np.asarray(graph.edge_src, np.int32),
@@ -146,7 +145,7 @@ def _delay(num_bytes, src, dst, latency, bandwidth):
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def _simulate(compute_cost, in_count, out_ptr, out_delivery, delivery_dst, delivery_bytes,
+def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
               edge_src, edge_dst, edge_bytes, speed, bandwidth, latency, placement, makespan_out,
               start_out, end_out):
   population, num_ops = placement.shape
@@ -224,8 +223,7 @@ def _simulate(compute_cost, in_count, out_ptr, out_delivery, delivery_dst, deliv
           now_kinds[slot], now_args[slot] = REQ, head
           now_count += 1
         if kind == RELFIN:  # finished[v]: its transfer processes wake in creation order.
-          for k in range(out_ptr[arg], out_ptr[arg + 1]):
-            delivery = out_delivery[k]
+          for delivery in range(out_ptr[arg], out_ptr[arg + 1]):
             delay = _delay(delivery_bytes[delivery], d, place[delivery_dst[delivery]],
                            latency, bandwidth)
             if now + delay == now:
@@ -281,10 +279,8 @@ def simulate(graph: DopplerGraph, placement: np.ndarray, threads: int | None = N
   start, end = np.full(shape, np.nan), np.full(shape, np.nan)
 
   def run(rows: slice) -> None:
-    _simulate(graph.compute_cost, graph.in_count, graph.out_ptr, graph.out_delivery,
-              graph.delivery_dst, graph.delivery_bytes, graph.edge_src, graph.edge_dst,
-              graph.edge_bytes,
-              graph.speed, graph.bandwidth, graph.latency, placement[rows], makespan[rows],
+    _simulate(graph.compute_cost, graph.in_count, graph.out_ptr, graph.delivery_dst,
+              graph.delivery_bytes, graph.edge_src, graph.edge_dst, graph.edge_bytes, graph.speed, graph.bandwidth, graph.latency, placement[rows], makespan[rows],
               start[rows] if record_times else start, end[rows] if record_times else end)
 
   native_common.run_split(run, population, threads)
