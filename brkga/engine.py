@@ -15,6 +15,12 @@ generation's offspring are all fresh uniform keys, and only the best chromosome 
 (the slots of the other elites hold fresh unscored keys ranked last, so they are never elites
 and are replaced by the next offspring; nothing unscored is counted as evaluated).
 
+A search may be memetic: `run`'s `improve` hook (population in, improved population and the
+evaluations it spent out) polishes chromosomes after every `improve_interval`-th generation
+and after the last one (which leaves it the remainder no generation fits in); it gets the
+budget left (0 between due generations) and must not exceed it. The engine counts its evaluations like any other, re-sorts
+the populations, and keeps the hook's better chromosomes as elites.
+
 Fitness is minimized. The interface follows evosax: `init` / `ask` / `tell` over immutable
 state and parameter dataclasses, and `run`, which runs a whole search under `jit` with a
 `lax.while_loop`. Evaluations are counted as the paper counts them: every chromosome scored
@@ -285,7 +291,8 @@ def _exchange(population: jnp.ndarray, fitness: jnp.ndarray, origin: jnp.ndarray
 class Result(NamedTuple):
   best_chromosome: jnp.ndarray
   best_fitness: jnp.ndarray
-  history: jnp.ndarray  # [max_generations + 1] best fitness after each generation (0: initial)
+  history: jnp.ndarray  # [max_generations + 1] best fitness after each generation (0: initial;
+  # inf after the last generation run)
   generations: jnp.ndarray
   evaluations: jnp.ndarray
   final_population: jnp.ndarray  # [Pi, P, n] sorted best first (REGAL's BRKGA features)
@@ -301,15 +308,46 @@ def max_generations(params: Params, budget: int) -> int:
   return (budget - initial) // params.offspring_per_generation
 
 
+# improve(key, population [Pi, P, n], fitness [Pi, P], allowance []) ->
+#   (population, fitness, evaluations spent [] <= allowance).
+ImproveFn = Callable[[jax.Array, jnp.ndarray, jnp.ndarray, jnp.ndarray],
+                     tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]]
+
+
+def improved(state: State, improve: ImproveFn, budget: int | jnp.ndarray) -> State:
+  """The state after `improve` polished its populations with at most the budget left."""
+  # A key of its own that leaves the engine's stream alone: a hook that changes nothing
+  # changes nothing.
+  improve_key = jax.random.fold_in(state.key, 0x1A7E)
+  population, fitness, spent = improve(improve_key, state.population, state.fitness,
+                                       budget - state.evaluations)
+  population, fitness, origin = _sort(population, fitness, state.origin)
+  best = jnp.argmin(fitness[:, 0])
+  better = fitness[best, 0] < state.best_fitness
+  return state.replace(
+      population=population, fitness=fitness, origin=origin,
+      best_chromosome=jnp.where(better, population[best, 0], state.best_chromosome),
+      best_fitness=jnp.where(better, fitness[best, 0], state.best_fitness),
+      best_origin=jnp.where(better, origin[best, 0], state.best_origin),
+      stagnation=jnp.where(better, 0, state.stagnation),
+      evaluations=state.evaluations + spent.astype(state.evaluations.dtype))
+
+
 def run(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array, params: Params,
-        budget: int, num_genes: int, seeds: jnp.ndarray | None = None) -> Result:
-  """A whole search, jit-compatible (`budget` and `num_genes` static).
+        budget: int, num_genes: int, seeds: jnp.ndarray | None = None,
+        improve: ImproveFn | None = None, improve_interval: int = 1,
+        stop: Callable[[State], jnp.ndarray] | None = None) -> Result:
+  """A whole search, jit-compatible (`budget`, `num_genes`, `improve_interval` static).
 
   `fitness_fn` maps chromosomes [N, n] to fitness [N] (smaller is better). Same key, same
   result. `seeds` [S, n] enter population 0; the best seed is an upper bound on the result.
+  `improve` (module doc) runs after every `improve_interval`-th generation. `stop(state)`, if
+  given, is asked before each generation whether to end early (e.g. a wall-clock limit).
   """
   params.validate()
   generations = max_generations(params, budget)
+  if improve_interval < 1:
+    raise ValueError(f"improve_interval must be at least 1, got {improve_interval}")
   init_key, search_key = jax.random.split(key)
   population = initial_population(init_key, params, num_genes, seeds)
   pops, size, _ = population.shape
@@ -323,10 +361,21 @@ def run(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array, params
     offspring, state = ask(state, params)
     scored = fitness_fn(offspring.reshape(-1, num_genes)).reshape(offspring.shape[:2])
     state = tell(state, params, offspring, scored)
+    if improve is not None:
+      # Every `improve_interval`-th generation, and after the last one (the remainder no
+      # generation fits in): one call site, so the hook is compiled once.
+      last = state.evaluations + params.offspring_per_generation > budget
+      due = (state.generation % improve_interval == 0) | last
+      state = improved(state, improve, jnp.where(due, budget, state.evaluations))
     return state, history.at[state.generation].set(state.best_fitness)
 
-  state, history = jax.lax.while_loop(lambda c: c[0].generation < generations, body,
-                                      (state, history))
+  def more(carry):
+    state = carry[0]
+    fits = state.evaluations + params.offspring_per_generation <= budget
+    go = fits & (state.generation < generations)
+    return go if stop is None else go & ~stop(state)
+
+  state, history = jax.lax.while_loop(more, body, (state, history))
   return Result(best_chromosome=state.best_chromosome, best_fitness=state.best_fitness,
                 history=history, generations=state.generation, evaluations=state.evaluations,
                 final_population=state.population, final_fitness=state.fitness,

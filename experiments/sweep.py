@@ -4,6 +4,8 @@ r"""Runs a named parameter sweep as Ray tasks, resumably.
   python -m experiments.sweep --sweep brkga_tuning --quick    # 2 settings, ~35 s
   python -m experiments.sweep --sweep selftest --local        # in this process, no Ray
   python -m experiments.sweep --sweep brkga_tuning --ray_address auto   # an existing cluster
+  python -m experiments.sweep --sweep search_tuning --local --save_preset default
+      # the search's defaults (decoder, local improvement) on training graphs, ~20 min
   python -m experiments.sweep --sweep brkga_tuning --subsample 32 --save_preset tuned
       # 32 of the 648 settings drawn at random (a reduced sweep, ~7 min on 2 cores); the best
       # becomes the BRKGA preset "tuned" (regal/configs/brkga_presets.json)
@@ -34,7 +36,7 @@ _SUBSAMPLE = flags.DEFINE_integer("subsample", 0, "Run this many of the settings
 _PRESETS_FILE = flags.DEFINE_string("presets_file", None, "Where --save_preset writes (default: "
                                     "regal/configs/brkga_presets.json).")
 _SAVE_PRESET = flags.DEFINE_string("save_preset", None, "Save the best setting as this BRKGA "
-                                   "preset (brkga_tuning only).")
+                                   "preset (brkga_tuning; search_tuning saves 'default').")
 
 
 def main(argv: Sequence[str]) -> None:
@@ -45,8 +47,12 @@ def main(argv: Sequence[str]) -> None:
     raise errors.ConfigError(f"unknown sweep {_SWEEP.value!r}; known: "
                              f"{', '.join(sorted(sweeps.SWEEPS))}")
   sweep = sweeps.SWEEPS[_SWEEP.value]
-  if _SAVE_PRESET.value and _SWEEP.value != "brkga_tuning":
-    raise errors.ConfigError("--save_preset needs --sweep brkga_tuning")
+  if _SAVE_PRESET.value and _SWEEP.value not in ("brkga_tuning", "search_tuning"):
+    raise errors.ConfigError("--save_preset needs --sweep brkga_tuning or search_tuning")
+  if (_SAVE_PRESET.value == "default") != (_SWEEP.value == "search_tuning") and \
+      _SAVE_PRESET.value:
+    raise errors.ConfigError("search_tuning saves the default preset's search settings "
+                             "(--save_preset default); brkga_tuning saves other presets")
   records = sweep_lib.run(sweep, _OUT.value, quick=_QUICK.value, local=_LOCAL.value,
                           address=_RAY_ADDRESS.value, num_cpus=_NUM_CPUS.value,
                           progress=lambda line: print(line, flush=True),
@@ -68,10 +74,13 @@ def main(argv: Sequence[str]) -> None:
     print(f"best: score {best['result']['score']:.6g} with {best['params']}")
     if _SAVE_PRESET.value:
       from regal.configs import brkga_presets
-      brkga_presets.save(_SAVE_PRESET.value, best["params"], {
+      setting, chosen = best["params"], {}
+      if sweep.name == "search_tuning":
+        setting, chosen = sweeps.search_preset(ok)
+      brkga_presets.save(_SAVE_PRESET.value, setting, {
           "sweep": os.path.basename(path), "command": command, "date": date,
           "score": best["result"]["score"], "trials": len(ok),
-          "grid_size": grid_size, "mode": mode},
+          "grid_size": grid_size, "mode": mode, **chosen},
           _PRESETS_FILE.value)
       print(f"saved BRKGA preset {_SAVE_PRESET.value!r} -> "
             f"{_PRESETS_FILE.value or brkga_presets.PRESETS_FILE}")

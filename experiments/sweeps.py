@@ -5,6 +5,15 @@
                 on training graphs of the default synthetic dataset (synchronous model,
                 2 devices, 5000 evaluations) as the mean of objective / single-device
                 objective (lower is better). --quick: 2 settings, 2 graphs, 500 evaluations.
+  search_tuning the search's defaults (decoder, local improvement; `regal.search`), each
+                scored on training data only: the four shared Doppler graphs (Doppler model,
+                4 devices), 24 Sinnen task graphs (delay model, their processor counts; the
+                stratified sample of seed 0) at the default budget, and 4 training graphs of
+                the default synthetic dataset (synchronous model, 2 devices, 5000
+                evaluations); score: the mean over the three groups of the mean objective /
+                reference (Sinnen: the proven optimum; the others: the best seed's own
+                objective, the same for every decoder).
+                --quick: 2 settings, 1 graph per group, 2000 evaluations.
   selftest      a toy sweep (squares, one trial that fails on purpose) exercising the runner.
 """
 from __future__ import annotations
@@ -23,6 +32,12 @@ SWEEPS = {
                     "elite_fraction": [0.2], "mutant_fraction": [0.15], "num_populations": [1],
                     "rho": [0.7]},
         description="BRKGA hyperparameters on training graphs (REGAL 5.2)"),
+    "search_tuning": Sweep(
+        name="search_tuning", trial="experiments.sweeps:search_trial",
+        grid={"decoder": ["direct", "list"], "climbers": [0, 2, 6]},
+        quick_grid={"decoder": ["direct"], "climbers": [0, 2]},
+        fixed={"improve_interval": 1}, num_cpus=2.0,
+        description="search defaults on training graphs (Doppler, Sinnen, synthetic train)"),
     "selftest": Sweep(
         name="selftest", trial="experiments.sweeps:selftest_trial",
         grid={"x": [-1, 0, 1, 2, 3, 4, 5, 6]}, quick_grid={"x": [-1, 0, 1, 2, 3, 4, 5, 6]},
@@ -61,3 +76,81 @@ def brkga_trial(params: dict, quick: bool) -> dict:
             for value, p in zip(objectives, problems)]
   return {"score": float(np.mean(ratios)), "ratios": [float(r) for r in ratios],
           "graphs": len(graphs), "evals": evals}
+
+
+def search_trial(params: dict, quick: bool) -> dict:
+  """The mean over three groups of training graphs of objective / reference (module doc) for
+  BRKGA with the default preset's parameters and these search settings."""
+  import os
+
+  import numpy as np
+  from datasets import dataset as dataset_lib
+  from datasets import devices as devices_lib
+  from datasets import io as graph_io
+  from datasets import benchmarks
+  from regal import performance, search, seed_arms
+  from regal.configs import brkga_presets
+  shared = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
+                        "shared", "graphs")
+  values = {**brkga_presets.search_values("default"), **params}
+  settings = search.SearchSettings(
+      decoder=values["decoder"], bias=float(values["bias"]), memetic=search.Memetic(
+          climbers=int(values["climbers"]), steps=int(values["climb_steps"]),
+          batch=int(values["climb_batch"]), swap_fraction=float(values["swap_fraction"]),
+          neighbour_device=float(values["neighbour_device"]),
+          interval=int(values["improve_interval"]))).validate()
+
+  def solve(problem, evals=None):
+    """(the search's own objective, the best seed's objective as the seed is: read by the
+    direct decoder, whichever decoder the search uses)."""
+    seeds, _ = seed_arms.arm_seeds(problem, seed_arms.DEFAULT_ARMS)
+    budget = 2000 if quick else (evals or search.default_evals(problem))
+    result = search.optimize(problem, budget, seed=0, seeds=seeds, settings=settings)
+    best_seed = min(performance.score_reference(problem, c)[0] for c in seeds.values())
+    return result.objective, best_seed
+
+  doppler_files = sorted(os.listdir(os.path.join(shared, "doppler")))[:1 if quick else None]
+  doppler = []
+  for name in doppler_files:
+    graph = graph_io.load_graph(os.path.join(shared, "doppler", name))
+    value, seed_value = solve(performance.Problem(graph, devices_lib.homogeneous(4),
+                                                  model="doppler"))
+    doppler.append(value / seed_value)
+  sinnen = []
+  for instance in benchmarks.stratified(benchmarks.sinnen_instances(shared),
+                                              1 if quick else 24, seed=0):
+    graph = graph_io.load_graph(instance["path"])
+    value, _ = solve(performance.Problem(graph, devices_lib.homogeneous(
+        instance["processors"]), model="delay"))
+    sinnen.append(value / instance["optimum"])
+  synthetic = []
+  for graph in dataset_lib.load_or_build_synthetic()["train"][:1 if quick else 4]:
+    value, seed_value = solve(performance.Problem(graph, devices_lib.homogeneous(2),
+                                                  model="sync"), evals=5000)
+    synthetic.append(value / seed_value)
+  groups = {"doppler": float(np.mean(doppler)), "sinnen": float(np.mean(sinnen)),
+            "synthetic": float(np.mean(synthetic))}
+  return {"score": float(np.mean(list(groups.values()))), **groups,
+          "doppler_ratios": doppler, "sinnen_ratios": sinnen, "synthetic_ratios": synthetic}
+
+
+# Which training group decides each model's decoder: the WC model is the Doppler paper's
+# asynchronous model, so the Doppler graphs (asynchronous, Doppler model) speak for it.
+DECODER_GROUPS = {"doppler": "doppler", "wc": "doppler", "delay": "sinnen", "sync": "synthetic"}
+
+
+def search_preset(records: list[dict]) -> tuple[dict, dict]:
+  """(setting, how it was chosen) of `search_tuning`'s finished trials: the best trial's local
+  improvement, and for each model the decoder whose trial (with that local improvement) did
+  best on the model's training group (`DECODER_GROUPS`)."""
+  best = min(records, key=lambda r: r["result"]["score"])
+  others = {k: v for k, v in best["params"].items() if k != "decoder"}
+  peers = [r for r in records
+           if {k: v for k, v in r["params"].items() if k != "decoder"} == others]
+  decoders, evidence = {}, {}
+  for model, group in DECODER_GROUPS.items():
+    winner = min(peers, key=lambda r: r["result"][group])
+    decoders[model] = winner["params"]["decoder"]
+    evidence[model] = {r["params"]["decoder"]: r["result"][group] for r in peers}
+  return {**others, "decoder": decoders}, {"decoder_by_group": evidence,
+                                           "best_trial": best["params"]}

@@ -33,10 +33,8 @@ from regal import parallel
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
 import contextlib  # noqa: E402
-import csv  # noqa: E402
 import json  # noqa: E402
 import logging as std_logging  # noqa: E402
-import math  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
@@ -48,9 +46,10 @@ from absl import flags  # noqa: E402
 
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors  # noqa: E402
+from datasets.benchmarks import sinnen_instances, stg_instances, stratified  # noqa: E402,F401
 from datasets import io as graph_io  # noqa: E402
 from experiments import report  # noqa: E402
-from regal import baselines, optimize_lib, performance  # noqa: E402
+from regal import baselines, optimize_lib, performance, search  # noqa: E402
 from regal.baselines import exact  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs")
@@ -66,7 +65,8 @@ _QUICK = flags.DEFINE_bool("quick", False, "A stratified sample of 40 Sinnen and
 _SETS = flags.DEFINE_list("sets", ["sinnen", "stg"], "Benchmark sets.")
 _METHODS = flags.DEFINE_list("methods", list(OURS) + [f"saga:{p}" for p in DEFAULT_PEERS],
                              "Methods: ours, and saga:NAME for anrg-saga's schedulers.")
-_EVALS = flags.DEFINE_integer("evals", 5000, "Budget of hill_climb and BRKGA.")
+_EVALS = flags.DEFINE_integer("evals", None, "Budget of hill_climb and BRKGA (default: BRKGA's "
+                              "default budget for each graph, `regal.search.default_evals`).")
 _TIME_LIMIT = flags.DEFINE_float("time_limit", 2.0, "CP-SAT's seconds per instance (the "
                                  "10-task graphs run to proven optimality, up to 120 s).")
 _SAMPLE = flags.DEFINE_integer("sample", 0, "Instances per set (stratified; 0: all).")
@@ -79,61 +79,6 @@ _OUT_DIR = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "task_gra
 
 
 # ----- instances -------------------------------------------------------------------------
-def _ccr_class(row: dict[str, str]) -> float:
-  """0.1, 1 or 10 (the table's ratio, rounded); 0 for graphs without edges (Independent)."""
-  if not row["ccr"]:
-    return 0.0
-  return min((0.1, 1.0, 10.0), key=lambda c: abs(math.log(float(row["ccr"]) / c)))
-
-
-def sinnen_instances(root: str) -> list[dict[str, Any]]:
-  with open(os.path.join(root, "sinnen", "optimal.csv")) as f:
-    rows = list(csv.DictReader(f))
-  return [{"set": "sinnen", "file": row["file"], "path": os.path.join(root, "sinnen", row["file"]),
-           "processors": int(row["processors"]), "optimum": float(row["optimal_length"]),
-           "lower": float(row["optimal_length"]), "proven": True, "tasks": int(row["tasks"]),
-           "ccr": _ccr_class(row),
-           "family": row["family"]} for row in rows]
-
-
-def stg_instances(root: str) -> list[dict[str, Any]]:
-  instances = []
-  folder = os.path.join(root, "stg", "optimal")
-  for name in sorted(os.listdir(folder)):
-    with open(os.path.join(folder, name)) as f:
-      for row in csv.reader(f):
-        if not row:
-          continue
-        proven = len(row) == 3
-        instances.append({
-            "set": "stg", "file": row[0], "path": os.path.join(root, "stg", row[0]),
-            "processors": int(row[1]), "optimum": float(row[2] if proven else row[3]),
-            "lower": float(row[2]), "proven": proven, "tasks": 50, "ccr": 0.0,
-            "family": "random"})
-  return sorted(instances, key=lambda i: (i["file"], i["processors"]))
-
-
-def stratified(instances: list[dict], count: int, seed: int = 0) -> list[dict]:
-  """`count` instances spread over (tasks, ccr, processors) strata, deterministically."""
-  if count <= 0 or count >= len(instances):
-    return instances
-  rng = np.random.default_rng(seed)
-  strata: dict[tuple, list[dict]] = {}
-  for instance in instances:
-    strata.setdefault((instance["tasks"], instance["ccr"], instance["processors"]),
-                      []).append(instance)
-  for members in strata.values():
-    rng.shuffle(members)
-  chosen, round_index = [], 0
-  keys = [key for _, key in sorted((rng.random(), key) for key in sorted(strata))]
-  while len(chosen) < count:
-    for key in keys:
-      if round_index < len(strata[key]) and len(chosen) < count:
-        chosen.append(strata[key][round_index])
-    round_index += 1
-  return sorted(chosen, key=lambda i: (i["file"], i["processors"]))
-
-
 # ----- the independent checker ------------------------------------------------------------
 _DOT_NODE = re.compile(r'^\s*"?([^"\s\[]+)"?\s*\[\s*Weight\s*=\s*([0-9.eE+-]+)', re.M)
 _DOT_EDGE = re.compile(r'^\s*"?([^"\s\[]+)"?\s*->\s*"?([^"\s\[]+)"?\s*\[\s*Weight\s*=\s*'
@@ -194,18 +139,20 @@ def ours(method: str, graph, processors: int, tasks_per_graph: int) -> tuple[dic
                               seed=_SEED.value)
     placement, schedule = result.placement, result.schedule
     facts = {"search_objective": result.data["search_objective"],
-             "best_seed": result.data["baselines"].get("best_seed", {}).get("objective")}
+             "best_seed": result.data["baselines"].get("best_seed", {}).get("objective"),
+             "evals": result.data["settings"]["evals"]}
   else:
     if method == "cpsat":
       limit = 120.0 if tasks_per_graph == 10 else _TIME_LIMIT.value
       result = exact.cpsat(problem, time_limit=limit, seed=_SEED.value)
       facts = {"status": result.details["status"], "lower_bound": result.details["lower_bound"]}
     else:
-      result = baselines.run_method(method, problem, evals=_EVALS.value, seed=_SEED.value)
+      evals = _EVALS.value or search.default_evals(problem)
+      result = baselines.run_method(method, problem, evals=evals, seed=_SEED.value)
       if method == "hill_climb":
         facts = {"search_objective": result.details["searched_objective"],
                  "best_seed": result.details["seed_objective"],
-                 "start_seed": result.details["start_seed"]}
+                 "start_seed": result.details["start_seed"], "evals": evals}
     placement, schedule = result.placement, result.schedule
   timed = {graph.op_names[i]: (int(placement[i]), float(schedule.op_start[i]),
                                float(schedule.op_end[i])) for i in range(graph.num_ops)}
@@ -315,6 +262,21 @@ def run_one(instance: dict, method: str, graph, reference) -> dict:
           **facts}
 
 
+def budgets(rows: list[dict]) -> str:
+  """The evaluation budgets the rows' searches ran with, per set and method (rows of runs
+  before budgets were recorded ran with 5,000)."""
+  parts = []
+  for (set_name, method) in sorted({(r["set"], r["method"]) for r in rows
+                                    if r["method"] in ("brkga", "hill_climb")}):
+    spent = [r.get("evals", 5000) for r in rows if (r["set"], r["method"]) == (set_name, method)
+             and "makespan" in r]
+    if spent:
+      parts.append(f"{set_name} {method} {min(spent):,}-{max(spent):,} (mean "
+                   f"{np.mean(spent):,.0f})" if min(spent) != max(spent)
+                   else f"{set_name} {method} {spent[0]:,}")
+  return "; ".join(parts) or "none"
+
+
 def summarize(rows: list[dict], methods: Sequence[str]) -> dict[str, Any]:
   def stats(selected: list[dict]) -> dict[str, float]:
     gaps = np.array([r["gap_pct"] for r in selected])
@@ -385,7 +347,7 @@ def markdown(summary: dict[str, Any], methods: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  if _EVALS.value < 64 or _TIME_LIMIT.value <= 0 or _SAMPLE.value < 0:
+  if (_EVALS.value is not None and _EVALS.value < 64) or _TIME_LIMIT.value <= 0 or _SAMPLE.value < 0:
     raise errors.ConfigError("--evals must be at least 64, --time_limit positive, --sample "
                              ">= 0")
   unknown = [m for m in _METHODS.value if m not in OURS and not (
@@ -438,7 +400,7 @@ def main(argv: Sequence[str]) -> None:
           f"compare with the best known upper bound: there a negative gap is a new best, and "
           f"\"optimal\" means at or below that bound. Every schedule passed the independent "
           f"checker and none is below a proven optimum or lower bound. "
-          f"hill_climb and BRKGA: {_EVALS.value} evaluations; CP-SAT: {_TIME_LIMIT.value} s "
+          f"Budgets of hill_climb and BRKGA: {budgets(rows)}; CP-SAT: {_TIME_LIMIT.value} s "
           f"(10-task graphs: to proven optimality); seed {_SEED.value}. \"search vs best seed\": "
           f"how far below the best heuristic seed the search's own answer is, on average.", ""]
   body += markdown(summary, methods)

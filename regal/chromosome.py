@@ -124,9 +124,16 @@ def to_bucket(layout: Layout, bucket: Layout,
 def from_bucket(layout: Layout, bucket: Layout,
                 genes: np.ndarray) -> np.ndarray:
   """A bucket-layout chromosome's genes of the graph's own layout (inverse of `to_bucket`)."""
+  return from_bucket_batch(layout, bucket, np.asarray(genes)[None])[0]
+
+
+def from_bucket_batch(layout: Layout, bucket: Layout, genes: np.ndarray) -> np.ndarray:
+  """`from_bucket` of a batch [P, bucket.size] -> [P, layout.size]."""
   genes = np.asarray(genes)
-  affinity = genes[bucket.affinity_slice].reshape(bucket.num_ops, -1)[:layout.num_ops]
-  priority = genes[bucket.priority_slice][:layout.num_ops]
-  transfer = genes[bucket.transfer_slice].reshape(bucket.num_tensors, bucket.num_devices)[
-      :layout.num_tensors]
-  return np.concatenate([affinity.ravel(), priority, transfer.ravel()])
+  batch = genes.shape[0]
+  affinity = genes[:, bucket.affinity_slice].reshape(batch, bucket.num_ops, -1)[:, :layout.num_ops]
+  priority = genes[:, bucket.priority_slice][:, :layout.num_ops]
+  transfer = genes[:, bucket.transfer_slice].reshape(batch, bucket.num_tensors,
+                                                     bucket.num_devices)[:, :layout.num_tensors]
+  return np.concatenate([affinity.reshape(batch, -1), priority, transfer.reshape(batch, -1)],
+                        axis=1)

@@ -7,6 +7,7 @@ r"""Optimizes one graph's placement and schedule (BRKGA or a baseline) and repor
       --out_dir results/        # many graphs (a directory or a,b,c): one line each, a summary
   python -m regal.optimize          # the default synthetic dataset's first test graph
   python -m regal.optimize --method cpsat --time_limit 30   # a baseline instead of BRKGA
+  python -m regal.optimize --graph g.json --time_limit 3    # BRKGA for at most ~3 s
   python -m regal.optimize --brkga_preset tuned   # BRKGA with the tuning sweep's best setting
   python -m regal.optimize --graph ffnn.txt --devices 4 --model doppler --method doppler \
       --evals 2048 --doppler_save ffnn_policy     # Doppler's SEL/PLC policy (stages I-II)
@@ -57,10 +58,17 @@ _ENGINE = flags.DEFINE_enum("engine", "auto", list(performance.ENGINES), "How ba
                             "auto (native for the WC model on a CPU, else jax).")
 _METHOD = flags.DEFINE_enum("method", "brkga", list(optimize_lib.METHODS),
                             "Placement method: brkga or a baseline (regal/baselines).")
-_EVALS = flags.DEFINE_integer("evals", 5000, "Fitness evaluations (BRKGA, local search and "
-                              "random search budget).")
-_TIME_LIMIT = flags.DEFINE_float("time_limit", 10.0, "Seconds for the cpsat and quickp "
-                                 "methods' solver.")
+_EVALS = flags.DEFINE_integer("evals", None, "Fitness evaluations (BRKGA, hill climb, local "
+                              "and random search budget). Default: sized from the graph so "
+                              "BRKGA searches up to ~10 s on a 2-core CPU (deterministic).")
+_TIME_LIMIT = flags.DEFINE_float("time_limit", None, "Seconds: BRKGA stops at the first "
+                                 "generation boundary after them and reports the best found "
+                                 "(default: no limit); the cpsat and quickp solvers' limit "
+                                 "(default 10).")
+_DECODER = flags.DEFINE_enum("decoder", None, ["direct", "list"], "How BRKGA reads "
+                             "chromosomes: direct (device keys' argmax) or list (a list "
+                             "scheduler by earliest finish time; regal/list_decoder.py). "
+                             "Default: the preset's.")
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
 _COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph and map the answer "
                                "back: off, auto (graphs above 500 ops: QuickP fusion, then "
@@ -124,9 +132,9 @@ def enable_compilation_cache() -> None:
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  if _TIME_LIMIT.value <= 0:
+  if _TIME_LIMIT.value is not None and not _TIME_LIMIT.value > 0:
     raise errors.ConfigError(f"--time_limit must be positive, got {_TIME_LIMIT.value}")
-  if _EVALS.value < 1:
+  if _EVALS.value is not None and _EVALS.value < 1:
     raise errors.ConfigError(f"--evals must be positive, got {_EVALS.value}")
   if _DOPPLER_EVALS.value < 0 or _DOPPLER_SAMPLES.value < 0:
     raise errors.ConfigError("--doppler_evals and --doppler_samples must not be negative")
@@ -164,7 +172,8 @@ def main(argv: Sequence[str]) -> None:
                             policy_dir=_POLICY.value, arms=arms, doppler=doppler,
                             doppler_save=_DOPPLER_SAVE.value, measured=measured,
                             stage3_steps=_STAGE3_STEPS.value,
-                            brkga_preset=_BRKGA_PRESET.value, engine=_ENGINE.value)
+                            brkga_preset=_BRKGA_PRESET.value, engine=_ENGINE.value,
+                            decoder=_DECODER.value)
   print(optimize_lib.summary(report))
   if _EXECUTE.value:
     from regal.execute import compare
@@ -198,7 +207,7 @@ def run_many(paths, devices, arms, doppler) -> None:
       objective=_OBJECTIVE.value, memory_limit=_MEMORY_LIMIT.value, evals=_EVALS.value,
       seed=_SEED.value, method=_METHOD.value, time_limit=_TIME_LIMIT.value,
       coarsen_spec=_COARSEN.value, arms=arms, doppler=doppler,
-      brkga_preset=_BRKGA_PRESET.value, engine=_ENGINE.value)
+      brkga_preset=_BRKGA_PRESET.value, engine=_ENGINE.value, decoder=_DECODER.value)
   if failures:
     raise errors.RegalError(f"{failures} of {len(paths)} graphs failed (their errors are above)")
 

@@ -75,9 +75,12 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
                policy_dir: str | None = None,
                arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
                doppler: seed_arms.DopplerArm | None = None,
-               brkga_preset: str = brkga_presets.DEFAULT):
+               brkga_preset: str = brkga_presets.DEFAULT, decoder: str | None = None,
+               time_limit: float | None = None):
   # The searched layout's size (a size bucket on native engines): one compile per bucket.
   params = brkga_presets.params(brkga_preset, search.search_layout(problem).size)
+  search_settings = brkga_presets.search_settings(brkga_preset, decoder=decoder,
+                                                  model=problem.model)
   seeds, arm_evaluations = seed_arms.arm_seeds(problem, arms, doppler, seed)
   if evals - arm_evaluations < params.population_size:
     raise errors.ConfigError(f"--evals {evals} leaves {evals - arm_evaluations} evaluations "
@@ -92,13 +95,15 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
       policy_config, policy_params = policy_runner.load(policy_dir, problem)
       alpha, beta, spent = policy_runner.mutant_distributions(problem, policy_config,
                                                               policy_params, seed)
-      uniform = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds)
+      uniform = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds,
+                                settings=search_settings, time_limit=time_limit)
       params = params.replace(mutant_alpha=alpha, mutant_beta=beta)
       evals -= spent
       details = {"policy": policy_dir, "feature_evaluations": spent,
                  "uniform_brkga_objective": float(performance.score_reference(
                      problem, uniform.best_chromosome)[0])}
-    result = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds)
+    result = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds,
+                             settings=search_settings, time_limit=time_limit)
   except ValueError as error:  # e.g. a budget below one population
     raise errors.ConfigError(str(error)) from None
   if policy_dir:
@@ -108,7 +113,11 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
                         "population_size": params.population_size,
                         "num_elites": params.num_elites, "num_mutants": params.num_mutants,
                         "num_populations": params.num_populations,
-                        "rho": float(np.asarray(params.rho))}}
+                        "rho": float(np.asarray(params.rho)),
+                        "decoder": search_settings.decoder, "bias": search_settings.bias,
+                        "memetic": dataclasses.asdict(search_settings.memetic),
+                        "time_limit": time_limit,
+                        "stopped_early": result.stopped_early}}
   if not policy_dir:
     settings["brkga"].update(mutant_alpha=float(np.asarray(params.mutant_alpha)),
                              mutant_beta=float(np.asarray(params.mutant_beta)))
@@ -165,15 +174,19 @@ def _expand_candidates(coarse_problem: performance.Problem, problem: performance
 
 
 def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "runtime",
-        memory_limit: float | None = None, evals: int = 5000, seed: int = 0,
-        source: str = "", method: str = "brkga", time_limit: float = 10.0,
+        memory_limit: float | None = None, evals: int | None = None, seed: int = 0,
+        source: str = "", method: str = "brkga", time_limit: float | None = None,
         coarsen_spec: str = "off", policy_dir: str | None = None,
         arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
         doppler: seed_arms.DopplerArm | None = None, doppler_save: str | None = None,
         measured=None, stage3_steps: int = 0,
-        brkga_preset: str = "default", engine: str = "auto") -> Report:
-  """`measured`: a reward source of measured run times for Doppler's stage III
-  (`stage3_steps` batches of episodes), with --method doppler only."""
+        brkga_preset: str = "default", engine: str = "auto",
+        decoder: str | None = None) -> Report:
+  """`evals`: the budget (default: `search.default_evals` of the searched graph);
+  `time_limit`: seconds that end BRKGA at a generation boundary (default: none, so a run is
+  deterministic), or the cpsat and quickp solvers' limit (default 10 s); `decoder`: BRKGA's
+  decoder instead of the preset's. `measured`: a reward source of measured run times for
+  Doppler's stage III (`stage3_steps` batches of episodes), with --method doppler only."""
   start = time.perf_counter()
   if method not in METHODS:
     raise errors.ConfigError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -190,15 +203,20 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
     raise errors.ConfigError("--brkga_preset sets BRKGA's parameters: use it with --method brkga")
   if policy_dir and method != "brkga":
     raise errors.ConfigError("--policy runs REGAL, i.e. BRKGA: use it with --method brkga")
+  if decoder is not None and method != "brkga":
+    raise errors.ConfigError("--decoder sets how BRKGA reads chromosomes: use it with "
+                             "--method brkga")
+  if evals is None:
+    evals = search.default_evals(solved)
   if method == "brkga":
     candidates, evaluations, method_settings, wall, details = _run_brkga(
-        solved, evals, seed, policy_dir, arms, doppler, brkga_preset)
+        solved, evals, seed, policy_dir, arms, doppler, brkga_preset, decoder, time_limit)
   elif method == "doppler":
     candidates, evaluations, method_settings, wall, details = _run_doppler(
         solved, evals, seed, doppler, doppler_save, measured, stage3_steps)
   else:
     candidates, evaluations, method_settings, wall, details = _run_baseline(
-        solved, method, evals, seed, time_limit)
+        solved, method, evals, seed, 10.0 if time_limit is None else time_limit)
   if coarsening is not None:
     coarse_objective = min(performance.score_reference(solved, c)[0] for c in candidates.values())
     candidates = _expand_candidates(solved, problem, coarsening, candidates)

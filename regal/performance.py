@@ -29,8 +29,8 @@ from datasets import errors, padding
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import chromosome as chromosome_lib
-from regal import (delay_model, doppler_model, native_common, native_delay, native_doppler,
-                   native_wc, parallel, reference_models, sync_model, wc_model)
+from regal import (delay_model, doppler_model, list_decoder, native_common, native_delay,
+                   native_doppler, native_wc, parallel, reference_models, sync_model, wc_model)
 from regal.schedule import Schedule
 from regal.sim_graph import SimGraph, build_sim_graph
 
@@ -155,9 +155,11 @@ def score_reference(problem: Problem, chromosome: np.ndarray) -> tuple[float, Sc
 
 
 # ----- batched JAX scoring -----------------------------------------------------------------
-def _placement_model_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
-  """Batched fitness of the delay and doppler models: decode in JAX, then the compiled host
-  loop (`host_scorer`: `native_delay`, `native_doppler`) or the JAX delay model."""
+def _placement_model_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
+                                ) -> Callable[..., jnp.ndarray]:
+  """Batched fitness of the delay and doppler models: decode (in JAX, or on the host for the
+  list decoder), then the compiled host loop (`host_scorer`: `native_delay`,
+  `native_doppler`) or the JAX delay model."""
   layout = problem.layout
   pinned = None if problem.pinned is None else jnp.asarray(problem.pinned, jnp.int32)
   native = scoring_engine(problem) == "native"
@@ -166,6 +168,8 @@ def _placement_model_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
       problem.graph, problem.devices, problem.dtype))
 
   def decode(chromosomes):
+    if decoder != "direct":
+      return _list_decoded(problem, chromosomes, bias)
     return jax.vmap(lambda c: chromosome_lib.decode(c, layout, pinned))(chromosomes)
 
   def local_fitness(graph, chromosomes):
@@ -177,6 +181,8 @@ def _placement_model_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
     del key  # Deterministic.
     if native:  # The host loop spreads the population over the cores itself.
       return native_common.makespan_callback(score, *decode(chromosomes))
+    if decoder != "direct":  # A host decoder: no sharding.
+      return local_fitness(graph, chromosomes)
     return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(graph, chromosomes)
 
   return fitness
@@ -210,7 +216,41 @@ def host_scorer(problem: Problem) -> Callable[[np.ndarray, np.ndarray, np.ndarra
   return score
 
 
+DECODERS = ("direct", "list")  # `regal.chromosome.decode`, `regal.list_decoder.decode`.
+
+
+def host_decoder(problem: Problem, decoder: str = "direct", bias: float = 0.0
+                 ) -> Callable[[np.ndarray], chromosome_lib.Decoded]:
+  """A host function: chromosomes [P, n] of the problem's layout -> their decoded assignments
+  (numpy), by the direct or the list-scheduling decoder."""
+  if decoder not in DECODERS:
+    raise errors.ConfigError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
+  layout, pinned = problem.layout, problem.pinned
+  if decoder == "direct":
+    return lambda chromosomes: chromosome_lib.decode(
+        np.asarray(chromosomes, np.float32), layout, pinned)
+  graph = native_delay.build_native_delay_graph(problem.graph, problem.devices)
+  return lambda chromosomes: list_decoder.decode(graph, chromosomes, layout, bias, pinned)
+
+
+def _list_decoded(problem: Problem, chromosomes: jnp.ndarray, bias: float
+                  ) -> chromosome_lib.Decoded:
+  """The list decoder under `jit`: a host callback (placement and priorities), the transfer
+  keys read in JAX."""
+  layout = problem.layout
+  decode = host_decoder(problem, "list", bias)
+  batch = chromosomes.shape[0]
+  placement, priority = jax.pure_callback(
+      lambda c: tuple(decode(np.asarray(c))[:2]),
+      (jax.ShapeDtypeStruct((batch, layout.num_ops), jnp.int32),
+       jax.ShapeDtypeStruct((batch, layout.num_ops), jnp.float32)), chromosomes)
+  transfer = chromosomes[:, layout.transfer_slice].reshape(batch, layout.num_tensors,
+                                                          layout.num_devices)
+  return chromosome_lib.Decoded(placement, priority, transfer)
+
+
 _REGISTERED: dict[int, tuple[Callable, int, int]] = {}
+_REGISTERED_CHROMOSOMES: dict[int, Callable] = {}
 
 
 class registered_scorer:
@@ -220,17 +260,28 @@ class registered_scorer:
 
   _next = 0
 
-  def __init__(self, problem: Problem):
+  def __init__(self, problem: Problem, decoder: str = "direct", bias: float = 0.0):
     self.entry = (host_scorer(problem), problem.graph.num_ops, problem.graph.num_tensors)
+    decode = host_decoder(problem, decoder, bias)
+    own, bucket = problem.layout, bucket_layout(problem)
+    score = self.entry[0]
+
+    def score_chromosomes(chromosomes):  # Bucket-layout chromosomes, decoded on the host.
+      decoded = decode(chromosome_lib.from_bucket_batch(own, bucket, np.asarray(chromosomes)))
+      return score(*decoded)
+
+    self.chromosome_entry = score_chromosomes
 
   def __enter__(self) -> int:
     registered_scorer._next += 1
     self.handle = registered_scorer._next
     _REGISTERED[self.handle] = self.entry
+    _REGISTERED_CHROMOSOMES[self.handle] = self.chromosome_entry
     return self.handle
 
   def __exit__(self, *exc) -> None:
     del _REGISTERED[self.handle]
+    del _REGISTERED_CHROMOSOMES[self.handle]
 
 
 def score_registered(handle, placement, priority, transfer) -> np.ndarray:
@@ -246,9 +297,22 @@ def bucket_layout(problem: Problem) -> chromosome_lib.Layout:
                                problem.devices.num_devices)
 
 
-def bucket_fitness_fn(bucket: chromosome_lib.Layout) -> Callable[..., jnp.ndarray]:
+def score_registered_chromosomes(handle, chromosomes) -> np.ndarray:
+  return np.asarray(_REGISTERED_CHROMOSOMES[int(handle)](chromosomes), np.float32)
+
+
+def bucket_fitness_fn(bucket: chromosome_lib.Layout, decoder: str = "direct"
+                      ) -> Callable[..., jnp.ndarray]:
   """(chromosomes [P, bucket.size], handle) -> objectives [P] of the problem registered under
-  `handle` (`registered_scorer`); padded genes decode to ops and tensors the scorer drops."""
+  `handle` (`registered_scorer`); padded genes decode to ops and tensors the scorer drops.
+  The list decoder decodes on the host, with the registered problem's decoder."""
+
+  if decoder != "direct":
+    def fitness(chromosomes: jnp.ndarray, handle: jnp.ndarray) -> jnp.ndarray:
+      return jax.pure_callback(score_registered_chromosomes,
+                               jax.ShapeDtypeStruct(chromosomes.shape[:1], jnp.float32),
+                               handle, chromosomes)
+    return fitness
 
   def fitness(chromosomes: jnp.ndarray, handle: jnp.ndarray) -> jnp.ndarray:
     decoded = jax.vmap(lambda c: chromosome_lib.decode(c, bucket))(chromosomes)
@@ -290,10 +354,11 @@ def scoring_graph(problem: Problem) -> SimGraph | native_wc.NativeGraph:
 
 
 def _padded_inputs(problem: Problem, sim: SimGraph | native_wc.NativeGraph,
-                   chromosomes: jnp.ndarray):
+                   chromosomes: jnp.ndarray, decoded: chromosome_lib.Decoded | None = None):
   layout = problem.layout
   pinned = None if problem.pinned is None else jnp.asarray(problem.pinned, jnp.int32)
-  decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout, pinned))(chromosomes)
+  if decoded is None:
+    decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout, pinned))(chromosomes)
   if isinstance(sim, native_wc.NativeGraph):  # Unpadded: the native model has no buckets.
     return decoded.placement, decoded.op_priority, decoded.transfer_priority
   extra_ops = sim.op_mask.shape[0] - layout.num_ops
@@ -321,7 +386,8 @@ def _simulate(problem: Problem, sim: SimGraph | native_wc.NativeGraph, placement
 
 def simulate_chromosomes(problem: Problem, sim: SimGraph | native_wc.NativeGraph,
                          chromosomes: jnp.ndarray, key: jax.Array | None = None,
-                         record_times: bool = False) -> wc_model.SimResult:
+                         record_times: bool = False,
+                         decoded: chromosome_lib.Decoded | None = None) -> wc_model.SimResult:
   """Batched simulation of chromosomes [P, layout.size] (jit-compatible) on `sim`, a
   `SimGraph` (JAX models) or a `NativeGraph` (the native WC model; `scoring_graph`).
 
@@ -335,7 +401,7 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph | native_wc.NativeGraph
                              f"make_fitness_fn scores it")
   if record_times and isinstance(sim, native_wc.NativeGraph):
     raise errors.ConfigError("the native engine records no times; score with engine='jax'")
-  placement, op_priority, transfer_priority = _padded_inputs(problem, sim, chromosomes)
+  placement, op_priority, transfer_priority = _padded_inputs(problem, sim, chromosomes, decoded)
   if problem.noise_sigma == 0:
     return _simulate(problem, sim, placement, op_priority, transfer_priority,
                      record_times=record_times)
@@ -358,16 +424,22 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph | native_wc.NativeGraph
                                 result)
 
 
-def make_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
-  """A jitted function chromosomes [P, n] (, key) -> objective values [P] (smaller is better)."""
+def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
+                    ) -> Callable[..., jnp.ndarray]:
+  """A jitted function chromosomes [P, n] (, key) -> objective values [P] (smaller is better),
+  the chromosomes read by the direct or the list-scheduling decoder (`DECODERS`)."""
+  if decoder not in DECODERS:
+    raise errors.ConfigError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
   if problem.model in ("delay", "doppler"):
-    return _placement_model_fitness_fn(problem)
+    return _placement_model_fitness_fn(problem, decoder, bias)
   sim = scoring_graph(problem)
   native = isinstance(sim, native_wc.NativeGraph)
   shared = None if native else sim  # The native graph is host data, closed over.
 
   def local_fitness(shared, chromosomes: jnp.ndarray, key: jax.Array | None = None):
-    result = simulate_chromosomes(problem, sim if native else shared, chromosomes, key)
+    decoded = None if decoder == "direct" else _list_decoded(problem, chromosomes, bias)
+    result = simulate_chromosomes(problem, sim if native else shared, chromosomes, key,
+                                  decoded=decoded)
     value = objective_value(problem, result.makespan, result.peak_memory)
     return value.mean(axis=0) if problem.noise_sigma > 0 else value
 
@@ -375,7 +447,7 @@ def make_fitness_fn(problem: Problem) -> Callable[..., jnp.ndarray]:
   def fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
     # Stochastic scoring runs unsharded: one key, one noise draw. The native engine spreads
     # the population over the cores itself (a host callback under shard_map deadlocked).
-    if key is not None or native:
+    if key is not None or native or decoder != "direct":  # A host decoder: no sharding.
       return local_fitness(shared, chromosomes, key)
     return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(shared, chromosomes)
 

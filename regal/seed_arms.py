@@ -1,6 +1,7 @@
 """Seeding arms: heuristics and policies whose assignments enter BRKGA's first population.
 
-`--seed_arms single_device,critical_path,heft,gp_dfs,doppler` names them. Each arm gives one
+`--seed_arms single_device,critical_path,critical_path_doppler,heft,gp_dfs,doppler` names them
+(default: every cheap heuristic, all but doppler). Each arm gives one
 or more (placement, order) assignments, encoded as chromosomes (one-hot-like affinities,
 priorities from the order: `chromosome.encode`); Doppler gives the best assignment its
 training saw, its greedy one and K sampled ones. The engine's lineage tracking then says which
@@ -16,8 +17,9 @@ from datasets import errors
 from regal import chromosome as chromosome_lib
 from regal import performance
 
-ARMS = ("single_device", "critical_path", "heft", "gp_dfs", "doppler")
-DEFAULT_ARMS = ("single_device", "critical_path")
+ARMS = ("single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs", "doppler")
+# Every heuristic that runs in milliseconds (Doppler's policy trains: opt in).
+DEFAULT_ARMS = ("single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,10 +54,12 @@ def arm_seeds(problem: performance.Problem, arms: tuple[str, ...],
   for arm in arms:
     if arm == "single_device":
       seeds[arm] = search.single_device_seed(problem)
-    elif arm in ("critical_path", "heft"):
-      assign = (list_scheduling.critical_path_assignment if arm == "critical_path"
-                else list_scheduling.heft_assignment)
-      placement, order = assign(problem.graph, problem.devices)
+    elif arm in ("critical_path", "critical_path_doppler", "heft"):
+      if arm == "heft":
+        placement, order = list_scheduling.heft_assignment(problem.graph, problem.devices)
+      else:
+        placement, order = list_scheduling.critical_path_assignment(
+            problem.graph, problem.devices, doppler_repository=arm == "critical_path_doppler")
       seeds[arm] = chromosome_lib.encode(placement, order, layout)
     elif arm == "gp_dfs":
       seeds[arm] = partition.gp_dfs(problem).chromosome

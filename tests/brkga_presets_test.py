@@ -89,3 +89,34 @@ def test_the_default_preset_keeps_old_training_fingerprints(presets_file):
   tuned = train_lib.fingerprint(config)
   brkga_presets.save("tuned", {**SETTING, "rho": 0.7}, {})  # Re-tuned: another workdir.
   assert len({before, tuned, train_lib.fingerprint(config)}) == 3
+
+
+def test_the_default_preset_holds_search_settings_with_provenance(presets_file):
+  from regal import search
+  assert brkga_presets.search_settings("default") == search.SearchSettings()
+  with pytest.raises(errors.ConfigError, match="reserved for search settings"):
+    brkga_presets.save("default", SETTING, {})
+  brkga_presets.save("default", {"decoder": "list", "climbers": 3, "improve_interval": 2},
+                     {"command": "sweep", "date": "d"})
+  stored = json.loads(presets_file.read_text())["default"]
+  assert stored == {"setting": {"decoder": "list", "climbers": 3, "improve_interval": 2},
+                    "provenance": {"command": "sweep", "date": "d"}}
+  settings = brkga_presets.search_settings("default")
+  assert (settings.decoder, settings.memetic.climbers, settings.memetic.interval) == (
+      "list", 3, 2)
+  assert settings.memetic.steps == search.Memetic().steps  # Unsaved keys: built-in values.
+  assert brkga_presets.params("default", 60) == brkga.goncalves_resende(60)
+  assert brkga_presets.names() == ["default"]
+  # Other presets inherit the default's search settings unless they set their own, and the
+  # flag overrides the decoder.
+  brkga_presets.save("tuned", {**SETTING, "climbers": 0}, {})
+  tuned = brkga_presets.search_settings("tuned")
+  assert (tuned.decoder, tuned.memetic.climbers) == ("list", 0)
+  assert brkga_presets.search_settings("tuned", decoder="direct").decoder == "direct"
+  brkga_presets.save("default", {"decoder": {"doppler": "list", "sync": "direct"}}, {})
+  assert brkga_presets.search_settings("default", model="doppler").decoder == "list"
+  assert brkga_presets.search_settings("default", model="sync").decoder == "direct"
+  assert brkga_presets.search_settings("default", model="delay").decoder == "direct"
+  brkga_presets.save("default", {"decoder": "spiral"}, {})
+  with pytest.raises(errors.ConfigError, match="unknown decoder 'spiral'"):
+    brkga_presets.search_settings("default")

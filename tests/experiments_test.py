@@ -123,3 +123,15 @@ def test_doppler_scorer_quick(tmp_path):
   _, data = read_report(out, "doppler_scorer")
   assert len(data["rows"]) == 5 and all(r["mismatches"] == 0 for r in data["rows"])
   assert all(r["speedup"] > 1 for r in data["rows"])
+
+
+def test_search_targets_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.search_targets", out)
+  markdown, data = read_report(out, "search_targets")
+  assert len(data["doppler"]) == 2 and len(data["synthetic"]) == 3
+  assert len(data["wc"]) == 8  # Two Doppler files and two sharded workloads, 4 and 8 devices.
+  for row in data["wc"]:
+    # The user's answer is never worse than a seed, and the table says what the search found.
+    assert row["objective"] <= row["best_seed"] and row["search"] >= row["objective"]
+  assert "hill climb 20K" in markdown and "local search" in markdown

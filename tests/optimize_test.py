@@ -9,7 +9,7 @@ import pytest
 from datasets import devices as devices_lib
 from datasets import io as graph_io
 from datasets import jax_import
-from regal import baselines, doppler_model, optimize_lib, performance
+from regal import baselines, doppler_model, optimize_lib, performance, seed_arms
 from cli_test import assert_one_line_error, run
 from experiments.bench.graphs import synthetic_graph
 
@@ -75,12 +75,14 @@ def test_cli_runs_a_baseline(tmp_path, method):
     assert data["details"]["status"] == "OPTIMAL" and data["details"]["lower_bound"] == 7
 
 
-def test_brkga_result_never_loses_the_critical_path_seed():
+def test_brkga_result_never_loses_a_seed_and_seeds_every_cheap_heuristic():
   graph = synthetic_graph(20, seed=3)
   report = optimize_lib.run(graph, devices_lib.homogeneous(2), model="sync", evals=200)
   seeds = report.data["baselines"]["best_seed"]
   assert report.data["objective"] <= seeds["objective"]
-  assert seeds["name"] in ("single_device", "critical_path")
+  assert set(report.data["details"]["seed_arms"]) == set(seed_arms.DEFAULT_ARMS) == {
+      "single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs"}
+  assert seeds["objective"] == min(report.data["details"]["seed_arms"].values())
 
 
 def test_coarsened_search_maps_back_to_the_original_graph(tmp_path):

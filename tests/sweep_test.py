@@ -98,3 +98,21 @@ def test_subsample_draws_a_fixed_subset_and_the_summary_ranks_it(tmp_path):
             line.startswith("| 2 ")]
   assert ranked == ["| 1 | 1 | 1 | 1.0 |", "| 2 | 2 | 2 | 1.0 |"]
   assert "2 finished" not in text and "3 finished, 1 failed" in text and "E: no" in text
+
+
+def test_search_preset_takes_each_models_decoder_from_its_training_group():
+  from experiments import sweeps
+
+  def record(decoder, climbers, doppler, sinnen, synthetic):
+    return {"params": {"decoder": decoder, "climbers": climbers, "improve_interval": 1},
+            "result": {"score": (doppler + sinnen + synthetic) / 3, "doppler": doppler,
+                       "sinnen": sinnen, "synthetic": synthetic}}
+
+  records = [record("direct", 0, 0.90, 1.01, 0.80), record("list", 0, 0.80, 1.00, 0.95),
+             record("direct", 2, 0.95, 1.02, 0.90), record("list", 2, 0.70, 1.03, 0.99)]
+  setting, chosen = sweeps.search_preset(records)
+  # Best overall: direct with 0 climbers (0.903); among 0-climber trials each group picks.
+  assert setting == {"climbers": 0, "improve_interval": 1,
+                     "decoder": {"doppler": "list", "wc": "list", "delay": "list",
+                                 "sync": "direct"}}
+  assert chosen["decoder_by_group"]["sync"] == {"direct": 0.80, "list": 0.95}

@@ -10,7 +10,8 @@ from a new random placement. It stops when the evaluation budget (BRKGA's) is sp
 evaluation counted, and returns the best solution seen.
 
 `hill_climb` is the strongest simple baseline: it starts from the best of the cheap heuristics
-(critical path, HEFT, GP + DFS, one device; each scored, every score counted) and climbs on the
+(critical path as we code it and as the Doppler repository does, HEFT, GP + DFS, one device:
+BRKGA's default seeds; each scored, every score counted) and climbs on the
 problem's exact batched model with the same moves, keeping the best move of each batch when it
 does not worsen the objective (so it walks plateaus), until the budget is spent. Its details
 name the seed it started from and that seed's objective beside what the climb reached.
@@ -103,6 +104,8 @@ def heuristic_seeds(problem: performance.Problem) -> dict[str, tuple[np.ndarray,
   gp = partition.gp_dfs(problem)
   return {
       "critical_path": list_scheduling.critical_path_assignment(graph, devices),
+      "critical_path_doppler": list_scheduling.critical_path_assignment(
+          graph, devices, doppler_repository=True),
       "heft": list_scheduling.heft_assignment(graph, devices),
       "gp_dfs": (gp.placement, gp.order),
       "single_device": (np.zeros(graph.num_ops, np.int64), graph.topological_order),

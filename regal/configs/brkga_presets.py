@@ -2,10 +2,14 @@
 (`--config.brkga_preset=NAME`).
 
   default  Goncalves & Resende's ranges as REGAL used them (population ~ genes, capped at 200,
-           20% elites, 15% mutants, rho 0.7, uniform mutants): `brkga.goncalves_resende`.
+           20% elites, 15% mutants, rho 0.7, uniform mutants): `brkga.goncalves_resende`;
+           its search settings (decoder, local improvement: `SEARCH_KEYS`) are the best of
+           `python -m experiments.sweep --sweep search_tuning --save_preset default`, tuned
+           on training graphs only and saved with their provenance.
   others   written by `python -m experiments.sweep --sweep brkga_tuning --save_preset NAME`
            into `brkga_presets.json` beside this file: the best setting of the sweep (REGAL
            5.2's tuned BRKGA), with where it came from (sweep file, command, date, score).
+           Search settings they lack come from the default preset.
 
 A preset holds fractions, not counts, so it applies to any graph; population sizes are
 absolute (as in the paper's grid).
@@ -23,6 +27,9 @@ PRESETS_FILE = os.path.join(os.path.dirname(__file__), "brkga_presets.json")
 SETTING_KEYS = ("population_size", "elite_fraction", "mutant_fraction", "num_populations", "rho",
                 "mutant_alpha", "mutant_beta")
 DEFAULT = "default"
+# Search settings (`regal.search.SearchSettings`): the decoder and its bias, local improvement.
+SEARCH_KEYS = ("decoder", "bias", "climbers", "climb_steps", "climb_batch", "swap_fraction",
+               "neighbour_device", "improve_interval")
 
 
 def load_all(path: str | None = None) -> dict[str, dict[str, Any]]:
@@ -40,13 +47,57 @@ def load_all(path: str | None = None) -> dict[str, dict[str, Any]]:
 
 
 def names(path: str | None = None) -> list[str]:
-  return [DEFAULT] + sorted(load_all(path))
+  return [DEFAULT] + sorted(set(load_all(path)) - {DEFAULT})
+
+
+def search_values(name: str, path: str | None = None) -> dict[str, Any]:
+  """The preset's search settings (SEARCH_KEYS); keys it lacks come from the default preset,
+  and the default's from `regal.search.SearchSettings`."""
+  from regal import search
+  presets = load_all(path)
+  if name not in ("", DEFAULT) and name not in presets:
+    raise errors.ConfigError(f"unknown BRKGA preset {name!r}; known: {', '.join(names(path))}")
+  builtin = search.SearchSettings()
+  values = {"decoder": builtin.decoder, "bias": builtin.bias,
+            "climbers": builtin.memetic.climbers, "climb_steps": builtin.memetic.steps,
+            "climb_batch": builtin.memetic.batch,
+            "swap_fraction": builtin.memetic.swap_fraction,
+            "neighbour_device": builtin.memetic.neighbour_device,
+            "improve_interval": builtin.memetic.interval}
+  for source in (DEFAULT, name or DEFAULT):
+    stored = presets.get(source, {}).get("setting", {})
+    values.update({k: stored[k] for k in SEARCH_KEYS if k in stored})
+  return values
+
+
+def search_settings(name: str, path: str | None = None, decoder: str | None = None,
+                    model: str | None = None):
+  """`regal.search.SearchSettings` of a preset for a performance model (`decoder` overrides
+  its decoder). A preset's decoder is one name, or one per model ({"doppler": "list", ...};
+  a model it does not name gets the direct decoder)."""
+  from regal import search
+  values = search_values(name, path)
+  chosen = values["decoder"]
+  if isinstance(chosen, dict):
+    chosen = chosen.get(model, "direct")
+  try:
+    settings = search.SearchSettings(
+        decoder=decoder or str(chosen), bias=float(values["bias"]),
+        memetic=search.Memetic(
+            climbers=int(values["climbers"]), steps=int(values["climb_steps"]),
+            batch=int(values["climb_batch"]), swap_fraction=float(values["swap_fraction"]),
+            neighbour_device=float(values["neighbour_device"]),
+            interval=int(values["improve_interval"])))
+    return settings.validate()
+  except (TypeError, ValueError) as error:
+    raise errors.ConfigError(f"BRKGA preset {name or DEFAULT!r}: bad search setting: "
+                             f"{error}") from None
 
 
 def setting(name: str, path: str | None = None) -> dict[str, Any] | None:
   """The preset's setting (SETTING_KEYS), None for the default."""
   if name in ("", DEFAULT):
-    return None
+    return None  # The default's BRKGA parameters: Goncalves & Resende's, sized per graph.
   presets = load_all(path)
   if name not in presets:
     raise errors.ConfigError(f"unknown BRKGA preset {name!r}; known: {', '.join(names(path))}")
@@ -81,9 +132,20 @@ def params(name: str, num_genes: int, path: str | None = None) -> brkga.Params:
 
 def save(name: str, values: dict[str, Any], provenance: dict[str, Any],
          path: str | None = None) -> None:
-  if name in ("", DEFAULT):
-    raise errors.ConfigError(f"the preset name {name!r} is reserved")
-  to_params(values)  # Refuse a setting that does not make valid parameters.
+  """Saves a sweep's best setting. The default preset holds search settings only (its BRKGA
+  parameters are Goncalves & Resende's); other presets hold BRKGA parameters and, optionally,
+  search settings."""
+  if name == "":
+    raise errors.ConfigError("the preset name '' is reserved")
+  search_part = {k: values[k] for k in SEARCH_KEYS if k in values}
+  if name == DEFAULT:
+    if not search_part:
+      raise errors.ConfigError("the default preset is reserved for search settings "
+                               f"({', '.join(SEARCH_KEYS)})")
+    setting = search_part
+  else:
+    to_params(values)  # Refuse a setting that does not make valid parameters.
+    setting = {**{k: values[k] for k in SETTING_KEYS}, **search_part}
   presets = load_all(path)
-  presets[name] = {"setting": {k: values[k] for k in SETTING_KEYS}, "provenance": provenance}
+  presets[name] = {"setting": setting, "provenance": provenance}
   atomic.write_text(path or PRESETS_FILE, json.dumps(presets, indent=1, sort_keys=True) + "\n")

@@ -1,0 +1,66 @@
+"""The shared task-graph benchmarks with known optima (`../shared/graphs/README.md`): their
+instances as dicts (file, path, processors, optimum, lower bound, proven, tasks, CCR class,
+family), and a deterministic stratified sample of them."""
+from __future__ import annotations
+
+import csv
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+
+def _ccr_class(row: dict[str, str]) -> float:
+  """0.1, 1 or 10 (the table's ratio, rounded); 0 for graphs without edges (Independent)."""
+  if not row["ccr"]:
+    return 0.0
+  return min((0.1, 1.0, 10.0), key=lambda c: abs(math.log(float(row["ccr"]) / c)))
+
+
+def sinnen_instances(root: str) -> list[dict[str, Any]]:
+  with open(os.path.join(root, "sinnen", "optimal.csv")) as f:
+    rows = list(csv.DictReader(f))
+  return [{"set": "sinnen", "file": row["file"], "path": os.path.join(root, "sinnen", row["file"]),
+           "processors": int(row["processors"]), "optimum": float(row["optimal_length"]),
+           "lower": float(row["optimal_length"]), "proven": True, "tasks": int(row["tasks"]),
+           "ccr": _ccr_class(row),
+           "family": row["family"]} for row in rows]
+
+
+def stg_instances(root: str) -> list[dict[str, Any]]:
+  instances = []
+  folder = os.path.join(root, "stg", "optimal")
+  for name in sorted(os.listdir(folder)):
+    with open(os.path.join(folder, name)) as f:
+      for row in csv.reader(f):
+        if not row:
+          continue
+        proven = len(row) == 3
+        instances.append({
+            "set": "stg", "file": row[0], "path": os.path.join(root, "stg", row[0]),
+            "processors": int(row[1]), "optimum": float(row[2] if proven else row[3]),
+            "lower": float(row[2]), "proven": proven, "tasks": 50, "ccr": 0.0,
+            "family": "random"})
+  return sorted(instances, key=lambda i: (i["file"], i["processors"]))
+
+
+def stratified(instances: list[dict], count: int, seed: int = 0) -> list[dict]:
+  """`count` instances spread over (tasks, ccr, processors) strata, deterministically."""
+  if count <= 0 or count >= len(instances):
+    return instances
+  rng = np.random.default_rng(seed)
+  strata: dict[tuple, list[dict]] = {}
+  for instance in instances:
+    strata.setdefault((instance["tasks"], instance["ccr"], instance["processors"]),
+                      []).append(instance)
+  for members in strata.values():
+    rng.shuffle(members)
+  chosen, round_index = [], 0
+  keys = [key for _, key in sorted((rng.random(), key) for key in sorted(strata))]
+  while len(chosen) < count:
+    for key in keys:
+      if round_index < len(strata[key]) and len(chosen) < count:
+        chosen.append(strata[key][round_index])
+    round_index += 1
+  return sorted(chosen, key=lambda i: (i["file"], i["processors"]))

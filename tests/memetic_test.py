@@ -1,0 +1,335 @@
+"""The memetic search: the engine's improve hook, the local moves, the list-scheduling decoder
+(each against a slow reference) and the search settings end to end."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import brkga
+from datasets import devices as devices_lib
+from graph_strategies import dags, device_sets
+from regal import chromosome as chromosome_lib
+from regal import list_decoder, local_moves, native_delay, performance, search
+from regal import reference_models as rm
+
+
+# ----- the engine's hook ----------------------------------------------------------------------
+def _counting_search(budget: int, interval: int, climbers: int, batch: int):
+  """A search whose fitness counts every chromosome it scores (on the host) and whose hook
+  scores `climbers * batch` random neighbours per step, as many steps as the allowance pays."""
+  scored = []
+
+  def host_fitness(chromosomes):
+    scored.append(len(chromosomes))
+    return np.abs(np.asarray(chromosomes) - 0.3).sum(axis=1).astype(np.float32)
+
+  def fitness(chromosomes):
+    return jax.pure_callback(host_fitness, jax.ShapeDtypeStruct(chromosomes.shape[:1],
+                                                                jnp.float32), chromosomes)
+
+  def improve(key, population, values, allowance):
+    per_step = population.shape[0] * climbers * batch
+    steps = jnp.clip(allowance // per_step, 0, 3)
+
+    def step(i, carry):
+      population, values = carry
+      tops = population[:, :climbers]
+      noise = jax.random.uniform(jax.random.fold_in(key, i), tops.shape[:2] + (batch,)
+                                 + tops.shape[2:], minval=-0.05, maxval=0.05)
+      candidates = jnp.clip(tops[:, :, None] + noise, 0, 1)
+      candidate_values = fitness(candidates.reshape(-1, tops.shape[-1])).reshape(
+          candidates.shape[:3])
+      best = jnp.argmin(candidate_values, axis=-1)
+      best_values = jnp.take_along_axis(candidate_values, best[..., None], -1)[..., 0]
+      chosen = jnp.take_along_axis(candidates, best[..., None, None], 2)[:, :, 0]
+      take = best_values < values[:, :climbers]
+      population = population.at[:, :climbers].set(jnp.where(take[..., None], chosen, tops))
+      values = values.at[:, :climbers].set(jnp.where(take, best_values, values[:, :climbers]))
+      return population, values
+
+    population, values = jax.lax.fori_loop(0, steps, step, (population, values))
+    return population, values, steps * per_step
+
+  params = brkga.Params(population_size=20, num_elites=4, num_mutants=3, num_populations=2,
+                        exchange_interval=2, exchange_count=1)
+  result = brkga.run(fitness, jax.random.key(0), params, budget, 6, improve=improve,
+                     improve_interval=interval)
+  return result, scored
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(40, 400), st.integers(1, 3), st.integers(1, 4), st.integers(1, 5))
+def test_hook_evaluations_are_counted_exactly_and_stay_in_budget(budget, interval, climbers,
+                                                                 batch):
+  result, scored = _counting_search(budget, interval, climbers, batch)
+  assert int(result.evaluations) == sum(scored) <= budget
+  history = np.asarray(result.history)[:int(result.generations) + 1]
+  assert np.all(np.diff(history) <= 0) and history[-1] == result.best_fitness
+
+
+def test_hook_improves_and_without_it_the_engine_is_unchanged():
+  params = brkga.Params(population_size=20, num_elites=4, num_mutants=3)
+  fitness = lambda c: jnp.abs(c - 0.3).sum(axis=1)  # noqa: E731
+  plain = brkga.run(fitness, jax.random.key(1), params, 300, 6)
+  nothing = brkga.run(fitness, jax.random.key(1), params, 300, 6,
+                      improve=lambda k, p, f, a: (p, f, jnp.int32(0)))
+  np.testing.assert_array_equal(plain.best_chromosome, nothing.best_chromosome)
+  result, _ = _counting_search(300, 1, 2, 4)
+  unimproved, _ = _counting_search(300, 1, 0, 4)
+  assert result.best_fitness < unimproved.best_fitness
+
+
+# ----- moves against readable references --------------------------------------------------
+LAYOUT = chromosome_lib.Layout(num_ops=5, num_tensors=2, num_devices=3)
+
+
+def _reference_device_move(chromosome, layout, op, device):
+  placement = chromosome_lib.decode(chromosome, layout).placement.copy()
+  placement[op] = device
+  return placement
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31), st.integers(0, LAYOUT.num_ops - 1),
+       st.integers(0, LAYOUT.num_devices - 1))
+def test_device_move_moves_one_op_and_nothing_else(seed, op, device):
+  chromosome = np.random.default_rng(seed).random(LAYOUT.size).astype(np.float32)
+  writes = local_moves.device_move_genes(jnp.asarray(chromosome), LAYOUT, jnp.array([op]),
+                                         jnp.array([device]))
+  moved = np.asarray(local_moves.apply_moves(jnp.asarray(chromosome), writes))[0]
+  decoded = chromosome_lib.decode(moved, LAYOUT)
+  np.testing.assert_array_equal(decoded.placement,
+                                _reference_device_move(chromosome, LAYOUT, op, device))
+  before = chromosome_lib.decode(chromosome, LAYOUT)
+  np.testing.assert_array_equal(decoded.op_priority, before.op_priority)
+  np.testing.assert_array_equal(decoded.transfer_priority, before.transfer_priority)
+  assert sorted(moved) == sorted(chromosome)  # Keys trade places: still in [0, 1].
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31), st.integers(0, LAYOUT.num_ops - 2))
+def test_priority_swap_exchanges_two_neighbours_in_the_order(seed, position):
+  chromosome = np.random.default_rng(seed).random(LAYOUT.size).astype(np.float32)
+  order = chromosome_lib.priority_order(chromosome[LAYOUT.priority_slice])
+  jax_order = local_moves.priority_positions(jnp.asarray(chromosome), LAYOUT, LAYOUT.num_ops)
+  np.testing.assert_array_equal(jax_order, order)
+  writes = local_moves.priority_swap_genes(jnp.asarray(chromosome), LAYOUT, jax_order,
+                                           jnp.array([position]))
+  swapped = np.asarray(local_moves.apply_moves(jnp.asarray(chromosome), writes))[0]
+  expected = order.copy()
+  expected[[position, position + 1]] = expected[[position + 1, position]]
+  np.testing.assert_array_equal(chromosome_lib.priority_order(
+      swapped[LAYOUT.priority_slice]), expected)
+  np.testing.assert_array_equal(chromosome_lib.decode(swapped, LAYOUT).placement,
+                                chromosome_lib.decode(chromosome, LAYOUT).placement)
+
+
+@settings(max_examples=15, deadline=None)
+@given(dags(max_ops=8, max_outputs=2), st.integers(2, 4), st.integers(0, 2**31),
+       st.floats(0, 1), st.floats(0, 1))
+def test_proposals_are_single_moves_of_real_ops(graph, num_devices, seed, swaps, neighbour):
+  """Every proposal differs from its chromosome by one device move or one adjacent swap of
+  real ops (padded ops never move), and a device move goes to another device."""
+  padded_ops = graph.num_ops + 3
+  layout = chromosome_lib.Layout(padded_ops, graph.num_tensors, num_devices)
+  table = local_moves.move_table(graph, padded_ops)
+  rng = np.random.default_rng(seed)
+  chromosome = rng.random(layout.size).astype(np.float32)
+  uniform = jnp.asarray(rng.random((6, 16)), jnp.float32)
+  proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table, layout,
+                                             swaps, neighbour))
+  before = chromosome_lib.decode(chromosome, layout)
+  real_order = [v for v in chromosome_lib.priority_order(before.op_priority)
+                if v < graph.num_ops]
+  for proposal in proposals:
+    after = chromosome_lib.decode(proposal, layout)
+    moved = np.flatnonzero(after.placement != before.placement)
+    order = [v for v in chromosome_lib.priority_order(after.op_priority) if v < graph.num_ops]
+    if len(moved):
+      assert len(moved) == 1 and moved[0] < graph.num_ops
+      np.testing.assert_array_equal(after.op_priority, before.op_priority)
+    elif order != real_order:
+      changed = [k for k in range(len(order)) if order[k] != real_order[k]]
+      assert len(changed) == 2 and changed[1] == changed[0] + 1
+    np.testing.assert_array_equal(proposal[layout.transfer_slice],
+                                  chromosome[layout.transfer_slice])
+    assert (proposal[graph.num_ops * num_devices:padded_ops * num_devices]
+            == chromosome[graph.num_ops * num_devices:padded_ops * num_devices]).all()
+
+
+def test_neighbour_device_moves_go_to_a_neighbours_device():
+  """With neighbour_device = 1 and no swaps, an op moves to a device one of its neighbours
+  is on (when one is elsewhere)."""
+  from datasets.graph import Graph
+  graph = Graph(op_names=list("abc"), op_types=[""] * 3, compute_cost=[1.0] * 3,
+                extra_memory=[0.0] * 3, tensor_producer=[0, 1], tensor_size=[1.0, 1.0],
+                data_edge_tensor=[0, 1], data_edge_consumer=[1, 2], control_edge_src=[],
+                control_edge_dst=[])
+  layout = chromosome_lib.Layout(3, 2, 4)
+  chromosome = chromosome_lib.encode(np.array([0, 3, 2]), np.arange(3), layout)
+  uniform = jnp.asarray(np.random.default_rng(0).random((6, 64)), jnp.float32)
+  proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome, jnp.float32),
+                                             local_moves.move_table(graph), layout, 0.0, 1.0))
+  placements = chromosome_lib.decode(proposals, layout).placement
+  for placement in placements:
+    op = int(np.flatnonzero(placement != [0, 3, 2])[0])
+    neighbours = {0: [1], 1: [0, 2], 2: [1]}[op]
+    assert placement[op] in {[0, 3, 2][v] for v in neighbours}
+
+
+def test_climb_never_worsens_and_reports_true_values():
+  from datasets import synthetic
+  graph = synthetic.generate(np.random.default_rng(3),
+                             synthetic.SyntheticSpec(min_nodes=20, max_nodes=20))
+  problem = performance.Problem(graph, devices_lib.homogeneous(3), model="delay")
+  fitness = performance.make_fitness_fn(problem)
+  climbers = jax.random.uniform(jax.random.key(0), (3, problem.layout.size))
+  values = fitness(climbers)
+  table = local_moves.move_table(graph)
+  out, out_values = local_moves.climb(fitness, jax.random.key(1), climbers, values, table,
+                                      problem.layout, 5, 8, 0.3, 0.5)
+  assert np.all(np.asarray(out_values) <= np.asarray(values))
+  np.testing.assert_array_equal(fitness(out), out_values)
+
+
+# ----- the list-scheduling decoder --------------------------------------------------------
+def _is_topological(graph, order) -> bool:
+  position = np.empty(graph.num_ops, np.int64)
+  position[np.asarray(order)] = np.arange(graph.num_ops)
+  return bool(np.all(position[graph.edge_src] < position[graph.edge_dst]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(dags(max_ops=12, max_outputs=2), device_sets, st.integers(0, 2**31),
+       st.sampled_from([0.0, 0.5, 3.0]))
+def test_list_decoder_matches_its_reference_and_yields_valid_schedules(graph, devices, seed,
+                                                                       bias):
+  layout = chromosome_lib.Layout(graph.num_ops, graph.num_tensors, devices.num_devices)
+  native = native_delay.build_native_delay_graph(graph, devices)
+  rng = np.random.default_rng(seed)
+  chromosomes = rng.random((5, layout.size)).astype(np.float32)
+  chromosomes[:2, layout.priority_slice] = np.floor(
+      chromosomes[:2, layout.priority_slice] * 3) / 3  # Ties: broken by op id.
+  keys = chromosomes[2:4, layout.affinity_slice]
+  chromosomes[2:4, layout.affinity_slice] = np.where(keys > 0.7, 1.0, keys)  # Placed outright.
+  pinned = np.where(rng.random(graph.num_ops) < 0.3,
+                    rng.integers(0, devices.num_devices, graph.num_ops), -1)
+  for pins in (None, pinned):
+    fast = list_decoder.decode(native, chromosomes, layout, bias, pins)
+    for k, chromosome in enumerate(chromosomes):
+      slow = list_decoder.decode_reference(native, chromosome, layout, bias, pins)
+      np.testing.assert_array_equal(fast.placement[k], slow.placement)
+      np.testing.assert_array_equal(fast.op_priority[k], slow.op_priority)
+      np.testing.assert_array_equal(fast.transfer_priority[k], slow.transfer_priority)
+      order = chromosome_lib.priority_order(slow.op_priority)
+      assert _is_topological(graph, order)
+      assert slow.placement.min() >= 0 and slow.placement.max() < devices.num_devices
+      if pins is not None:
+        assert np.all(slow.placement[pins >= 0] == pins[pins >= 0])
+      # The decoded priorities run the ops in the decoder's order, so the delay model
+      # reproduces the schedule it planned: no op can finish later than planned.
+      schedule = rm.simulate_delay(graph, devices, slow.placement, slow.op_priority,
+                                   dtype=np.float32)
+      assert np.isfinite(schedule.makespan)
+
+
+def test_list_decoder_bias_zero_is_earliest_finish_time():
+  """Two independent unit ops on two devices: EFT puts them on different devices whatever
+  the keys say; a large bias follows the device keys (both on device 0)."""
+  from datasets.graph import Graph
+  graph = Graph(op_names=["a", "b"], op_types=["", ""], compute_cost=[1.0, 1.0],
+                extra_memory=[0.0, 0.0], tensor_producer=[], tensor_size=[],
+                data_edge_tensor=[], data_edge_consumer=[], control_edge_src=[],
+                control_edge_dst=[])
+  devices = devices_lib.homogeneous(2)
+  layout = chromosome_lib.Layout(2, 0, 2)
+  native = native_delay.build_native_delay_graph(graph, devices)
+  chromosome = chromosome_lib.encode(np.array([0, 0]), np.array([0, 1]), layout)[None]
+  chromosome[0, layout.affinity_slice] = [0.9, 0.1, 0.8, 0.2]  # Both prefer device 0.
+  eft = list_decoder.decode(native, chromosome.astype(np.float32), layout, 0.0)
+  assert sorted(eft.placement[0].tolist()) == [0, 1]
+  keyed = list_decoder.decode(native, chromosome.astype(np.float32), layout, 10.0)
+  assert keyed.placement[0].tolist() == [0, 0]
+
+
+@settings(max_examples=20, deadline=None)
+@given(dags(max_ops=10, max_outputs=2), device_sets, st.integers(0, 2**31))
+def test_list_decoder_keeps_an_encoded_seeds_placement(graph, devices, seed):
+  """Keys of exactly 1 (what `encode` writes for a seed's device) place an op outright, so a
+  seed keeps its placement; the order is the decoder's list order, a topological order."""
+  layout = chromosome_lib.Layout(graph.num_ops, graph.num_tensors, devices.num_devices)
+  rng = np.random.default_rng(seed)
+  placement = rng.integers(0, devices.num_devices, graph.num_ops)
+  chromosome = chromosome_lib.encode(placement, graph.topological_order, layout)
+  native = native_delay.build_native_delay_graph(graph, devices)
+  decoded = list_decoder.decode(native, chromosome[None].astype(np.float32), layout, 0.0)
+  np.testing.assert_array_equal(decoded.placement[0], placement)
+  np.testing.assert_array_equal(
+      chromosome_lib.priority_order(decoded.op_priority[0]), graph.topological_order)
+
+
+# ----- the search with its settings -------------------------------------------------------
+def _doppler_like_problem(model="delay", devices=3):
+  from datasets import synthetic
+  graph = synthetic.generate(np.random.default_rng(7),
+                             synthetic.SyntheticSpec(min_nodes=24, max_nodes=24))
+  return performance.Problem(graph, devices_lib.homogeneous(devices), model=model)
+
+
+@pytest.mark.parametrize("model, decoder", [("delay", "list"), ("wc", "direct"),
+                                            ("sync", "list")])
+def test_memetic_search_is_reproducible_and_its_answer_rescores(model, decoder):
+  problem = _doppler_like_problem(model)
+  settings = search.SearchSettings(decoder=decoder, memetic=search.Memetic(
+      climbers=2, steps=3, batch=8))
+  first = search.optimize(problem, 1500, seed=4, settings=settings)
+  again = search.optimize(problem, 1500, seed=4, settings=settings)
+  assert first.objective == again.objective and first.evaluations == again.evaluations <= 1500
+  np.testing.assert_array_equal(first.best_chromosome, again.best_chromosome)
+  # The answer is a direct-decoder chromosome of the same assignment, whatever the decoder.
+  decoded = chromosome_lib.decode(np.asarray(first.best_chromosome, np.float32),
+                                  problem.layout)
+  np.testing.assert_array_equal(decoded.placement, first.placement)
+  np.testing.assert_array_equal(chromosome_lib.priority_order(decoded.op_priority),
+                                first.order)
+  reference, _ = performance.score_reference(problem, first.best_chromosome)
+  assert reference == pytest.approx(first.objective, rel=1e-5)
+
+
+def test_list_decoder_fitness_equals_decode_then_score():
+  problem = _doppler_like_problem("delay")
+  chromosomes = np.random.default_rng(0).random((6, problem.layout.size)).astype(np.float32)
+  fitness = performance.make_fitness_fn(problem, "list", 0.5)
+  decoded = performance.host_decoder(problem, "list", 0.5)(chromosomes)
+  expected = [rm.simulate_delay(problem.graph, problem.devices, decoded.placement[k],
+                                decoded.op_priority[k], dtype=np.float32).makespan
+              for k in range(6)]
+  np.testing.assert_array_equal(np.asarray(fitness(jnp.asarray(chromosomes))), expected)
+
+
+def test_time_limit_stops_at_a_generation_boundary():
+  problem = _doppler_like_problem("wc")
+  settings = search.SearchSettings()
+  unlimited = search.optimize(problem, 30_000, seed=1, settings=settings)
+  limited = search.optimize(problem, 30_000, seed=1, settings=settings, time_limit=1e-9)
+  assert not unlimited.stopped_early and unlimited.evaluations > 29_000
+  assert limited.stopped_early and limited.evaluations < unlimited.evaluations
+  assert len(limited.history) == 1  # Stopped before the first generation.
+  assert limited.objective <= min(limited.seed_objectives.values())
+
+
+def test_default_budget_is_sized_from_the_graph():
+  """Small graphs: 500 evaluations per op and device; large ones: what ~8 s of scoring buys
+  (cost ~ ops * devices + 0.4 * edges); always whole thousands within 5,000..200,000."""
+  small = _doppler_like_problem("delay", devices=2)
+  assert search.default_evals(small) == 500 * small.graph.num_ops * 2
+  from experiments.bench.graphs import synthetic_graph
+  large = performance.Problem(synthetic_graph(400), devices_lib.homogeneous(8))
+  units = large.graph.num_ops * 8 + 0.4 * len(large.graph.edge_src)
+  assert search.default_evals(large) == 1000 * int(np.ceil(1.3e8 / units / 1000))
+  tiny = performance.Problem(synthetic_graph(3), devices_lib.homogeneous(1))
+  assert search.default_evals(tiny) == search.MIN_DEFAULT_EVALS
+  huge = performance.Problem(synthetic_graph(400), devices_lib.homogeneous(64))
+  assert search.default_evals(huge) == search.MIN_DEFAULT_EVALS
