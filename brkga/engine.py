@@ -259,16 +259,24 @@ def tell(state: State, params: Params, offspring: jnp.ndarray,
     population = jnp.where(do, exchanged[0], population)
     fitness = jnp.where(do, exchanged[1], fitness)
     origin = jnp.where(do, exchanged[2], origin)
-  best = jnp.argmin(fitness[:, 0])
-  improved = fitness[best, 0] < state.best_fitness
-  return state.replace(
-      population=population, fitness=fitness, origin=origin,
-      best_chromosome=jnp.where(improved, population[best, 0], state.best_chromosome),
-      best_fitness=jnp.where(improved, fitness[best, 0], state.best_fitness),
-      best_origin=jnp.where(improved, origin[best, 0], state.best_origin),
+  improved, best = _with_populations(state, population, fitness, origin)
+  return best.replace(
       generation=generation, key=key,
       stagnation=jnp.where(improved | _restarting(state, params), 0, state.stagnation + 1),
       evaluations=state.evaluations + offspring.shape[0] * offspring.shape[1])
+
+
+def _with_populations(state: State, population: jnp.ndarray, fitness: jnp.ndarray,
+                      origin: jnp.ndarray) -> tuple[jnp.ndarray, State]:
+  """(whether the best improved, the state holding these sorted populations and the best so
+  far)."""
+  best = jnp.argmin(fitness[:, 0])
+  improved = fitness[best, 0] < state.best_fitness
+  return improved, state.replace(
+      population=population, fitness=fitness, origin=origin,
+      best_chromosome=jnp.where(improved, population[best, 0], state.best_chromosome),
+      best_fitness=jnp.where(improved, fitness[best, 0], state.best_fitness),
+      best_origin=jnp.where(improved, origin[best, 0], state.best_origin))
 
 
 def _exchange(population: jnp.ndarray, fitness: jnp.ndarray, origin: jnp.ndarray,
@@ -321,14 +329,8 @@ def improved(state: State, improve: ImproveFn, budget: int | jnp.ndarray) -> Sta
   improve_key = jax.random.fold_in(state.key, 0x1A7E)
   population, fitness, spent = improve(improve_key, state.population, state.fitness,
                                        budget - state.evaluations)
-  population, fitness, origin = _sort(population, fitness, state.origin)
-  best = jnp.argmin(fitness[:, 0])
-  better = fitness[best, 0] < state.best_fitness
-  return state.replace(
-      population=population, fitness=fitness, origin=origin,
-      best_chromosome=jnp.where(better, population[best, 0], state.best_chromosome),
-      best_fitness=jnp.where(better, fitness[best, 0], state.best_fitness),
-      best_origin=jnp.where(better, origin[best, 0], state.best_origin),
+  better, polished = _with_populations(state, *_sort(population, fitness, state.origin))
+  return polished.replace(
       stagnation=jnp.where(better, 0, state.stagnation),
       evaluations=state.evaluations + spent.astype(state.evaluations.dtype))
 
