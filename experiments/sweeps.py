@@ -134,23 +134,23 @@ def search_trial(params: dict, quick: bool) -> dict:
           "doppler_ratios": doppler, "sinnen_ratios": sinnen, "synthetic_ratios": synthetic}
 
 
-# Which training group decides each model's decoder: the WC model is the Doppler paper's
+# Which training group decides each model's settings: the WC model is the Doppler paper's
 # asynchronous model, so the Doppler graphs (asynchronous, Doppler model) speak for it.
 DECODER_GROUPS = {"doppler": "doppler", "wc": "doppler", "delay": "sinnen", "sync": "synthetic"}
 
 
 def search_preset(records: list[dict]) -> tuple[dict, dict]:
-  """(setting, how it was chosen) of `search_tuning`'s finished trials: the best trial's local
-  improvement, and for each model the decoder whose trial (with that local improvement) did
-  best on the model's training group (`DECODER_GROUPS`)."""
-  best = min(records, key=lambda r: r["result"]["score"])
-  others = {k: v for k, v in best["params"].items() if k != "decoder"}
-  peers = [r for r in records
-           if {k: v for k, v in r["params"].items() if k != "decoder"} == others]
-  decoders, evidence = {}, {}
-  for model, group in DECODER_GROUPS.items():
-    winner = min(peers, key=lambda r: r["result"][group])
-    decoders[model] = winner["params"]["decoder"]
-    evidence[model] = {r["params"]["decoder"]: r["result"][group] for r in peers}
-  return {**others, "decoder": decoders}, {"decoder_by_group": evidence,
-                                           "best_trial": best["params"]}
+  """(setting, how it was chosen) of `search_tuning`'s finished trials: for each model, the
+  parameters of the trial that did best on the model's training group (`DECODER_GROUPS`);
+  a parameter every model agrees on is stored once, else as {model: value}."""
+  winners = {model: min(records, key=lambda r: r["result"][group])
+             for model, group in DECODER_GROUPS.items()}
+  setting = {}
+  for key in sorted({k for r in records for k in r["params"]}):
+    values = {model: r["params"][key] for model, r in winners.items()}
+    setting[key] = (next(iter(values.values())) if len(set(map(str, values.values()))) == 1
+                    else values)
+  evidence = {model: {"group": group, "trial": winners[model]["params"],
+                      "score": winners[model]["result"][group]}
+              for model, group in DECODER_GROUPS.items()}
+  return setting, {"chosen_per_model": evidence}

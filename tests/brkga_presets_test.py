@@ -113,8 +113,11 @@ def test_the_default_preset_holds_search_settings_with_provenance(presets_file):
   tuned = brkga_presets.search_settings("tuned")
   assert (tuned.decoder, tuned.memetic.climbers) == ("list", 0)
   assert brkga_presets.search_settings("tuned", decoder="direct").decoder == "direct"
-  brkga_presets.save("default", {"decoder": {"doppler": "list", "sync": "direct"}}, {})
+  brkga_presets.save("default", {"decoder": {"doppler": "list", "sync": "direct"},
+                                 "climbers": {"doppler": 4}}, {})
   assert brkga_presets.search_settings("default", model="doppler").decoder == "list"
+  assert brkga_presets.search_settings("default", model="doppler").memetic.climbers == 4
+  assert brkga_presets.search_settings("default", model="wc").memetic.climbers == 0
   assert brkga_presets.search_settings("default", model="sync").decoder == "direct"
   assert brkga_presets.search_settings("default", model="delay").decoder == "direct"
   brkga_presets.save("default", {"decoder": "spiral"}, {})

@@ -111,8 +111,10 @@ def test_search_preset_takes_each_models_decoder_from_its_training_group():
   records = [record("direct", 0, 0.90, 1.01, 0.80), record("list", 0, 0.80, 1.00, 0.95),
              record("direct", 2, 0.95, 1.02, 0.90), record("list", 2, 0.70, 1.03, 0.99)]
   setting, chosen = sweeps.search_preset(records)
-  # Best overall: direct with 0 climbers (0.903); among 0-climber trials each group picks.
-  assert setting == {"climbers": 0, "improve_interval": 1,
+  # Each model takes the trial that did best on its group: Doppler (and WC) list with 2
+  # climbers (0.70), Sinnen (delay) list with 0 (1.00), synthetic (sync) direct with 0 (0.80).
+  assert setting == {"improve_interval": 1,
+                     "climbers": {"doppler": 2, "wc": 2, "delay": 0, "sync": 0},
                      "decoder": {"doppler": "list", "wc": "list", "delay": "list",
                                  "sync": "direct"}}
-  assert chosen["decoder_by_group"]["sync"] == {"direct": 0.80, "list": 0.95}
+  assert chosen["chosen_per_model"]["sync"]["score"] == 0.80

@@ -53,36 +53,38 @@ def names(path: str | None = None) -> list[str]:
 def search_values(name: str, path: str | None = None) -> dict[str, Any]:
   """The preset's search settings (SEARCH_KEYS); keys it lacks come from the default preset,
   and the default's from `regal.search.SearchSettings`."""
-  from regal import search
   presets = load_all(path)
   if name not in ("", DEFAULT) and name not in presets:
     raise errors.ConfigError(f"unknown BRKGA preset {name!r}; known: {', '.join(names(path))}")
-  builtin = search.SearchSettings()
-  values = {"decoder": builtin.decoder, "bias": builtin.bias,
-            "climbers": builtin.memetic.climbers, "climb_steps": builtin.memetic.steps,
-            "climb_batch": builtin.memetic.batch,
-            "swap_fraction": builtin.memetic.swap_fraction,
-            "neighbour_device": builtin.memetic.neighbour_device,
-            "improve_interval": builtin.memetic.interval}
+  values = _builtin_search_values()
   for source in (DEFAULT, name or DEFAULT):
     stored = presets.get(source, {}).get("setting", {})
     values.update({k: stored[k] for k in SEARCH_KEYS if k in stored})
   return values
 
 
+def _builtin_search_values() -> dict[str, Any]:
+  from regal import search
+  builtin = search.SearchSettings()
+  return {"decoder": builtin.decoder, "bias": builtin.bias,
+          "climbers": builtin.memetic.climbers, "climb_steps": builtin.memetic.steps,
+          "climb_batch": builtin.memetic.batch, "swap_fraction": builtin.memetic.swap_fraction,
+          "neighbour_device": builtin.memetic.neighbour_device,
+          "improve_interval": builtin.memetic.interval}
+
+
 def search_settings(name: str, path: str | None = None, decoder: str | None = None,
                     model: str | None = None):
   """`regal.search.SearchSettings` of a preset for a performance model (`decoder` overrides
-  its decoder). A preset's decoder is one name, or one per model ({"doppler": "list", ...};
-  a model it does not name gets the direct decoder)."""
+  its decoder). A preset's value is one for every model, or one per model ({"doppler":
+  "list", ...}; a model it does not name gets the built-in value)."""
   from regal import search
-  values = search_values(name, path)
-  chosen = values["decoder"]
-  if isinstance(chosen, dict):
-    chosen = chosen.get(model, "direct")
+  builtin = _builtin_search_values()  # For models a preset omits.
+  values = {k: (v.get(model, builtin[k]) if isinstance(v, dict) else v)
+            for k, v in search_values(name, path).items()}
   try:
     settings = search.SearchSettings(
-        decoder=decoder or str(chosen), bias=float(values["bias"]),
+        decoder=decoder or str(values["decoder"]), bias=float(values["bias"]),
         memetic=search.Memetic(
             climbers=int(values["climbers"]), steps=int(values["climb_steps"]),
             batch=int(values["climb_batch"]), swap_fraction=float(values["swap_fraction"]),
