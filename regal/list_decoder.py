@@ -33,7 +33,7 @@ import numpy as np
 
 from regal import chromosome as chromosome_lib
 from regal import native_common
-from regal.native_delay import NativeDelayGraph
+from regal.native_delay import NativeDelayGraph, reset_ready
 from regal.native_wc import _key, _pop, _push
 
 DEFAULT_BIAS = 0.0
@@ -124,13 +124,7 @@ def _decode(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, spe
   for p in range(population):
     place = placement_out[p]
     bits = priority_bits[p]
-    heap_size[0] = 0
-    for d in range(num_devices):
-      free[d] = np.float32(0)
-    for v in range(num_ops):
-      missing[v] = in_degree[v]
-      if missing[v] == 0:
-        _push(heap, heap_size, num_ops, 0, _key(bits[v], v))
+    reset_ready(in_degree, bits, heap, heap_size, missing, free)
     position = 0
     while heap_size[0] > 0:
       op = np.int32(_pop(heap, heap_size, num_ops, 0) & 0x7FFFFFFF)

@@ -57,6 +57,20 @@ def build_native_delay_graph(graph: Graph, devices: DeviceSpec) -> NativeDelayGr
       latency=np.ascontiguousarray(padded.latency))
 
 
+@numba.njit(inline="always")
+def reset_ready(in_degree, bits, heap, heap_size, missing, free):
+  """A fresh list-scheduling pass: every device free at 0, every op waiting for its
+  predecessors, the sources in the ready heap (by priority `bits`, ties to the lower id)."""
+  num_ops = in_degree.shape[0]
+  heap_size[0] = 0
+  for d in range(free.shape[0]):
+    free[d] = np.float32(0)
+  for v in range(num_ops):
+    missing[v] = in_degree[v]
+    if missing[v] == 0:
+      _push(heap, heap_size, num_ops, 0, _key(bits[v], v))
+
+
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _simulate(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, speed, bandwidth,
               latency, placement, priority_bits, makespan_out, end_out):
@@ -71,13 +85,7 @@ def _simulate(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, s
   for p in range(population):
     place = placement[p]
     bits = priority_bits[p]
-    heap_size[0] = 0
-    for d in range(num_devices):
-      free[d] = np.float32(0)
-    for v in range(num_ops):
-      missing[v] = in_degree[v]
-      if missing[v] == 0:
-        _push(heap, heap_size, num_ops, 0, _key(bits[v], v))
+    reset_ready(in_degree, bits, heap, heap_size, missing, free)
     makespan = np.float32(0)
     while heap_size[0] > 0:
       op = np.int32(_pop(heap, heap_size, num_ops, 0) & 0x7FFFFFFF)
