@@ -107,17 +107,21 @@ def search_layout(problem: performance.Problem) -> chromosome_lib.Layout:
 
 MIN_DEFAULT_EVALS = 5_000
 MAX_DEFAULT_EVALS = 200_000
+JAX_SLOWDOWN = 40.0  # Native scorer evaluations per second / the JAX models' on a 2-core CPU.
 
 
 def default_evals(problem: performance.Problem) -> int:
   """The default budget, in evaluations (so a run is deterministic for its seed), sized from
   the graph so the search takes up to ~8-10 s on a 2-core CPU: one evaluation costs about
   ops * devices + edges / 2 units (measured on the native WC and Doppler scorers: ~0.06 us
-  per unit), and small graphs need at most ~500 evaluations per op and device. Rounded up to
-  a thousand, within 5,000..200,000."""
+  per unit), and small graphs need at most ~500 evaluations per op and device. The JAX
+  engines (the sync model; any model off a CPU) score ~40x fewer per second on this CPU, so
+  they get a 40th. Rounded up to a thousand, within 5,000..200,000."""
   graph, devices = problem.graph, problem.devices.num_devices
   units = graph.num_ops * devices + 0.4 * len(graph.edge_src)
   evals = min(1.3e8 / max(units, 1.0), 500.0 * graph.num_ops * devices)
+  if performance.scoring_engine(problem) == "jax":
+    evals /= JAX_SLOWDOWN
   evals = int(np.ceil(evals / 1000.0)) * 1000
   return int(np.clip(evals, MIN_DEFAULT_EVALS, MAX_DEFAULT_EVALS))
 

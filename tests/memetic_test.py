@@ -333,3 +333,9 @@ def test_default_budget_is_sized_from_the_graph():
   assert search.default_evals(tiny) == search.MIN_DEFAULT_EVALS
   huge = performance.Problem(synthetic_graph(400), devices_lib.homogeneous(64))
   assert search.default_evals(huge) == search.MIN_DEFAULT_EVALS
+  # The JAX engines score ~40x slower on a CPU: a 40th of the budget.
+  jax_engine = performance.Problem(synthetic_graph(100), devices_lib.homogeneous(2),
+                                   engine="jax")
+  native = performance.Problem(synthetic_graph(100), devices_lib.homogeneous(2))
+  assert search.default_evals(native) == 500 * native.graph.num_ops * 2
+  assert search.default_evals(jax_engine) == search.MIN_DEFAULT_EVALS
