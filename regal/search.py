@@ -1,9 +1,12 @@
 """BRKGA over a graph: a performance model's objective as the fitness of random-key chromosomes.
 
-`optimize` runs the domain-free engine (`brkga`) on the chromosomes of REGAL's decoder
-(`regal.chromosome`), scored by `regal.performance`. Seed chromosomes (`regal.seed_arms`:
-single device and critical path by default) enter the first population, so the result is never
-worse than the best seed, and the result names the seed the winner descends from.
+`optimize` runs the domain-free engine (`brkga`) on REGAL's chromosomes (`regal.chromosome`),
+read by the direct decoder or the list-scheduling one (`regal.list_decoder`) and scored by
+`regal.performance`; with `SearchSettings.memetic` the best elites climb on the same fitness
+after each generation (`regal.local_moves`, the engine's improve hook). Seed chromosomes (the
+caller's, e.g. `regal.seed_arms`: every cheap heuristic by default in `regal.optimize`) enter
+the first population, and the result names the seed the winner descends from. The default
+budget (`default_evals`) is sized from the graph; `time_limit` ends a search early.
 
 Default hyperparameters follow Goncalves & Resende (2011) as REGAL used them
 (`brkga.goncalves_resende`): population proportional to the chromosome length (20..200), 20%
