@@ -93,12 +93,7 @@ def search_trial(params: dict, quick: bool) -> dict:
   shared = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
                         "shared", "graphs")
   values = {**brkga_presets.search_values("default"), **params}
-  settings = search.SearchSettings(
-      decoder=values["decoder"], bias=float(values["bias"]), memetic=search.Memetic(
-          climbers=int(values["climbers"]), steps=int(values["climb_steps"]),
-          batch=int(values["climb_batch"]), swap_fraction=float(values["swap_fraction"]),
-          neighbour_device=float(values["neighbour_device"]),
-          interval=int(values["improve_interval"]))).validate()
+  settings = brkga_presets.settings_from_values(values)
 
   def solve(problem, evals=None):
     """(the search's own objective, the best seed's objective as the seed is: read by the

@@ -39,13 +39,15 @@ class Memetic:
   generation the best `climbers` chromosomes of each population climb `steps` steps of
   `batch` moves each; `swap_fraction` of the moves are adjacent priority swaps (none when
   the model ignores priorities under the direct decoder), the rest device moves, which go to
-  a neighbour's device with probability `neighbour_device`. `climbers = 0`: plain BRKGA."""
+  a neighbour's device with probability `neighbour_device`; `cluster_fraction` of the
+  device moves take the op's heavy-edge cluster along. `climbers = 0`: plain BRKGA."""
   climbers: int = 0
   steps: int = 10
   batch: int = 32
   swap_fraction: float = 0.3
   neighbour_device: float = 0.5
   interval: int = 1
+  cluster_fraction: float = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +65,8 @@ class SearchSettings:
                        f"{', '.join(performance.DECODERS)}")
     if not (self.bias >= 0 and memetic.climbers >= 0 and memetic.steps >= 1
             and memetic.batch >= 1 and memetic.interval >= 1
-            and 0 <= memetic.swap_fraction <= 1 and 0 <= memetic.neighbour_device <= 1):
+            and 0 <= memetic.swap_fraction <= 1 and 0 <= memetic.neighbour_device <= 1
+            and 0 <= memetic.cluster_fraction <= 1):
       raise ValueError(f"out of range: {self}")
     return self
 
@@ -176,7 +179,8 @@ def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
     if memetic.climbers > 0:
       improve = local_moves.elite_improver(fitness, table, layout, memetic.climbers,
                                            memetic.steps, memetic.batch, swaps,
-                                           memetic.neighbour_device)
+                                           memetic.neighbour_device,
+                                           memetic.cluster_fraction)
     return brkga.run(fitness, rng, params, evals, num_genes, seeds=seeds, improve=improve,
                      improve_interval=memetic.interval, stop=_stop_fn(token))
 
@@ -201,7 +205,8 @@ def _bucketed_search(bucket: chromosome_lib.Layout, params: brkga.Params, evals:
   table = local_moves.MoveTable(
       num_ops=jax.ShapeDtypeStruct((), jnp.int32),
       neighbour_ptr=jax.ShapeDtypeStruct((bucket.num_ops + 1,), jnp.int32),
-      neighbours=jax.ShapeDtypeStruct((capacity,), jnp.int32))
+      neighbours=jax.ShapeDtypeStruct((capacity,), jnp.int32),
+      cluster=jax.ShapeDtypeStruct((bucket.num_ops, local_moves.CLUSTER_SIZE), jnp.int32))
   start = time.perf_counter()
   compiled = jax.jit(search).lower(
       jax.random.key(0), jax.ShapeDtypeStruct((num_seeds, bucket.size), jnp.float32), table,

@@ -137,7 +137,7 @@ def test_proposals_are_single_moves_of_real_ops(graph, num_devices, seed, swaps,
   table = local_moves.move_table(graph, padded_ops)
   rng = np.random.default_rng(seed)
   chromosome = rng.random(layout.size).astype(np.float32)
-  uniform = jnp.asarray(rng.random((6, 16)), jnp.float32)
+  uniform = jnp.asarray(rng.random((local_moves.PROPOSAL_DRAWS, 16)), jnp.float32)
   proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table, layout,
                                              swaps, neighbour))
   before = chromosome_lib.decode(chromosome, layout)
@@ -169,7 +169,8 @@ def test_neighbour_device_moves_go_to_a_neighbours_device():
                 control_edge_dst=[])
   layout = chromosome_lib.Layout(3, 2, 4)
   chromosome = chromosome_lib.encode(np.array([0, 3, 2]), np.arange(3), layout)
-  uniform = jnp.asarray(np.random.default_rng(0).random((6, 64)), jnp.float32)
+  uniform = jnp.asarray(np.random.default_rng(0).random((local_moves.PROPOSAL_DRAWS, 64)),
+                        jnp.float32)
   proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome, jnp.float32),
                                              local_moves.move_table(graph), layout, 0.0, 1.0))
   placements = chromosome_lib.decode(proposals, layout).placement
@@ -177,6 +178,79 @@ def test_neighbour_device_moves_go_to_a_neighbours_device():
     op = int(np.flatnonzero(placement != [0, 3, 2])[0])
     neighbours = {0: [1], 1: [0, 2], 2: [1]}[op]
     assert placement[op] in {[0, 3, 2][v] for v in neighbours}
+
+
+def _reference_clusters(graph, size):
+  """Each op's cluster by a plain breadth-first walk: neighbours by descending heaviest edge
+  between the pair, then id."""
+  heaviest = {}
+  for src, dst, size_bytes in zip(graph.edge_src, graph.edge_dst, graph.edge_bytes):
+    if src != dst:
+      for pair in ((src, dst), (dst, src)):
+        heaviest[pair] = max(heaviest.get(pair, 0.0), float(size_bytes))
+  clusters = []
+  for op in range(graph.num_ops):
+    members, frontier = [op], [op]
+    while frontier and len(members) < size:
+      current = frontier.pop(0)
+      around = sorted((-w, v) for (u, v), w in heaviest.items() if u == current)
+      for _, other in around:
+        if other not in members and len(members) < size:
+          members.append(other)
+          frontier.append(other)
+    clusters.append(members)
+  return clusters
+
+
+@settings(max_examples=20, deadline=None)
+@given(dags(max_ops=10, max_outputs=3), st.integers(2, 4), st.integers(0, 2**31),
+       st.integers(2, local_moves.CLUSTER_SIZE))
+def test_cluster_moves_match_a_slow_reference(graph, num_devices, seed, size):
+  """A cluster move of op v to device d moves exactly the first `size` ops of v's cluster
+  that share v's device (reference: a plain breadth-first walk), and nothing else."""
+  padded_ops = graph.num_ops + 2
+  layout = chromosome_lib.Layout(padded_ops, graph.num_tensors, num_devices)
+  table = local_moves.move_table(graph, padded_ops)
+  clusters = _reference_clusters(graph, local_moves.CLUSTER_SIZE)
+  for op, members in enumerate(clusters):
+    np.testing.assert_array_equal(np.asarray(table.cluster[op])[:len(members)], members)
+  assert (np.asarray(table.cluster)[graph.num_ops:] == -1).all()
+  rng = np.random.default_rng(seed)
+  chromosome = rng.random(layout.size).astype(np.float32)
+  before = chromosome_lib.decode(chromosome, layout).placement
+  ops = np.arange(graph.num_ops)
+  devices = (before[ops] + 1 + rng.integers(0, num_devices - 1, len(ops))) % num_devices
+  writes = local_moves.cluster_move_genes(jnp.asarray(chromosome), layout, table,
+                                          jnp.asarray(ops), jnp.asarray(devices),
+                                          jnp.full(len(ops), size))
+  moved = np.asarray(local_moves.apply_moves(jnp.asarray(chromosome), writes))
+  for op, device, row in zip(ops, devices, moved):
+    expected = before.copy()
+    expected[[u for u in clusters[op][:size] if before[u] == before[op]]] = device
+    np.testing.assert_array_equal(chromosome_lib.decode(row, layout).placement, expected)
+    np.testing.assert_array_equal(row[layout.num_ops * num_devices:],
+                                  chromosome[layout.num_ops * num_devices:])
+
+
+def test_cluster_proposals_take_the_heavy_consumer_along():
+  """With every move a cluster move, an op whose tensor is far heavier than its others moves
+  with that tensor's consumer whenever they share a device and the cluster holds two."""
+  from datasets.graph import Graph
+  graph = Graph(op_names=list("abc"), op_types=[""] * 3, compute_cost=[1.0] * 3,
+                extra_memory=[0.0] * 3, tensor_producer=[0, 1], tensor_size=[100.0, 1.0],
+                data_edge_tensor=[0, 1], data_edge_consumer=[1, 2], control_edge_src=[],
+                control_edge_dst=[])
+  layout = chromosome_lib.Layout(3, 2, 3)
+  chromosome = chromosome_lib.encode(np.array([0, 0, 0]), np.arange(3), layout)
+  uniform = np.random.default_rng(0).random((local_moves.PROPOSAL_DRAWS, 64))
+  uniform[1] = 0.0  # Every proposal moves op a.
+  uniform[7] = 0.0  # Clusters of two: a and its heaviest neighbour, b.
+  proposals = np.asarray(local_moves.propose(jnp.asarray(uniform, jnp.float32),
+                                             jnp.asarray(chromosome, jnp.float32),
+                                             local_moves.move_table(graph), layout, 0.0, 0.0,
+                                             cluster_fraction=1.0))
+  for placement in chromosome_lib.decode(proposals, layout).placement:
+    assert placement[0] == placement[1] != 0 and placement[2] == 0
 
 
 def test_climb_never_worsens_and_reports_true_values():

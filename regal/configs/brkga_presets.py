@@ -29,7 +29,7 @@ SETTING_KEYS = ("population_size", "elite_fraction", "mutant_fraction", "num_pop
 DEFAULT = "default"
 # Search settings (`regal.search.SearchSettings`): the decoder and its bias, local improvement.
 SEARCH_KEYS = ("decoder", "bias", "climbers", "climb_steps", "climb_batch", "swap_fraction",
-               "neighbour_device", "improve_interval")
+               "neighbour_device", "improve_interval", "cluster_fraction")
 
 
 def load_all(path: str | None = None) -> dict[str, dict[str, Any]]:
@@ -70,7 +70,8 @@ def _builtin_search_values() -> dict[str, Any]:
           "climbers": builtin.memetic.climbers, "climb_steps": builtin.memetic.steps,
           "climb_batch": builtin.memetic.batch, "swap_fraction": builtin.memetic.swap_fraction,
           "neighbour_device": builtin.memetic.neighbour_device,
-          "improve_interval": builtin.memetic.interval}
+          "improve_interval": builtin.memetic.interval,
+          "cluster_fraction": builtin.memetic.cluster_fraction}
 
 
 def search_settings(name: str, path: str | None = None, decoder: str | None = None,
@@ -78,22 +79,26 @@ def search_settings(name: str, path: str | None = None, decoder: str | None = No
   """`regal.search.SearchSettings` of a preset for a performance model (`decoder` overrides
   its decoder). A preset's value is one for every model, or one per model ({"doppler":
   "list", ...}; a model it does not name gets the built-in value)."""
-  from regal import search
   builtin = _builtin_search_values()  # For models a preset omits.
   values = {k: (v.get(model, builtin[k]) if isinstance(v, dict) else v)
             for k, v in search_values(name, path).items()}
   try:
-    settings = search.SearchSettings(
-        decoder=decoder or str(values["decoder"]), bias=float(values["bias"]),
-        memetic=search.Memetic(
-            climbers=int(values["climbers"]), steps=int(values["climb_steps"]),
-            batch=int(values["climb_batch"]), swap_fraction=float(values["swap_fraction"]),
-            neighbour_device=float(values["neighbour_device"]),
-            interval=int(values["improve_interval"])))
-    return settings.validate()
+    return settings_from_values({**values, "decoder": decoder or values["decoder"]})
   except (TypeError, ValueError) as error:
     raise errors.ConfigError(f"BRKGA preset {name or DEFAULT!r}: bad search setting: "
                              f"{error}") from None
+
+
+def settings_from_values(values: dict[str, Any]):
+  """`regal.search.SearchSettings` (validated) from one value per SEARCH_KEYS key."""
+  from regal import search
+  return search.SearchSettings(
+      decoder=str(values["decoder"]), bias=float(values["bias"]), memetic=search.Memetic(
+          climbers=int(values["climbers"]), steps=int(values["climb_steps"]),
+          batch=int(values["climb_batch"]), swap_fraction=float(values["swap_fraction"]),
+          neighbour_device=float(values["neighbour_device"]),
+          interval=int(values["improve_interval"]),
+          cluster_fraction=float(values["cluster_fraction"]))).validate()
 
 
 def setting(name: str, path: str | None = None) -> dict[str, Any] | None:
