@@ -44,6 +44,7 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
+from datasets import analysis  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors, sharded  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
@@ -73,15 +74,6 @@ _REGAL_POLICY = flags.DEFINE_string("regal_policy", None, "A regal.train workdir
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "doppler_table"),
                            "Folder of the report.")
-
-
-def lower_bound(graph, num_devices: int) -> float:
-  """max(total compute / D, longest compute path): no placement beats it."""
-  longest = np.zeros(graph.num_ops)
-  for op in graph.topological_order.tolist():
-    longest[op] = graph.compute_cost[op] + max(
-        (longest[p] for p in graph.predecessors(op)), default=0.0)
-  return max(float(graph.compute_cost.sum()) / num_devices, float(longest.max(initial=0.0)))
 
 
 def suite_workloads(suite: str, quick: bool, doppler_dir: str):
@@ -133,7 +125,7 @@ def run_suite(suite: str, quick: bool, evals: int, doppler_evals: int, seed: int
     units = ((lambda v: float(doppler_model.doppler_units(v))) if model == "doppler"
              else float)
     row = {"graph": label, "ops": graph.num_ops, "devices": devices.name,
-           "model": model, "lower_bound": units(lower_bound(graph, devices.num_devices)),
+           "model": model, "lower_bound": units(analysis.makespan_lower_bound(graph, devices)),
            "simulated": {}, "evaluations": {}, "seconds": {}}
     assignments = {}
     columns = [c for c in COLUMNS if c != "regal"
