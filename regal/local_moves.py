@@ -118,12 +118,13 @@ def device_move_genes(chromosome: jnp.ndarray, layout: chromosome_lib.Layout, op
 
 
 def cluster_move_genes(chromosome: jnp.ndarray, layout: chromosome_lib.Layout,
-                       table: MoveTable, op, device, size):
+                       table: MoveTable, op, device, size, placement=None):
   """The writes [..., 2 * CLUSTER_SIZE] of moving `op` and the first `size` - 1 other ops of
   its cluster that share its device to `device`; writes of ops left out point past the
-  chromosome, so `apply_moves` drops them."""
-  placement = jnp.argmax(chromosome[layout.affinity_slice].reshape(
-      layout.num_ops, layout.num_devices), axis=-1)
+  chromosome, so `apply_moves` drops them. `placement`: the chromosome's, when known."""
+  if placement is None:
+    placement = jnp.argmax(chromosome[layout.affinity_slice].reshape(
+        layout.num_ops, layout.num_devices), axis=-1)
   members = table.cluster[op]  # [..., S]
   kept = ((jnp.arange(members.shape[-1]) < size[..., None]) & (members >= 0)
           & (placement[jnp.maximum(members, 0)] == placement[op][..., None]))
@@ -188,7 +189,7 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
                 in zip(moved, (chromosome.shape[0], 0.0)))
   if cluster_fraction > 0:
     sizes = 2 + index(size_u, table.cluster.shape[1] - 1)
-    clustered = cluster_move_genes(chromosome, layout, table, ops, devices, sizes)
+    clustered = cluster_move_genes(chromosome, layout, table, ops, devices, sizes, placement)
     in_cluster = (cluster_u < cluster_fraction)[:, None]
     moved = jax.tree_util.tree_map(lambda a, b: jnp.where(in_cluster, b, a), moved, clustered)
   if swap_fraction > 0:
