@@ -10,11 +10,13 @@ they work under either decoder and keep every gene in [0, 1]:
   `neighbour_device`, the device of one of v's predecessors or successors (moves that save a
   transfer), else any other device;
 * a cluster move (a fraction `cluster_fraction` of the device moves) takes v to d together
-  with the first 2..`CLUSTER_SIZE` ops of v's cluster that share v's device. The cluster is
-  v's breadth-first neighbourhood, heaviest edges first: an op that produces a large tensor and
-  its consumer must change device together, or the move pays the transfer it was meant to
-  save, and one-op moves cannot cross that ridge (on the Doppler transformer graphs one-op
-  hill climbing stalls 15-25% above what cluster moves reach at equal budget);
+  with the first 2..`CLUSTER_SIZE` ops of v's cluster that share v's device. A cluster is
+  either v's breadth-first neighbourhood, heaviest edges first, or the ops a maximum spanning
+  tree grown from v takes first (`op_clusters`; a move picks one at random): an op that
+  produces a large tensor and its consumer must change device together, or the move pays the
+  transfer it was meant to save, and one-op moves cannot cross that ridge (on the Doppler
+  transformer graphs one-op hill climbing stalls 15-25% above what cluster moves reach at
+  equal budget; on a sharded FFNN only best-first clusters move a shard's whole chain);
 * an adjacent priority swap exchanges the priority keys of the ops at positions k and k + 1 of
   the priority order (so they trade places in it, and nothing else moves).
 
@@ -25,6 +27,7 @@ serves every graph of a bucket.
 """
 from __future__ import annotations
 
+import heapq
 from typing import Callable
 
 import jax
@@ -43,37 +46,73 @@ class MoveTable:
   num_ops: jnp.ndarray  # [] int32 real ops; the ops beyond never move
   neighbour_ptr: jnp.ndarray  # [O + 1] int32
   neighbours: jnp.ndarray  # [K] int32 (K >= 1; padding repeats op 0)
-  cluster: jnp.ndarray  # [O, CLUSTER_SIZE] int32 each op's cluster, itself first; -1 pads
+  cluster: jnp.ndarray  # [O, CLUSTER_KINDS, CLUSTER_SIZE] int32 op's clusters, itself first
 
 
 CLUSTER_SIZE = 8
+# Two shapes of an op's heavy-edge cluster (`op_clusters`): breadth first keeps the op's
+# immediate heavy neighbourhood (a fan of shards around a reduce); best first follows a chain
+# of heavy tensors before any light edge (a shard's multiply -> add -> multiply). Each helps
+# graphs where the other stalls, so a cluster move picks one at random.
+CLUSTER_KINDS = 2
 
 
-def heavy_first_clusters(graph: Graph, num_ops: int | None = None,
-                         size: int = CLUSTER_SIZE) -> np.ndarray:
-  """[num_ops, size] each op's first `size` ops in breadth-first order over its
-  dependencies (either direction), an op's neighbours taken heaviest edge first (bytes; ties
-  to the lower id); -1 pads short clusters and padded ops."""
-  num_ops = graph.num_ops if num_ops is None else num_ops
+def _heaviest_dependency(graph: Graph) -> list[dict[int, float]]:
+  """Per op: {neighbour: bytes of the heaviest edge between them, either direction}."""
   weight: list[dict[int, float]] = [{} for _ in range(graph.num_ops)]
   for src, dst, size_bytes in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(),
                                   graph.edge_bytes.tolist()):
     if src != dst:
       for a, b in ((src, dst), (dst, src)):
         weight[a][b] = max(weight[a].get(b, 0.0), size_bytes)
-  ranked = [sorted(w, key=lambda v, w=w: (-w[v], v)) for w in weight]
-  clusters = np.full((num_ops, size), -1, np.int32)
+  return weight
+
+
+def breadth_first_cluster(weight: list[dict[int, float]], op: int, size: int) -> list[int]:
+  """The op's first `size` ops in breadth-first order over its dependencies, an op's
+  neighbours taken heaviest edge first (ties to the lower id)."""
+  members, queue, seen = [op], [op], {op}
+  while queue and len(members) < size:
+    here = queue.pop(0)
+    for other in sorted(weight[here], key=lambda v: (-weight[here][v], v)):
+      if other not in seen:
+        seen.add(other)
+        members.append(other)
+        queue.append(other)
+        if len(members) == size:
+          break
+  return members
+
+
+def best_first_cluster(weight: list[dict[int, float]], op: int, size: int) -> list[int]:
+  """The op, then, one at a time, the op joined to the cluster by the heaviest dependency
+  (ties to the lower id), as Prim's algorithm grows a maximum spanning tree; `size` ops."""
+  members, joined = [op], {op}
+  frontier = [(-w, other) for other, w in weight[op].items()]
+  heapq.heapify(frontier)
+  while frontier and len(members) < size:
+    _, other = heapq.heappop(frontier)
+    if other in joined:
+      continue  # A stale entry: the op joined through a heavier edge.
+    joined.add(other)
+    members.append(other)
+    for nxt, w in weight[other].items():
+      if nxt not in joined:
+        heapq.heappush(frontier, (-w, nxt))
+  return members
+
+
+def op_clusters(graph: Graph, num_ops: int | None = None,
+                size: int = CLUSTER_SIZE) -> np.ndarray:
+  """[num_ops, CLUSTER_KINDS, size] each op's breadth-first and best-first heavy-edge
+  clusters; -1 pads short clusters and padded ops."""
+  num_ops = graph.num_ops if num_ops is None else num_ops
+  weight = _heaviest_dependency(graph)
+  clusters = np.full((num_ops, CLUSTER_KINDS, size), -1, np.int32)
   for op in range(graph.num_ops):
-    members, queue, seen = [op], [op], {op}
-    while queue and len(members) < size:
-      for other in ranked[queue.pop(0)]:
-        if other not in seen:
-          seen.add(other)
-          members.append(other)
-          queue.append(other)
-          if len(members) == size:
-            break
-    clusters[op, :len(members)] = members
+    for kind, grow in enumerate((breadth_first_cluster, best_first_cluster)):
+      members = grow(weight, op, size)
+      clusters[op, kind, :len(members)] = members
   return clusters
 
 
@@ -104,7 +143,7 @@ def move_table(graph: Graph, num_ops: int | None = None, capacity: int | None = 
   flat[:len(listed)] = listed
   return MoveTable(num_ops=jnp.asarray(graph.num_ops, jnp.int32),
                    neighbour_ptr=jnp.asarray(ptr), neighbours=jnp.asarray(flat),
-                   cluster=jnp.asarray(heavy_first_clusters(graph, num_ops)))
+                   cluster=jnp.asarray(op_clusters(graph, num_ops)))
 
 
 def device_move_genes(chromosome: jnp.ndarray, layout: chromosome_lib.Layout, op, device):
@@ -118,14 +157,15 @@ def device_move_genes(chromosome: jnp.ndarray, layout: chromosome_lib.Layout, op
 
 
 def cluster_move_genes(chromosome: jnp.ndarray, layout: chromosome_lib.Layout,
-                       table: MoveTable, op, device, size, placement=None):
+                       table: MoveTable, op, device, size, placement=None, kind=0):
   """The writes [..., 2 * CLUSTER_SIZE] of moving `op` and the first `size` - 1 other ops of
-  its cluster that share its device to `device`; writes of ops left out point past the
-  chromosome, so `apply_moves` drops them. `placement`: the chromosome's, when known."""
+  its cluster of `kind` (`op_clusters`) that share its device to `device`; writes of ops left
+  out point past the chromosome, so `apply_moves` drops them. `placement`: the chromosome's,
+  when known."""
   if placement is None:
     placement = jnp.argmax(chromosome[layout.affinity_slice].reshape(
         layout.num_ops, layout.num_devices), axis=-1)
-  members = table.cluster[op]  # [..., S]
+  members = table.cluster[op, kind]  # [..., S]
   kept = ((jnp.arange(members.shape[-1]) < size[..., None]) & (members >= 0)
           & (placement[jnp.maximum(members, 0)] == placement[op][..., None]))
   index, value = device_move_genes(chromosome, layout, jnp.maximum(members, 0),
@@ -184,12 +224,15 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
   use_neighbour = (use_u < neighbour_device) & (degree > 0) & (neighbour != placement[ops])
   devices = jnp.where(use_neighbour, neighbour, other)
   moved = device_move_genes(chromosome, layout, ops, devices)
-  width = 2 * table.cluster.shape[1] if cluster_fraction > 0 else 2
+  width = 2 * table.cluster.shape[-1] if cluster_fraction > 0 else 2
   moved = tuple(jnp.pad(part, ((0, 0), (0, width - 2)), constant_values=fill) for part, fill
                 in zip(moved, (chromosome.shape[0], 0.0)))
   if cluster_fraction > 0:
-    sizes = 2 + index(size_u, table.cluster.shape[1] - 1)
-    clustered = cluster_move_genes(chromosome, layout, table, ops, devices, sizes, placement)
+    # One draw picks the cluster's kind (its integer part) and size (its fraction).
+    kinds = index(size_u, CLUSTER_KINDS)
+    sizes = 2 + index(size_u * CLUSTER_KINDS - kinds, table.cluster.shape[-1] - 1)
+    clustered = cluster_move_genes(chromosome, layout, table, ops, devices, sizes, placement,
+                                   kinds)
     in_cluster = (cluster_u < cluster_fraction)[:, None]
     moved = jax.tree_util.tree_map(lambda a, b: jnp.where(in_cluster, b, a), moved, clustered)
   if swap_fraction > 0:

@@ -206,7 +206,8 @@ def _bucketed_search(bucket: chromosome_lib.Layout, params: brkga.Params, evals:
       num_ops=jax.ShapeDtypeStruct((), jnp.int32),
       neighbour_ptr=jax.ShapeDtypeStruct((bucket.num_ops + 1,), jnp.int32),
       neighbours=jax.ShapeDtypeStruct((capacity,), jnp.int32),
-      cluster=jax.ShapeDtypeStruct((bucket.num_ops, local_moves.CLUSTER_SIZE), jnp.int32))
+      cluster=jax.ShapeDtypeStruct((bucket.num_ops, local_moves.CLUSTER_KINDS,
+                                     local_moves.CLUSTER_SIZE), jnp.int32))
   start = time.perf_counter()
   compiled = jax.jit(search).lower(
       jax.random.key(0), jax.ShapeDtypeStruct((num_seeds, bucket.size), jnp.float32), table,

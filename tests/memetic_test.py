@@ -181,14 +181,16 @@ def test_neighbour_device_moves_go_to_a_neighbours_device():
 
 
 def _reference_clusters(graph, size):
-  """Each op's cluster by a plain breadth-first walk: neighbours by descending heaviest edge
-  between the pair, then id."""
+  """Each op's two clusters (`local_moves.op_clusters`), slowly: a plain breadth-first walk
+  taking neighbours by descending heaviest edge between the pair, then id; and a greedy growth
+  that each time scans every op outside for its heaviest edge into the cluster and takes the
+  heaviest (then the lower id)."""
   heaviest = {}
   for src, dst, size_bytes in zip(graph.edge_src, graph.edge_dst, graph.edge_bytes):
     if src != dst:
       for pair in ((src, dst), (dst, src)):
         heaviest[pair] = max(heaviest.get(pair, 0.0), float(size_bytes))
-  clusters = []
+  breadth, best = [], []
   for op in range(graph.num_ops):
     members, frontier = [op], [op]
     while frontier and len(members) < size:
@@ -198,23 +200,34 @@ def _reference_clusters(graph, size):
         if other not in members and len(members) < size:
           members.append(other)
           frontier.append(other)
-    clusters.append(members)
-  return clusters
+    breadth.append(members)
+    members = [op]
+    while len(members) < size:
+      links = [(-w, v) for (u, v), w in heaviest.items() if u in members and v not in members]
+      if not links:
+        break
+      members.append(min(links)[1])
+    best.append(members)
+  return breadth, best
 
 
 @settings(max_examples=20, deadline=None)
 @given(dags(max_ops=10, max_outputs=3), st.integers(2, 4), st.integers(0, 2**31),
-       st.integers(2, local_moves.CLUSTER_SIZE))
-def test_cluster_moves_match_a_slow_reference(graph, num_devices, seed, size):
+       st.integers(2, local_moves.CLUSTER_SIZE), st.integers(0, local_moves.CLUSTER_KINDS - 1))
+def test_cluster_moves_match_a_slow_reference(graph, num_devices, seed, size, kind):
   """A cluster move of op v to device d moves exactly the first `size` ops of v's cluster
-  that share v's device (reference: a plain breadth-first walk), and nothing else."""
+  (of either kind; reference: the slow walks above) that share v's device, and nothing else."""
   padded_ops = graph.num_ops + 2
   layout = chromosome_lib.Layout(padded_ops, graph.num_tensors, num_devices)
   table = local_moves.move_table(graph, padded_ops)
   clusters = _reference_clusters(graph, local_moves.CLUSTER_SIZE)
-  for op, members in enumerate(clusters):
-    np.testing.assert_array_equal(np.asarray(table.cluster[op])[:len(members)], members)
+  for shape, reference in enumerate(clusters):
+    for op, members in enumerate(reference):
+      np.testing.assert_array_equal(np.asarray(table.cluster[op, shape])[:len(members)],
+                                    members)
+      assert (np.asarray(table.cluster[op, shape])[len(members):] == -1).all()
   assert (np.asarray(table.cluster)[graph.num_ops:] == -1).all()
+  clusters = clusters[kind]
   rng = np.random.default_rng(seed)
   chromosome = rng.random(layout.size).astype(np.float32)
   before = chromosome_lib.decode(chromosome, layout).placement
@@ -222,7 +235,7 @@ def test_cluster_moves_match_a_slow_reference(graph, num_devices, seed, size):
   devices = (before[ops] + 1 + rng.integers(0, num_devices - 1, len(ops))) % num_devices
   writes = local_moves.cluster_move_genes(jnp.asarray(chromosome), layout, table,
                                           jnp.asarray(ops), jnp.asarray(devices),
-                                          jnp.full(len(ops), size))
+                                          jnp.full(len(ops), size), kind=jnp.full(len(ops), kind))
   moved = np.asarray(local_moves.apply_moves(jnp.asarray(chromosome), writes))
   for op, device, row in zip(ops, devices, moved):
     expected = before.copy()
@@ -230,6 +243,18 @@ def test_cluster_moves_match_a_slow_reference(graph, num_devices, seed, size):
     np.testing.assert_array_equal(chromosome_lib.decode(row, layout).placement, expected)
     np.testing.assert_array_equal(row[layout.num_ops * num_devices:],
                                   chromosome[layout.num_ops * num_devices:])
+
+
+def test_the_two_cluster_kinds_differ_where_a_heavy_chain_leaves_a_fan():
+  """Op 0 feeds ops 1 and 2 (medium tensors) and op 1 feeds op 3 (a heavy one): breadth first
+  takes 0's neighbours 1 and 2 first; best first follows 1's heavy tensor to 3 before 2."""
+  from datasets.graph import Graph
+  graph = Graph(op_names=list("abcd"), op_types=[""] * 4, compute_cost=[1.0] * 4,
+                extra_memory=[0.0] * 4, tensor_producer=[0, 1], tensor_size=[10.0, 100.0],
+                data_edge_tensor=[0, 0, 1], data_edge_consumer=[1, 2, 3], control_edge_src=[],
+                control_edge_dst=[])
+  clusters = local_moves.op_clusters(graph, size=3)
+  np.testing.assert_array_equal(clusters[0], [[0, 1, 2], [0, 1, 3]])
 
 
 def test_cluster_proposals_take_the_heavy_consumer_along():
@@ -244,7 +269,7 @@ def test_cluster_proposals_take_the_heavy_consumer_along():
   chromosome = chromosome_lib.encode(np.array([0, 0, 0]), np.arange(3), layout)
   uniform = np.random.default_rng(0).random((local_moves.PROPOSAL_DRAWS, 64))
   uniform[1] = 0.0  # Every proposal moves op a.
-  uniform[7] = 0.0  # Clusters of two: a and its heaviest neighbour, b.
+  uniform[7] = 0.0  # Breadth-first clusters of two: a and its heaviest neighbour, b.
   proposals = np.asarray(local_moves.propose(jnp.asarray(uniform, jnp.float32),
                                              jnp.asarray(chromosome, jnp.float32),
                                              local_moves.move_table(graph), layout, 0.0, 0.0,
