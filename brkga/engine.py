@@ -72,11 +72,20 @@ class Params:
     return self
 
 
-def goncalves_resende(num_genes: int, population_factor: int = 1) -> Params:
+BUDGET_GENERATIONS = 100
+
+
+def goncalves_resende(num_genes: int, population_factor: int = 1,
+                      evals: int | None = None) -> Params:
   """Hyperparameters in the ranges Goncalves & Resende (2011) recommend, as REGAL used them:
   population a * n (capped to keep a generation affordable), 20% elites, 15% mutants,
-  rho = 0.7."""
-  population = int(min(max(population_factor * num_genes, 20), 200))
+  rho = 0.7. Given the search's budget of `evals`, the population is also at most
+  evals / `BUDGET_GENERATIONS` (never under 20), so that a small budget still buys enough
+  generations to converge rather than a few generations of a large population."""
+  population = min(max(population_factor * num_genes, 20), 200)
+  if evals is not None:
+    population = min(population, max(evals // BUDGET_GENERATIONS, 20))
+  population = int(population)
   return Params(population_size=population, num_elites=max(1, int(0.2 * population)),
                 num_mutants=int(0.15 * population), rho=0.7).validate()
 

@@ -78,7 +78,8 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
                brkga_preset: str = brkga_presets.DEFAULT, decoder: str | None = None,
                time_limit: float | None = None):
   # The searched layout's size (a size bucket on native engines): one compile per bucket.
-  params = brkga_presets.params(brkga_preset, search.search_layout(problem).size)
+  params = brkga_presets.params(brkga_preset, search.search_layout(problem).size,
+                                evals=evals)
   search_settings = brkga_presets.search_settings(brkga_preset, decoder=decoder,
                                                   model=problem.model)
   seeds, arm_evaluations = seed_arms.arm_seeds(problem, arms, doppler, seed)

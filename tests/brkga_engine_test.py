@@ -183,3 +183,14 @@ def test_lineage_follows_elite_parents():
   assert int(search.best_origin) == 1 and float(search.best_fitness) == 0.0
   unseeded = brkga.run(fitness, jax.random.key(0), brkga.goncalves_resende(12), 400, 12)
   assert int(unseeded.best_origin) == -1
+
+
+@pytest.mark.parametrize("genes, evals, population", [
+    (500, None, 200), (500, 10**6, 200), (500, 5000, 50), (500, 100, 20), (30, 5000, 30)])
+def test_a_small_budget_caps_the_default_population(genes, evals, population):
+  """The population is min(genes, 200) unless the budget would then buy fewer than
+  BUDGET_GENERATIONS generations; never under 20."""
+  assert brkga.BUDGET_GENERATIONS == 100
+  params = brkga.goncalves_resende(genes, evals=evals)
+  assert params.population_size == population
+  assert params.num_elites == max(1, int(0.2 * population))

@@ -132,9 +132,13 @@ def to_params(values: dict[str, Any]) -> brkga.Params:
     raise errors.ConfigError(f"BRKGA setting {values}: {error}") from None
 
 
-def params(name: str, num_genes: int, path: str | None = None) -> brkga.Params:
+def params(name: str, num_genes: int, path: str | None = None,
+           evals: int | None = None) -> brkga.Params:
+  """The preset's BRKGA parameters; the default preset's are Goncalves & Resende's for
+  `num_genes` genes and a budget of `evals`."""
   values = setting(name, path)
-  return brkga.goncalves_resende(num_genes) if values is None else to_params(values)
+  return (brkga.goncalves_resende(num_genes, evals=evals) if values is None
+          else to_params(values))
 
 
 def save(name: str, values: dict[str, Any], provenance: dict[str, Any],
