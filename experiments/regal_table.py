@@ -16,14 +16,19 @@ the readable reference model:
   CP-SAT        OR-Tools with `--time_limit` seconds: its solution and its proven lower bound
   GP + DFS      METIS k-way partition, depth-first schedule
   Local search  hill climbing with E evaluations
+  Hill climb    `hill_climb` with E evaluations: from the best cheap heuristic, on the exact
+                model (the strongest simple baseline)
+  Our search    what `regal.optimize` runs by default (every cheap heuristic seeds BRKGA with
+                the default preset's decoder and local improvement) with E evaluations
   BRKGA E       uniform mutants, Goncalves & Resende's settings (the reference)
   Tuned BRKGA   the `tuned` BRKGA preset (`experiments.sweep --sweep brkga_tuning
                 --save_preset tuned`); left out with a note when there is none
   IDRS          E - 400 chromosomes drawn from the policy's per-gene Betas (no evolution)
   REGAL         BRKGA with the policy's mutant Betas (400 feature evaluations + the rest)
 
-Columns: mean % improvement over BRKGA E and mean % gap from the best known solution (the best
-any method found, CP-SAT's included); the CP-SAT lower bound gives the gap's floor.
+Columns: mean % improvement over BRKGA E and mean % gap from the best known solution: the best
+any method found, CP-SAT's included, and hill climb and our search run long (`--long_factor`
+times E; rows of their own). The CP-SAT lower bound gives the gap's floor.
 Figure 2: histogram of REGAL's per-graph improvement over BRKGA E. Figure 3: REGAL's mean
 improvement over uniform BRKGA at evaluation limits 1K..50K (quick: 1K, 2K). Writes
 `regal_table.md`, `.json`, `regal_table_fig2.png`, `regal_table_fig3.png` under `--out`
@@ -45,7 +50,7 @@ from absl import flags, logging  # noqa: E402
 
 from datasets import errors  # noqa: E402
 from experiments import report  # noqa: E402
-from regal import baselines, performance, reinforce  # noqa: E402
+from regal import baselines, optimize_lib, performance, reinforce  # noqa: E402
 from regal import features as features_lib  # noqa: E402
 from regal import train_lib  # noqa: E402
 from regal.configs import brkga_presets  # noqa: E402
@@ -64,13 +69,18 @@ _MAX_GRAPHS = flags.DEFINE_integer("max_graphs", 0, "Use at most this many kept 
 _TIME_LIMIT = flags.DEFINE_float("time_limit", 10.0, "CP-SAT seconds per graph.")
 _LIMITS = flags.DEFINE_list("limits", ["1000", "2000", "5000", "10000", "20000", "50000"],
                             "Figure 3's evaluation limits.")
+_LONG_FACTOR = flags.DEFINE_integer("long_factor", 4, "Budget multiple of the long runs of hill "
+                                    "climb and our search that join the best known (quick: 2).")
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "regal_table"),
                            "Folder of the report and plots.")
 
-METHODS = ("cpsat", "gp_dfs", "local_search", "brkga", "tuned_brkga", "idrs", "regal")
+METHODS = ("cpsat", "gp_dfs", "local_search", "hill_climb", "brkga", "tuned_brkga", "idrs",
+           "regal", "search", "hill_climb_long", "search_long")
 LABELS = {"cpsat": "CP-SAT", "gp_dfs": "GP + DFS", "local_search": "Local search",
-          "brkga": "BRKGA {evals}", "tuned_brkga": "Tuned BRKGA", "idrs": "IDRS",
-          "regal": "REGAL"}
+          "hill_climb": "Hill climb", "brkga": "BRKGA {evals}", "tuned_brkga": "Tuned BRKGA",
+          "idrs": "IDRS", "regal": "REGAL", "search": "Our search",
+          "hill_climb_long": "Hill climb, {long} evaluations",
+          "search_long": "Our search, {long} evaluations"}
 
 
 def quick_config(objective: str = "runtime") -> ml_collections.ConfigDict:
@@ -112,8 +122,15 @@ def brkga_runs(trainer, indices, evals: int, params=None, distributions=None):
           for i, (_, chromosome) in zip(indices, results)]
 
 
+def our_search(problem: performance.Problem, evals: int) -> float:
+  """What `regal.optimize` reports with `evals` evaluations (default seeds and preset)."""
+  return float(optimize_lib.run(problem.graph, problem.devices, model=problem.model,
+                                objective=problem.objective, evals=evals,
+                                seed=train_lib.EVAL_SEED).data["objective"])
+
+
 def run_table(trainer, policy_params, indices, time_limit: float, limits: Sequence[int],
-              progress=logging.info) -> dict:
+              progress=logging.info, long_factor: int = 4) -> dict:
   evals = int(trainer.config.evals)
   _, _, _, distributions = trainer.distributions(policy_params, indices, None, greedy=True)
   tuned = None
@@ -137,10 +154,16 @@ def run_table(trainer, policy_params, indices, time_limit: float, limits: Sequen
   timed("idrs", lambda: [baselines.sampling.idrs(
       trainer.problems[i], alpha, beta, evals - features_lib.BRKGA_FEATURE_EVALS,
       seed=train_lib.EVAL_SEED).objective for i, (alpha, beta) in zip(indices, distributions)])
-  for method in ("gp_dfs", "local_search"):
+  for method in ("gp_dfs", "local_search", "hill_climb"):
     timed(method, lambda: [baselines.run_method(method, trainer.problems[i], evals,
                                                 seed=train_lib.EVAL_SEED).objective
                            for i in indices])
+  timed("search", lambda: [our_search(trainer.problems[i], evals) for i in indices])
+  timed("hill_climb_long", lambda: [baselines.run_method(
+      "hill_climb", trainer.problems[i], long_factor * evals, seed=train_lib.EVAL_SEED).objective
+                                    for i in indices])
+  timed("search_long", lambda: [our_search(trainer.problems[i], long_factor * evals)
+                                for i in indices])
   if trainer.config.objective == "runtime":  # CP-SAT plans makespans only.
     results = []
     timed("cpsat", lambda: [results.append(baselines.run_method(
@@ -176,6 +199,7 @@ def run_table(trainer, policy_params, indices, time_limit: float, limits: Sequen
   return {"evals": evals, "graphs": [int(i) for i in indices],
           "ops": [int(trainer.problems[i].graph.num_ops) for i in indices],
           "objectives": objectives, "best_known": best_known.tolist(),
+          "long_evals": long_factor * evals,
           "cpsat_lower_bounds": bounds, "rows": rows, "figure3": figure3,
           "tuned_preset": None if tuned is None else brkga_presets.setting("tuned")}
 
@@ -208,7 +232,7 @@ def plot_figures(result: dict, out: str, stem: str) -> None:
 def markdown(result: dict, config, stem: str = "regal_table") -> list[str]:
   lines = []
   label = {m: LABELS[m].format(evals=f"{result['evals'] // 1000}K" if result["evals"] >= 1000
-                               else result["evals"]) for m in LABELS}
+                               else result["evals"], long=result["long_evals"]) for m in LABELS}
   lines += [f"Synthetic test split, {len(result['graphs'])} graphs kept by the "
             f"{config.test_filter_pct:g}% room-for-improvement filter "
             f"({min(result['ops'])}-{max(result['ops'])} ops), {config.model} model, "
@@ -258,8 +282,11 @@ def main(argv: Sequence[str]) -> None:
   if max_graphs:
     indices = indices[:max_graphs]
   started = time.perf_counter()
+  long_factor = 2 if quick and not flags.FLAGS["long_factor"].present else _LONG_FACTOR.value
+  if long_factor < 1:
+    raise errors.ConfigError(f"--long_factor must be at least 1, got {long_factor}")
   result = run_table(trainer, params, indices, time_limit, limits,
-                     progress=lambda line: print(line, flush=True))
+                     progress=lambda line: print(line, flush=True), long_factor=long_factor)
   reductions = ([f"the first {max_graphs} kept graphs"] if _MAX_GRAPHS.value else []) + (
       [f"Figure 3 at {', '.join(map(str, limits))}"] if flags.FLAGS["limits"].present else [])
   mode = ("quick (a small policy trained for a few steps; 6 graphs; CP-SAT 2 s)" if quick

@@ -36,7 +36,8 @@ def test_regal_table_quick(tmp_path):
   run_quick("experiments.regal_table", out)
   markdown, data = read_report(out, "regal_table")
   methods = [r["method"] for r in data["rows"]]
-  assert {"cpsat", "gp_dfs", "local_search", "brkga", "idrs", "regal"} <= set(methods)
+  assert {"cpsat", "gp_dfs", "local_search", "hill_climb", "brkga", "idrs", "regal", "search",
+          "hill_climb_long", "search_long"} <= set(methods)
   brkga = next(r for r in data["rows"] if r["method"] == "brkga")
   assert brkga["improvement_over_brkga_pct"] == 0.0
   # The best known is the best of the methods, so no gap is negative and one row reaches it.
