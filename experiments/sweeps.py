@@ -34,7 +34,8 @@ SWEEPS = {
         description="BRKGA hyperparameters on training graphs (REGAL 5.2)"),
     "search_tuning": Sweep(
         name="search_tuning", trial="experiments.sweeps:search_trial",
-        grid={"decoder": ["direct", "list"], "climbers": [0, 2, 6]},
+        grid={"decoder": ["direct", "list"], "climbers": [0, 2, 6],
+              "cluster_fraction": [0.5, 0.8]},
         quick_grid={"decoder": ["direct"], "climbers": [0, 2]},
         fixed={"improve_interval": 1}, num_cpus=2.0,
         description="search defaults on training graphs (Doppler, Sinnen, synthetic train)"),
