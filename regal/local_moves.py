@@ -68,13 +68,12 @@ def _heaviest_dependency(graph: Graph) -> list[dict[int, float]]:
   return weight
 
 
-def breadth_first_cluster(weight: list[dict[int, float]], op: int, size: int) -> list[int]:
+def breadth_first_cluster(ranked: list[list[int]], op: int, size: int) -> list[int]:
   """The op's first `size` ops in breadth-first order over its dependencies, an op's
-  neighbours taken heaviest edge first (ties to the lower id)."""
+  neighbours taken in `ranked` order (heaviest edge first, ties to the lower id)."""
   members, queue, seen = [op], [op], {op}
   while queue and len(members) < size:
-    here = queue.pop(0)
-    for other in sorted(weight[here], key=lambda v: (-weight[here][v], v)):
+    for other in ranked[queue.pop(0)]:
       if other not in seen:
         seen.add(other)
         members.append(other)
@@ -106,12 +105,16 @@ def op_clusters(graph: Graph, num_ops: int | None = None,
                 size: int = CLUSTER_SIZE) -> np.ndarray:
   """[num_ops, CLUSTER_KINDS, size] each op's breadth-first and best-first heavy-edge
   clusters; -1 pads short clusters and padded ops."""
-  num_ops = graph.num_ops if num_ops is None else num_ops
-  weight = _heaviest_dependency(graph)
+  return _clusters(_heaviest_dependency(graph),
+                   graph.num_ops if num_ops is None else num_ops, size)
+
+
+def _clusters(weight: list[dict[int, float]], num_ops: int, size: int) -> np.ndarray:
+  ranked = [sorted(w, key=lambda v, w=w: (-w[v], v)) for w in weight]
   clusters = np.full((num_ops, CLUSTER_KINDS, size), -1, np.int32)
-  for op in range(graph.num_ops):
-    for kind, grow in enumerate((breadth_first_cluster, best_first_cluster)):
-      members = grow(weight, op, size)
+  for op in range(len(weight)):
+    for kind, members in enumerate((breadth_first_cluster(ranked, op, size),
+                                    best_first_cluster(weight, op, size))):
       clusters[op, kind, :len(members)] = members
   return clusters
 
@@ -128,11 +131,8 @@ def move_table(graph: Graph, num_ops: int | None = None, capacity: int | None = 
   """The graph's moves, padded to `num_ops` ops and `capacity` neighbour entries."""
   num_ops = graph.num_ops if num_ops is None else num_ops
   capacity = neighbour_capacity(graph) if capacity is None else capacity
-  adjacent = [set() for _ in range(graph.num_ops)]
-  for src, dst in zip(graph.edge_src.tolist(), graph.edge_dst.tolist()):
-    if src != dst:
-      adjacent[src].add(dst)
-      adjacent[dst].add(src)
+  weight = _heaviest_dependency(graph)  # Its keys are each op's distinct neighbours.
+  adjacent = [set(w) for w in weight]
   counts = np.zeros(num_ops, np.int64)
   counts[:graph.num_ops] = [len(a) for a in adjacent]
   ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
@@ -143,7 +143,7 @@ def move_table(graph: Graph, num_ops: int | None = None, capacity: int | None = 
   flat[:len(listed)] = listed
   return MoveTable(num_ops=jnp.asarray(graph.num_ops, jnp.int32),
                    neighbour_ptr=jnp.asarray(ptr), neighbours=jnp.asarray(flat),
-                   cluster=jnp.asarray(op_clusters(graph, num_ops)))
+                   cluster=jnp.asarray(_clusters(weight, num_ops, CLUSTER_SIZE)))
 
 
 def device_move_genes(chromosome: jnp.ndarray, layout: chromosome_lib.Layout, op, device):
