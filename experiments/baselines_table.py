@@ -2,7 +2,7 @@ r"""Every placement method on the four Doppler graphs and on synthetic graphs: o
 
   python -m experiments.baselines_table                        # everything, ~15 minutes
   python -m experiments.baselines_table --synthetic 3 --time_limit 5 --methods heft,cpsat
-  python -m experiments.baselines_table --json table.json
+  python -m experiments.baselines_table --out /tmp/baselines    # the report elsewhere
 
 Doppler graphs (`../shared/graphs/doppler`, skipped with a note when absent): the
 Doppler-compatible model on 4 devices, objectives in Doppler's units (clock / 1e10), with the
@@ -11,7 +11,8 @@ Synthetic graphs: the first N test graphs of the default synthetic dataset, REGA
 synchronous model on 2 devices. Every method runs through `regal.optimize_lib.run`, the code
 behind `python -m regal.optimize --method NAME`, so each figure is what that command reports:
 the objective re-scored by the reference model, and the method's wall time (BRKGA: compile +
-search; CP-SAT's line adds its proven lower bound).
+search; CP-SAT's line adds its proven lower bound). Writes `baselines_table.md` and `.json`
+under `--out` (default: experiments/results/baselines_table).
 """
 from __future__ import annotations
 
@@ -19,17 +20,17 @@ from regal import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
-import json  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 from absl import flags, logging  # noqa: E402
 
-from datasets import atomic, errors  # noqa: E402
+from datasets import errors  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
+from experiments import report as report_lib  # noqa: E402
 from regal import doppler_model, optimize_lib  # noqa: E402
 
 DOPPLER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs", "doppler")
@@ -43,7 +44,8 @@ _DOPPLER_DIR = flags.DEFINE_string("doppler_dir", DOPPLER_DIR, "Folder of the Do
 _EVALS = flags.DEFINE_integer("evals", 5000, "Budget of the search methods.")
 _TIME_LIMIT = flags.DEFINE_float("time_limit", 10.0, "CP-SAT seconds per graph.")
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
-_JSON = flags.DEFINE_string("json", None, "Also write the rows here (JSON).")
+_OUT = flags.DEFINE_string("out", os.path.join(report_lib.RESULTS_DIR, "baselines_table"),
+                           "Report folder.")
 
 
 def workloads() -> list[tuple[str, object, object, str]]:
@@ -88,7 +90,7 @@ def run_table(methods: Sequence[str]) -> list[dict]:
   return results
 
 
-def markdown(results: list[dict], methods: Sequence[str]) -> str:
+def markdown(results: list[dict], methods: Sequence[str]) -> list[str]:
   graphs = list(dict.fromkeys(r["graph"] for r in results))
   cell = {(r["graph"], r["method"]): r for r in results}
   lines = ["| graph | ops | model | one device | " + " | ".join(methods) + " | CP-SAT bound |",
@@ -101,7 +103,8 @@ def markdown(results: list[dict], methods: Sequence[str]) -> str:
     lines.append(f"| {graph} | {first['ops']} | {first['model']} x{first['devices']} | "
                  f"{first['single_device']:.6g} | " + " | ".join(entries) +
                  f" | {'-' if bound is None else f'{bound:.6g}'} |")
-  return "\n".join(lines)
+  return lines + ["", "objective (wall seconds: compile + search); Doppler graphs in Doppler's "
+                  "units (clock / 1e10)"]
 
 
 def main(argv: Sequence[str]) -> None:
@@ -111,12 +114,14 @@ def main(argv: Sequence[str]) -> None:
   if unknown:
     raise errors.ConfigError(f"unknown method {unknown[0]!r}; known: "
                              f"{', '.join(optimize_lib.METHODS)}")
+  started = time.perf_counter()
   results = run_table(_METHODS.value)
-  print(markdown(results, _METHODS.value))
-  print("objective (wall seconds); Doppler graphs in Doppler's units (clock / 1e10)")
-  if _JSON.value:
-    atomic.write_text(_JSON.value, json.dumps(results, indent=1) + "\n")
-    print(f"wrote {_JSON.value}")
+  header, facts = report_lib.header("Every placement method: Doppler graphs and synthetic graphs",
+                                    "experiments.baselines_table", "full")
+  body = [f"- budget: {_EVALS.value} evaluations per search method; CP-SAT {_TIME_LIMIT.value:g} "
+          f"s per graph; seed {_SEED.value}", "", *markdown(results, _METHODS.value)]
+  report_lib.publish(_OUT.value, "baselines_table", header, body,
+                     {**facts, "rows": results, "seconds": time.perf_counter() - started})
 
 
 if __name__ == "__main__":
