@@ -17,9 +17,7 @@ import jraph
 import numpy as np
 import optax
 
-import brkga
 from regal import features as features_lib
-from regal import performance
 from regal import policy as policy_lib
 
 BASELINE_WEIGHT = 1e-4
@@ -108,17 +106,6 @@ def leave_one_out(rewards: np.ndarray, groups: np.ndarray) -> np.ndarray:
   totals = np.bincount(inverse, weights=rewards)
   count = counts[inverse]
   return np.where(count > 1, (totals[inverse] - rewards) / np.maximum(count - 1, 1), rewards)
-
-
-def regal_search(problem: performance.Problem, alpha: jnp.ndarray, beta: jnp.ndarray,
-                 evals: int, seed: int) -> float:
-  """BRKGA with mutant genes from Beta(alpha, beta); its best objective (batched model)."""
-  params = brkga.goncalves_resende(problem.layout.size)
-  params = params.replace(mutant_alpha=jnp.asarray(alpha), mutant_beta=jnp.asarray(beta))
-  fitness = performance.make_fitness_fn(problem)
-  result = jax.jit(lambda key: brkga.run(fitness, key, params, evals, problem.layout.size))(
-      jax.random.key(seed))
-  return float(result.best_fitness)
 
 
 def search_budget(total_evals: int) -> int:

@@ -10,7 +10,6 @@ import pytest
 from datasets import devices as devices_lib
 from datasets.graph import Graph
 from experiments.bench.graphs import synthetic_graph
-from regal import chromosome as chromosome_lib
 from regal import features, performance, policy, reinforce
 
 SMALL = policy.PolicyConfig(hidden=16, rounds=2, placement_bins=2, priority_bins=4)
@@ -187,22 +186,6 @@ def test_a_reference_equal_to_the_rewards_leaves_the_policy_alone():
         jax.tree_util.tree_leaves(new.policy_params),
         jax.tree_util.tree_leaves(state.policy_params)))
   assert change(still) == 0.0 and change(moved) > 0.0
-
-
-def test_regal_search_uses_the_distributions():
-  problem = performance.Problem(synthetic_graph(8, seed=2), devices_lib.homogeneous(2))
-  layout = problem.layout
-  uniform = reinforce.regal_search(problem, jnp.ones(layout.size), jnp.ones(layout.size), 300, 0)
-  # Mutants that put every op on device 0 first (affinity genes of device 0 near 1).
-  alpha = np.ones(layout.size)
-  alpha[layout.affinity_slice] = np.tile([50.0, 1.0], layout.num_ops)
-  beta = np.ones(layout.size)
-  beta[layout.affinity_slice] = np.tile([1.0, 50.0], layout.num_ops)
-  skewed = reinforce.regal_search(problem, jnp.asarray(alpha), jnp.asarray(beta), 300, 0)
-  single = float(performance.make_fitness_fn(problem)(jnp.asarray(
-      chromosome_lib.encode(np.zeros(layout.num_ops, int), problem.graph.topological_order,
-                            layout))[None])[0])
-  assert np.isfinite(skewed) and uniform <= single
 
 
 def test_reinforce_learns_a_per_gene_reward():
