@@ -1,0 +1,124 @@
+"""Golden results: fixed seeds give bit-identical objectives, placements and schedules.
+
+The recorded values in `tests/golden/results.json` were produced by the code before the
+package restructuring (issue 22); a refactor that changes any method's answer, or the first
+steps of REGAL training, fails here. Regenerate only for an intended behaviour change:
+
+  python tests/golden_test.py --write
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+GOLDEN = pathlib.Path(__file__).resolve().parent / "golden" / "results.json"
+SHARED_GRAPHS = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "graphs"
+
+# (case, graph, devices, model, method, evals); graphs: ("synthetic", ops, seed) or a
+# Doppler file of ../shared/graphs/doppler.
+_CASES = (
+    ("brkga_synthetic_wc", ("synthetic", 14, 3), 2, "wc", "brkga", 1000),
+    ("brkga_synthetic_sync", ("synthetic", 12, 4), 2, "sync", "brkga", 800),
+    ("brkga_chain_mm_wc", ("doppler", "chain_mm_112nodes.txt"), 4, "wc", "brkga", 1500),
+    ("brkga_ffnn_doppler", ("doppler", "ffnn_192nodes.txt"), 4, "doppler", "brkga", 600),
+    ("critical_path_synthetic", ("synthetic", 14, 3), 2, "wc", "critical_path", 0),
+    ("critical_path_block", ("doppler", "transformer_block_215nodes.txt"), 4, "wc",
+     "critical_path", 0),
+    ("heft_synthetic", ("synthetic", 14, 3), 2, "delay", "heft", 0),
+    ("heft_layer", ("doppler", "full_transformer_layer_261nodes.txt"), 4, "delay", "heft", 0),
+    ("cpsat_synthetic", ("synthetic", 8, 5), 2, "delay", "cpsat", 0),
+)
+
+
+def _graph(spec):
+  from datasets import io, synthetic
+  if spec[0] == "synthetic":
+    _, num_ops, seed = spec
+    return synthetic.generate(np.random.default_rng(seed),
+                              synthetic.SyntheticSpec(min_nodes=num_ops, max_nodes=num_ops))
+  return io.load_graph(str(SHARED_GRAPHS / "doppler" / spec[1]))
+
+
+def _method_result(case) -> dict:
+  from datasets import devices as devices_lib
+  from regal import optimize_lib
+  from regal.baselines import exact
+  from regal import performance
+  name, graph_spec, num_devices, model, method, evals = case
+  graph = _graph(graph_spec)
+  devices = devices_lib.homogeneous(num_devices)
+  if method == "cpsat":  # One worker: CP-SAT's search is then deterministic.
+    result = exact.cpsat(performance.Problem(graph, devices, model=model), time_limit=30.0,
+                         workers=1, seed=0)
+    assert result.details["status"] == "OPTIMAL"
+    return {"objective": float(result.objective),
+            "placement": [int(d) for d in result.placement],
+            "order": [int(i) for i in result.order]}
+  report = optimize_lib.run(graph, devices, model=model, method=method,
+                            evals=evals or None, seed=0)
+  return {"objective": float(report.data["objective"]),
+          "search_objective": report.data["search_objective"],
+          "placement": [p["device"] for p in report.data["placement"]],
+          "order": report.data["schedule"]}
+
+
+def _training_result(tmp: str) -> dict:
+  from regal import train_lib
+  from regal.configs import default as default_config
+  config = default_config.get_config()
+  config.num_train, config.num_valid, config.num_test = 4, 2, 2
+  config.evals, config.batch_size, config.num_steps, config.eval_every = 500, 2, 2, 2
+  config.num_eval_graphs, config.num_actors, config.samples_per_graph = 2, 0, 2
+  config.policy.hidden, config.policy.rounds = 8, 1
+  report = train_lib.train_and_evaluate(config, tmp)
+  with open(os.path.join(tmp, "checkpoint.msgpack"), "rb") as f:
+    checkpoint = hashlib.sha256(f.read()).hexdigest()
+  return {"history": report["history"], "test": report["test"], "checkpoint_sha256": checkpoint}
+
+
+def _exact(value):
+  """Floats as their exact hex form, so equality means bit-identical."""
+  if isinstance(value, float):
+    return float.hex(value)
+  if isinstance(value, dict):
+    return {k: _exact(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_exact(v) for v in value]
+  return value
+
+
+@pytest.fixture(scope="module")
+def golden():
+  if not GOLDEN.exists():
+    pytest.fail(f"{GOLDEN} is missing; run python tests/golden_test.py --write")
+  return json.loads(GOLDEN.read_text())
+
+
+@pytest.mark.parametrize("case", _CASES, ids=[c[0] for c in _CASES])
+def test_method_gives_the_golden_answer(case, golden, shared_graphs):
+  assert _exact(_method_result(case)) == golden[case[0]]
+
+
+def test_training_gives_the_golden_history_and_checkpoint(golden, tmp_path):
+  assert _exact(_training_result(str(tmp_path / "run"))) == golden["training"]
+
+
+if __name__ == "__main__":
+  import tempfile
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+  if sys.argv[1:] != ["--write"]:
+    sys.exit("usage: python tests/golden_test.py --write")
+  import jax
+  jax.config.update("jax_num_cpu_devices", 2)  # As conftest.py sets it for the suite.
+  results = {case[0]: _exact(_method_result(case)) for case in _CASES}
+  with tempfile.TemporaryDirectory() as tmp:
+    results["training"] = _exact(_training_result(os.path.join(tmp, "run")))
+  GOLDEN.parent.mkdir(exist_ok=True)
+  GOLDEN.write_text(json.dumps(results, indent=1) + "\n")
+  print(f"wrote {GOLDEN}")
