@@ -1,19 +1,151 @@
-"""What a graph's structure alone says about any placement of it."""
+"""What a graph's structure alone says about any placement of it: dependencies, transfer
+times, levels (top and bottom), the critical path and a makespan lower bound.
+
+Every method and policy reads these from here: the list schedulers, CP-SAT, QuickP fusion,
+the Enumerative Optimizer, coarsening, the Doppler policy's features and the readable
+reference models (`regal.scoring.reference_models`).
+"""
 from __future__ import annotations
+
+import dataclasses
+from typing import Callable
 
 import numpy as np
 
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 
+CONTROL_ONLY = -1.0  # Bytes of a dependency that carries no tensor.
+
+
+@dataclasses.dataclass(frozen=True)
+class Dependencies:
+  """Each op's distinct predecessors with the largest tensor it reads from each.
+
+  preds[v][k] is a predecessor of v; pred_bytes[v][k] the largest tensor of it that v reads
+  (CONTROL_ONLY when v only waits for it). succs[u] lists u's distinct successors, ascending.
+  """
+  preds: list[list[int]]
+  pred_bytes: list[list[float]]
+  succs: list[list[int]]
+  succ_bytes: list[list[float]]
+
+  @classmethod
+  def of(cls, graph: Graph) -> "Dependencies":
+    largest: dict[tuple[int, int], float] = {}
+    for src, dst, is_control, size in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(),
+                                          graph.edge_is_control.tolist(),
+                                          graph.edge_bytes.tolist()):
+      carried = CONTROL_ONLY if is_control else size
+      largest[(src, dst)] = max(largest.get((src, dst), CONTROL_ONLY), carried)
+    preds = [[] for _ in range(graph.num_ops)]
+    pred_bytes = [[] for _ in range(graph.num_ops)]
+    succs = [[] for _ in range(graph.num_ops)]
+    succ_bytes = [[] for _ in range(graph.num_ops)]
+    for (src, dst), size in sorted(largest.items()):
+      preds[dst].append(src)
+      pred_bytes[dst].append(size)
+      succs[src].append(dst)
+      succ_bytes[src].append(size)
+    return cls(preds, pred_bytes, succs, succ_bytes)
+
+
+def transfer_time(devices: DeviceSpec, num_bytes, src, dst, dtype=np.float64):
+  """Time to move `num_bytes` from device `src` to `dst`: 0 on one device or for a control
+  dependency (CONTROL_ONLY bytes), else latency + bytes / bandwidth, each step rounded to
+  `dtype` (float32 reproduces the performance models' arithmetic). Scalars, or arrays that
+  broadcast together."""
+  if np.ndim(num_bytes) == 0 and np.ndim(src) == 0 and np.ndim(dst) == 0:
+    # The list schedulers' inner loop: plain scalars, no array round trip.
+    if src == dst or num_bytes == CONTROL_ONLY:
+      return dtype(0.0)
+    return dtype(dtype(devices.latency[src, dst])
+                 + dtype(num_bytes) / dtype(devices.bandwidth[src, dst]))
+  src, dst = np.asarray(src), np.asarray(dst)
+  num_bytes = np.asarray(num_bytes)
+  moved = (src != dst) & (num_bytes != CONTROL_ONLY)
+  bandwidth = np.where(moved, devices.bandwidth[src, dst], 1.0).astype(dtype)
+  delay = devices.latency[src, dst].astype(dtype) + num_bytes.astype(dtype) / bandwidth
+  return np.where(moved, delay, 0.0).astype(dtype)
+
+
+def mean_transfer_time(devices: DeviceSpec, num_bytes: float) -> float:
+  """`transfer_time` averaged over ordered pairs of distinct devices (0 with one device)."""
+  if num_bytes == CONTROL_ONLY or devices.num_devices == 1:
+    return 0.0
+  src, dst = np.nonzero(~np.eye(devices.num_devices, dtype=bool))
+  return float(np.mean(transfer_time(devices, num_bytes, src, dst)))
+
+
+def mean_compute_time(graph: Graph, devices: DeviceSpec) -> np.ndarray:
+  """[o] each op's compute time averaged over the devices' speeds."""
+  return graph.compute_cost * float(np.mean(1.0 / devices.speed))
+
+
+EdgeTime = Callable[[float], float]
+
+
+def top_levels(graph: Graph, op_time: np.ndarray, deps: Dependencies | None = None,
+               edge_time: EdgeTime | None = None, with_critical_predecessor: bool = False):
+  """[o] the longest path from an entry op to each op, the op itself excluded: the sum of
+  `op_time` over the path's ops plus `edge_time(bytes)` per dependency on it (none: free).
+  With compute times that is an op's earliest start on unlimited devices; with ones, its
+  depth. `with_critical_predecessor`: also [o] the predecessor that path comes through (the
+  first of ties; -1 for entry ops)."""
+  deps = deps or Dependencies.of(graph)
+  level = np.zeros(graph.num_ops)
+  critical = np.full(graph.num_ops, -1)
+  for op in graph.topological_order.tolist():
+    if edge_time is None:
+      heads = [level[p] + op_time[p] for p in deps.preds[op]]
+    else:
+      heads = [level[p] + op_time[p] + edge_time(size)
+               for p, size in zip(deps.preds[op], deps.pred_bytes[op])]
+    if heads:
+      k = int(np.argmax(heads))
+      level[op], critical[op] = heads[k], deps.preds[op][k]
+  return (level, critical) if with_critical_predecessor else level
+
+
+def bottom_levels(graph: Graph, op_time: np.ndarray, deps: Dependencies | None = None,
+                  edge_time: EdgeTime | None = None, with_critical_successor: bool = False):
+  """[o] the longest path from each op to an exit op, the op itself included (the upward
+  rank of HEFT and critical-path list scheduling with mean times). `with_critical_successor`:
+  also [o] the successor that path goes through (the first of ties; -1 for exit ops)."""
+  deps = deps or Dependencies.of(graph)
+  level = np.zeros(graph.num_ops)
+  critical = np.full(graph.num_ops, -1)
+  for op in graph.topological_order[::-1].tolist():
+    if edge_time is None:
+      tails = [level[s] for s in deps.succs[op]]
+    else:
+      tails = [edge_time(size) + level[s] for s, size in zip(deps.succs[op], deps.succ_bytes[op])]
+    if tails:
+      k = int(np.argmax(tails))
+      level[op], critical[op] = op_time[op] + tails[k], deps.succs[op][k]
+    else:
+      level[op] = op_time[op] + 0.0
+  return (level, critical) if with_critical_successor else level
+
+
+def mean_bottom_levels(graph: Graph, devices: DeviceSpec, deps: Dependencies | None = None,
+                       with_critical_successor: bool = False):
+  """Bottom levels of mean compute and mean transfer times (HEFT's upward rank)."""
+  return bottom_levels(graph, mean_compute_time(graph, devices), deps,
+                       lambda size: mean_transfer_time(devices, size), with_critical_successor)
+
+
+def mean_top_levels(graph: Graph, devices: DeviceSpec, deps: Dependencies | None = None,
+                    with_critical_predecessor: bool = False):
+  """Top levels of mean compute and mean transfer times."""
+  return top_levels(graph, mean_compute_time(graph, devices), deps,
+                    lambda size: mean_transfer_time(devices, size), with_critical_predecessor)
+
 
 def longest_compute_path(graph: Graph) -> float:
   """The largest total compute cost along a dependency path (transfers free)."""
-  longest = np.zeros(graph.num_ops)
-  for op in graph.topological_order.tolist():
-    longest[op] = graph.compute_cost[op] + max(
-        (longest[p] for p in graph.predecessors(op)), default=0.0)
-  return float(longest.max(initial=0.0))
+  cost = np.asarray(graph.compute_cost, np.float64)
+  return float((top_levels(graph, cost) + cost).max(initial=0.0))
 
 
 def makespan_lower_bound(graph: Graph, devices: DeviceSpec) -> float:

@@ -56,14 +56,6 @@ class DeviceSpec:
   def compute_time(self, cost: np.ndarray | float, device: np.ndarray | int) -> np.ndarray:
     return np.asarray(cost) / self.speed[device]
 
-  def transfer_time(self, num_bytes: np.ndarray | float, src: np.ndarray | int,
-                    dst: np.ndarray | int) -> np.ndarray:
-    """Time to move `num_bytes` from `src` to `dst` (0 when they are the same device)."""
-    src, dst = np.asarray(src), np.asarray(dst)
-    off_diagonal = src != dst
-    bandwidth = np.where(off_diagonal, self.bandwidth[src, dst], 1.0)
-    return np.where(off_diagonal, self.latency[src, dst] + num_bytes / bandwidth, 0.0)
-
   def to_json_dict(self) -> dict[str, Any]:
     memory = self.memory_capacity
     return {

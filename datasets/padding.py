@@ -3,7 +3,7 @@
 JAX compiles a function once per input shape. Rounding every padded array's size up to a bucket
 (four buckets per doubling: 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, ...) means graphs of similar
 size share one compilation while wasting at most 25% of the work. The scorers
-(`regal.sim_graph`), the Doppler policy's graph data and training pad with it.
+(`regal.scoring.sim_graph`), the Doppler policy's graph data and training pad with it.
 """
 from __future__ import annotations
 

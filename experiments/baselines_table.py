@@ -8,7 +8,7 @@ Doppler graphs (`../shared/graphs/doppler`, skipped with a note when absent): th
 Doppler-compatible model on 4 devices, objectives in Doppler's units (clock / 1e10), with the
 critical-path and single-device figures the Doppler repository's code gives beside them.
 Synthetic graphs: the first N test graphs of the default synthetic dataset, REGAL's
-synchronous model on 2 devices. Every method runs through `regal.optimize_lib.run`, the code
+synchronous model on 2 devices. Every method runs through `regal.app.optimize_lib.run`, the code
 behind `python -m regal.optimize --method NAME`, so each figure is what that command reports:
 the objective re-scored by the reference model, and the method's wall time (BRKGA: compile +
 search; CP-SAT's line adds its proven lower bound). Writes `baselines_table.md` and `.json`
@@ -16,7 +16,7 @@ under `--out` (default: experiments/results/baselines_table).
 """
 from __future__ import annotations
 
-from regal import parallel
+from regal.app import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -26,12 +26,13 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags, logging  # noqa: E402
 
-from datasets import errors  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
+from datasets import errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from experiments import report as report_lib  # noqa: E402
-from regal import doppler_model, optimize_lib  # noqa: E402
+from regal.app import optimize_lib  # noqa: E402
+from regal.scoring import doppler_sim  # noqa: E402
 
 DOPPLER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs", "doppler")
 DOPPLER_FILES = {"chain_mm": "chain_mm_112nodes.txt", "ffnn": "ffnn_192nodes.txt",
@@ -74,7 +75,7 @@ def run_table(methods: Sequence[str]) -> list[dict]:
                                 seed=_SEED.value, method=method, time_limit=_TIME_LIMIT.value)
       data = report.data
       wall = data["wall_seconds"]["compile"] + data["wall_seconds"]["search"]
-      scale = (lambda v: float(doppler_model.doppler_units(v))) if model == "doppler" else float
+      scale = (lambda v: float(doppler_sim.doppler_units(v))) if model == "doppler" else float
       row = {"graph": label, "ops": graph.num_ops, "model": model,
              "devices": devices.num_devices, "method": method,
              "objective": scale(data["objective"]), "wall_seconds": wall,

@@ -32,7 +32,7 @@ budget and against critical path. Writes `doppler_table.md`, `.json` under `--ou
 """
 from __future__ import annotations
 
-from regal import parallel
+from regal.app import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -46,10 +46,13 @@ from absl import flags  # noqa: E402
 
 from datasets import analysis  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from datasets import errors, sharded  # noqa: E402
+from datasets import errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
+from datasets import sharded  # noqa: E402
 from experiments import report  # noqa: E402
-from regal import doppler_model, optimize_lib, performance, seed_arms  # noqa: E402
+from regal.app import optimize_lib  # noqa: E402
+from regal.scoring import doppler_sim, performance  # noqa: E402
+from regal.search import seed_arms  # noqa: E402
 
 DOPPLER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs", "doppler")
 DOPPLER_FILES = {"chain_mm": "chain_mm_112nodes", "ffnn": "ffnn_192nodes",
@@ -113,7 +116,7 @@ def run_column(column: str, graph, devices, model: str, evals: int, doppler_eval
 def _regal_fits(policy_dir: str | None, num_devices: int) -> bool:
   if not policy_dir:
     return False
-  from regal import train_lib
+  from regal.learning import train_lib
   return int(train_lib.workdir_config(policy_dir).num_devices) == num_devices
 
 
@@ -122,7 +125,7 @@ def run_suite(suite: str, quick: bool, evals: int, doppler_evals: int, seed: int
   rows = []
   for label, graph, devices, model, executable in suite_workloads(suite, quick,
                                                                  _DOPPLER_DIR.value):
-    units = ((lambda v: float(doppler_model.doppler_units(v))) if model == "doppler"
+    units = ((lambda v: float(doppler_sim.doppler_units(v))) if model == "doppler"
              else float)
     row = {"graph": label, "ops": graph.num_ops, "devices": devices.name,
            "model": model, "lower_bound": units(analysis.makespan_lower_bound(graph, devices)),
@@ -143,8 +146,8 @@ def run_suite(suite: str, quick: bool, evals: int, doppler_evals: int, seed: int
       progress(f"{suite} {label} {column}: {row['simulated'][column]:.6g} "
                f"({row['evaluations'][column]} evaluations, {row['seconds'][column]:.1f} s)")
     if executable:
-      from regal.execute import compare, executor, programs
-      program = programs.program_for(graph, seed=seed)
+      from regal.execute import choose_program, compare, executor
+      program = choose_program.program_for(graph, seed=seed)
       execution = compare.execute_assignments(
           graph, program, assignments, executor.available_devices(devices.num_devices),
           repeats=repeats)
@@ -159,7 +162,7 @@ def run_suite(suite: str, quick: bool, evals: int, doppler_evals: int, seed: int
 
 def transfer_table(quick: bool, evals: int, few_shot: int, seed: int, progress=print) -> dict:
   """Zero- and few-shot transfer of a Doppler policy from FFNN / ChainMM to the Llama graphs."""
-  from regal.doppler import method as doppler_method
+  from regal.doppler_policy import method as doppler_method
   files = os.path.isdir(_DOPPLER_DIR.value) and not quick
   if files:
     load = lambda w: graph_io.load_graph(os.path.join(_DOPPLER_DIR.value,
@@ -168,7 +171,7 @@ def transfer_table(quick: bool, evals: int, few_shot: int, seed: int, progress=p
   else:
     load = lambda w: sharded.generate(w, 4, **SMALL_SIZES)
     devices, model, where = devices_lib.homogeneous(4), "wc", "our sharded graphs (small)"
-  units = ((lambda v: float(doppler_model.doppler_units(v))) if model == "doppler" else float)
+  units = ((lambda v: float(doppler_sim.doppler_units(v))) if model == "doppler" else float)
   sources = ("ffnn",) if quick else ("ffnn", "chain_mm")
   targets = ("llama_block",) if quick else ("llama_block", "llama_layer")
   rows = []

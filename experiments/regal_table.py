@@ -5,7 +5,7 @@ r"""REGAL's Table 1 and Figures 2-3 on the synthetic test split.
                                                                  # policy first, 6 test graphs
   python -m experiments.regal_table --quick --objective memory   # the peak-memory task
 
-A trained REGAL workdir (`python -m regal.train --config=regal/configs/default.py:long
+A trained REGAL workdir (`python -m regal.train --config=regal/learning/configs/default.py:long
 --workdir runs/regal_long`, about an hour on 2 cores) fixes the task: its dataset's test split,
 device count, model, objective (REGAL trains one policy per task) and budget E (`evals`),
 filtered as it was trained (REGAL 5.1: only graphs where uniform BRKGA 10K beats 1K by the
@@ -36,7 +36,7 @@ improvement over uniform BRKGA at evaluation limits 1K..50K (quick: 1K, 2K). Wri
 """
 from __future__ import annotations
 
-from regal import parallel
+from regal.app import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -50,12 +50,15 @@ from absl import flags, logging  # noqa: E402
 
 from datasets import errors  # noqa: E402
 from experiments import report  # noqa: E402
-from regal import baselines, optimize_lib, performance, reinforce  # noqa: E402
-from regal import features as features_lib  # noqa: E402
-from regal import train_lib  # noqa: E402
-from regal.configs import brkga_presets  # noqa: E402
-from regal.configs import default as default_config  # noqa: E402
-from regal.rollout import Task  # noqa: E402
+from regal import baselines  # noqa: E402
+from regal.app import optimize_lib  # noqa: E402
+from regal.learning import features as features_lib  # noqa: E402
+from regal.learning import train_lib  # noqa: E402
+from regal.learning import reinforce  # noqa: E402
+from regal.learning.configs import default as default_config  # noqa: E402
+from regal.learning.rollout import Task  # noqa: E402
+from regal.scoring import performance  # noqa: E402
+from regal.search import brkga_presets  # noqa: E402
 
 _POLICY = flags.DEFINE_string("policy", None, "A trained regal.train workdir (REGAL's column "
                               "and the task); --quick without it trains a small one.")

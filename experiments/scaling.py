@@ -10,7 +10,7 @@ Graphs (4 homogeneous devices, the default WC model):
              per op; Erdos-Renyi's p = 0.05 would give 25,000 edges at 1,000 ops)
   zoo        BERT-base (batch 8, 512 tokens) traced by `datasets.zoo`: 1 layer forward
              (131 ops), 12 layers forward (1,176), 36 layers forward + backward (~10,000)
-Each graph runs `regal.optimize_lib.run` (BRKGA, default seed arms, `--evals` evaluations)
+Each graph runs `regal.app.optimize_lib.run` (BRKGA, default seed arms, `--evals` evaluations)
 with `--coarsen off` and, above the coarsening threshold (500 ops), `--coarsen auto`. The
 second part times the batched models (WC and synchronous, each with the scoring engine this
 backend picks: on a CPU the WC model's native loop) on one compiled call per population size
@@ -18,7 +18,7 @@ backend picks: on a CPU the WC model's native loop) on one compiled call per pop
 """
 from __future__ import annotations
 
-from regal import parallel
+from regal.app import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -28,13 +28,14 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from datasets import coarsen  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors, zoo  # noqa: E402
 from experiments import report  # noqa: E402
 from experiments.bench import model_timing  # noqa: E402
 from experiments.bench.graphs import synthetic_graph  # noqa: E402
-from regal import optimize_lib, performance  # noqa: E402
+from regal.app import optimize_lib  # noqa: E402
+from regal.scoring import performance  # noqa: E402
+from regal.search import coarsen  # noqa: E402
 
 ZOO_SIZES = {100: dict(layers=1), 1000: dict(layers=12), 10000: dict(layers=36, backward=True)}
 

@@ -18,7 +18,7 @@ Writes `search_targets.md` and `.json` under `--out`.
 """
 from __future__ import annotations
 
-from regal import parallel
+from regal.app import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -30,12 +30,14 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from datasets import analysis  # noqa: E402
+from datasets import sharded  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from datasets import sharded  # noqa: E402
 from experiments import report  # noqa: E402
-from regal import baselines, doppler_model, optimize_lib, performance  # noqa: E402
+from regal import baselines  # noqa: E402
+from regal.app import optimize_lib  # noqa: E402
+from regal.scoring import doppler_sim, performance  # noqa: E402
 
 DOPPLER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs", "doppler")
 DOPPLER_FILES = ("chain_mm_112nodes", "ffnn_192nodes", "transformer_block_215nodes",
@@ -74,7 +76,7 @@ def doppler_section() -> list[dict[str, Any]]:
   for name in DOPPLER_FILES[:2] if _QUICK.value else DOPPLER_FILES:
     graph = graph_io.load_graph(os.path.join(DOPPLER_DIR, name + ".txt"))
     devices = devices_lib.homogeneous(4)
-    units = lambda value: float(doppler_model.doppler_units(value))  # noqa: E731
+    units = lambda value: float(doppler_sim.doppler_units(value))  # noqa: E731
     default = _ours(graph, devices, "doppler", None)
     at_5k = _ours(graph, devices, "doppler", 5000)
     row = {"graph": name, "default": {k: units(v) if k in ("objective", "search", "best_seed")

@@ -8,7 +8,7 @@ r"""Runs a named parameter sweep as Ray tasks, resumably.
       # the search's defaults (decoder, local improvement) on training graphs, ~20 min
   python -m experiments.sweep --sweep brkga_tuning --subsample 32 --save_preset tuned
       # 32 of the 648 settings drawn at random (a reduced sweep, ~7 min on 2 cores); the best
-      # becomes the BRKGA preset "tuned" (regal/configs/brkga_presets.json)
+      # becomes the BRKGA preset "tuned" (regal/search/brkga_presets.json)
 
 Results: one JSON line per finished trial in `--out/<sweep>[-quick][-subsampleN].jsonl`, and a
 Markdown summary beside it (the best trials, the command and the date); rerunning skips
@@ -34,7 +34,7 @@ _NUM_CPUS = flags.DEFINE_integer("num_cpus", None, "CPUs of the local Ray cluste
 _SUBSAMPLE = flags.DEFINE_integer("subsample", 0, "Run this many of the settings, drawn at "
                                   "random (0: all).")
 _PRESETS_FILE = flags.DEFINE_string("presets_file", None, "Where --save_preset writes (default: "
-                                    "regal/configs/brkga_presets.json).")
+                                    "regal/search/brkga_presets.json).")
 _SAVE_PRESET = flags.DEFINE_string("save_preset", None, "Save the best setting as this BRKGA "
                                    "preset (brkga_tuning; search_tuning saves 'default').")
 
@@ -73,7 +73,7 @@ def main(argv: Sequence[str]) -> None:
     best = min(ok, key=lambda r: r["result"]["score"])
     print(f"best: score {best['result']['score']:.6g} with {best['params']}")
     if _SAVE_PRESET.value:
-      from regal.configs import brkga_presets
+      from regal.search import brkga_presets
       setting, chosen = best["params"], {}
       if sweep.name == "search_tuning":
         setting, chosen = sweeps.search_preset(ok)

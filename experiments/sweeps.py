@@ -57,13 +57,15 @@ def selftest_trial(params: dict, quick: bool) -> dict:
 def brkga_trial(params: dict, quick: bool) -> dict:
   """Mean objective / single-device objective of BRKGA with these settings on training
   graphs (the same graphs and seeds for every setting; every graph padded to one shape, so a
-  setting compiles once: `regal.rollout`)."""
+  setting compiles once: `regal.learning.rollout`)."""
   import numpy as np
+
   from datasets import dataset as dataset_lib
   from datasets import devices as devices_lib
-  from regal import performance, search
-  from regal.configs import brkga_presets
-  from regal.rollout import RolloutWorker, Task
+  from regal import search
+  from regal.learning.rollout import RolloutWorker, Task
+  from regal.scoring import performance
+  from regal.search import brkga_presets
   graphs = dataset_lib.load_or_build_synthetic()["train"][:2 if quick else 8]
   evals = 500 if quick else 5000
   settings = brkga_presets.to_params(params)
@@ -85,12 +87,14 @@ def search_trial(params: dict, quick: bool) -> dict:
   import os
 
   import numpy as np
+
+  from datasets import benchmarks
   from datasets import dataset as dataset_lib
   from datasets import devices as devices_lib
   from datasets import io as graph_io
-  from datasets import benchmarks
-  from regal import performance, search, seed_arms
-  from regal.configs import brkga_presets
+  from regal import search
+  from regal.scoring import performance
+  from regal.search import brkga_presets, seed_arms
   shared = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
                         "shared", "graphs")
   values = {**brkga_presets.search_values("default"), **params}

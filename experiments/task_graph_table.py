@@ -28,7 +28,7 @@ resumes where it stopped.
 """
 from __future__ import annotations
 
-from regal import parallel
+from regal.app import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -46,11 +46,13 @@ from absl import flags  # noqa: E402
 
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors  # noqa: E402
-from datasets.benchmarks import sinnen_instances, stg_instances, stratified  # noqa: E402,F401
 from datasets import io as graph_io  # noqa: E402
+from datasets.benchmarks import sinnen_instances, stg_instances, stratified  # noqa: E402,F401
 from experiments import report  # noqa: E402
-from regal import baselines, optimize_lib, performance, search  # noqa: E402
+from regal import baselines, search  # noqa: E402
+from regal.app import optimize_lib  # noqa: E402
 from regal.baselines import exact  # noqa: E402
+from regal.scoring import performance  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs")
 OURS = ("critical_path", "heft", "hill_climb", "cpsat", "brkga")
@@ -160,8 +162,8 @@ def ours(method: str, graph, processors: int, tasks_per_graph: int) -> tuple[dic
 
 
 def saga_schedule(name: str, graph, processors: int) -> tuple[dict, dict]:
-  from saga import Network, TaskGraph
   import saga.schedulers as saga_schedulers
+  from saga import Network, TaskGraph
   std_logging.getLogger().setLevel(std_logging.ERROR)  # saga warns on every added source.
   task_graph = TaskGraph.create(
       [(op, float(cost)) for op, cost in zip(graph.op_names, graph.compute_cost.tolist())],

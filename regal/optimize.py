@@ -10,21 +10,21 @@ r"""Optimizes one graph's placement and schedule (BRKGA or a baseline) and repor
   python -m regal.optimize --graph g.json --time_limit 3    # BRKGA for at most ~3 s
   python -m regal.optimize --brkga_preset tuned   # BRKGA with the tuning sweep's best setting
   python -m regal.optimize --graph ffnn.txt --devices 4 --model doppler --method doppler \
-      --evals 2048 --doppler_save ffnn_policy     # Doppler's SEL/PLC policy (stages I-II)
+      --evals 2048 --doppler_save ffnn_policy.msgpack    # Doppler's SEL/PLC policy (stages I-II)
   python -m regal.optimize --graph block.txt --devices 4 --model doppler \
-      --seed_arms single_device,critical_path,doppler --doppler_checkpoint ffnn_policy
+      --seed_arms single_device,critical_path,doppler --doppler_checkpoint ffnn_policy.msgpack
   python -m regal.optimize --graph chain_mm.json --devices 4 --execute   # run the winner and
       # the baselines on the devices (host devices on a CPU), measured next to predicted
   python -m regal.optimize --graph ffnn.json --devices 4 --method doppler --reward measured \
       --stage3_steps 5                            # Doppler stage III on measured times
 
 Writes a summary to the terminal and, with --out, a JSON result (schema in
-regal/optimize_lib.py). Compiled functions are cached on disk, so a second run on a graph of
+regal/app/optimize_lib.py). Compiled functions are cached on disk, so a second run on a graph of
 the same size bucket starts faster.
 """
 from __future__ import annotations
 
-from regal import parallel
+from regal.app import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -37,7 +37,9 @@ from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from regal import gantt, optimize_lib, performance, seed_arms  # noqa: E402
+from regal.app import gantt, optimize_lib  # noqa: E402
+from regal.scoring import performance  # noqa: E402
+from regal.search import seed_arms  # noqa: E402
 
 _GRAPH = flags.DEFINE_string("graph", None, "Graph file (json, costgraph, doppler, dot or stg), "
                              "or several: comma-separated files or a directory.")
@@ -67,7 +69,7 @@ _TIME_LIMIT = flags.DEFINE_float("time_limit", None, "Seconds: BRKGA stops at th
                                  "(default 10).")
 _DECODER = flags.DEFINE_enum("decoder", None, ["direct", "list"], "How BRKGA reads "
                              "chromosomes: direct (device keys' argmax) or list (a list "
-                             "scheduler by earliest finish time; regal/list_decoder.py). "
+                             "scheduler by earliest finish time; regal/scoring/list_decoder.py). "
                              "Default: the preset's.")
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
 _COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph and map the answer "
@@ -77,7 +79,7 @@ _POLICY = flags.DEFINE_string("policy", None, "A regal.train workdir: run REGAL 
                               "policy's mutant distributions) and report uniform BRKGA too.")
 _BRKGA_PRESET = flags.DEFINE_string(
     "brkga_preset", "default", "BRKGA's parameters: default (Goncalves & Resende) or a preset "
-    "saved by the tuning sweep (regal/configs/brkga_presets.json, e.g. tuned).")
+    "saved by the tuning sweep (regal/search/brkga_presets.json, e.g. tuned).")
 _SEED_ARMS = flags.DEFINE_string("seed_arms", ",".join(seed_arms.DEFAULT_ARMS),
                                  "BRKGA's seed chromosomes, comma-separated: "
                                  + ", ".join(seed_arms.ARMS) + ".")
@@ -89,7 +91,7 @@ _DOPPLER_EVALS = flags.DEFINE_integer("doppler_evals", 1024, "Episodes the doppl
 _DOPPLER_SAMPLES = flags.DEFINE_integer("doppler_samples", 8, "Sampled Doppler assignments "
                                         "seeded besides the greedy and the best one.")
 _DOPPLER_SAVE = flags.DEFINE_string("doppler_save", None, "With --method doppler: save the "
-                                    "trained policy here (path prefix; .msgpack + .json).")
+                                    "trained policy to this file (parameters and network config).")
 _EXECUTE = flags.DEFINE_bool("execute", False, "Run the winner and the baselines it was "
                              "compared with on the devices (regal.execute) and report measured "
                              "times next to predicted ones.")
@@ -146,7 +148,7 @@ def main(argv: Sequence[str]) -> None:
   devices = devices_lib.from_flags()
   on_devices = _EXECUTE.value or _REWARD.value == "measured"
   if on_devices:
-    from regal import parallel as parallel_lib
+    from regal.app import parallel as parallel_lib
     parallel_lib.use_host_devices(devices.num_devices)  # Before JAX starts.
   arms = seed_arms.parse_arms(_SEED_ARMS.value)
   doppler = seed_arms.DopplerArm(checkpoint=_DOPPLER_CHECKPOINT.value,
@@ -159,9 +161,9 @@ def main(argv: Sequence[str]) -> None:
   enable_compilation_cache()
   program = measured = None
   if on_devices:
-    from regal.execute import executor, programs
+    from regal.execute import choose_program, executor
     device_list = executor.available_devices(devices.num_devices)
-    program = programs.program_for(graph, seed=_SEED.value)
+    program = choose_program.program_for(graph, seed=_SEED.value)
     if _REWARD.value == "measured":
       from regal.execute.measured import MeasuredReward
       measured = MeasuredReward(graph, program, device_list, _EXECUTE_MODE.value)

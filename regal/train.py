@@ -1,13 +1,13 @@
 r"""Trains REGAL's policy with REINFORCE on BRKGA rollouts (Ray actors by default).
 
   python -m regal.train --dataset synthetic                     # ~6 minutes on 2 CPU cores
-  python -m regal.train --workdir /tmp/regal --config=regal/configs/default.py:paper
+  python -m regal.train --workdir /tmp/regal --config=regal/learning/configs/default.py:paper
   python -m regal.train --config.num_actors=0 --config.num_steps=20   # in-process rollouts
   python -m regal.train --workdir runs/measured --config.reward=measured \
       --config.finetune_from=runs/regal --config.num_steps=10   # fine-tune on measured times
 
 Rerunning with the same --workdir resumes from its checkpoint. Logic lives in
-`regal.train_lib.train_and_evaluate`.
+`regal.learning.train_lib.train_and_evaluate`.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from absl import flags
 from ml_collections import config_flags
 
 from datasets import errors
-from regal import train_lib
+from regal.learning import train_lib
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "configs", "default.py"),
+    "config", os.path.join(os.path.dirname(__file__), "learning", "configs", "default.py"),
     "Training configuration (path[:preset]).")
 _DATASET = flags.DEFINE_enum("dataset", "synthetic", ["synthetic"], "Training dataset.")
 _WORKDIR = flags.DEFINE_string("workdir", os.path.join("runs", "regal"),
@@ -36,7 +36,7 @@ def main(argv: Sequence[str]) -> None:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
   config = _CONFIG.value
   if config.reward == "measured":
-    from regal import parallel
+    from regal.app import parallel
     parallel.use_host_devices(config.num_devices)  # Before JAX starts.
   if _RAY_ADDRESS.value:
     import ray

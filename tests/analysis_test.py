@@ -3,14 +3,14 @@ should be."""
 import functools
 
 import numpy as np
+from graph_strategies import dags
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datasets import analysis
 from datasets import devices as devices_lib
 from datasets.graph import Graph
-from graph_strategies import dags
-from regal import performance
+from regal.scoring import performance
 
 
 def _longest_path_by_recursion(graph) -> float:
@@ -52,3 +52,69 @@ def test_a_chain_is_bound_by_its_length_on_the_fastest_device():
                                   speed=np.array([1.0, 4.0]), bandwidth=np.ones((2, 2)),
                                   latency=np.zeros((2, 2)))
   assert analysis.makespan_lower_bound(graph, faster) == 3.0
+
+
+def _levels_by_recursion(graph, devices):
+  """Mean-time top and bottom levels by memoized recursion over explicit edge lists."""
+  mean_time = graph.compute_cost * float(np.mean(1.0 / devices.speed))
+  largest = {}
+  for src, dst, control, size in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(),
+                                     graph.edge_is_control.tolist(), graph.edge_bytes.tolist()):
+    largest[(src, dst)] = max(largest.get((src, dst), -1.0), -1.0 if control else size)
+  pairs = [(s, d) for s in range(devices.num_devices) for d in range(devices.num_devices)
+           if s != d]
+
+  def mean_transfer(size):
+    if size < 0 or not pairs:
+      return 0.0
+    return float(np.mean([devices.latency[s, d] + size / devices.bandwidth[s, d]
+                          for s, d in pairs]))
+
+  @functools.lru_cache(maxsize=None)
+  def top(op):
+    return max((top(u) + mean_time[u] + mean_transfer(size)
+                for (u, v), size in largest.items() if v == op), default=0.0)
+
+  @functools.lru_cache(maxsize=None)
+  def bottom(op):
+    return mean_time[op] + max((mean_transfer(size) + bottom(v)
+                                for (u, v), size in largest.items() if u == op), default=0.0)
+
+  return ([top(op) for op in range(graph.num_ops)], [bottom(op) for op in range(graph.num_ops)])
+
+
+@settings(max_examples=30, deadline=None)
+@given(dags(max_ops=10), st.integers(1, 3))
+def test_levels_match_a_recursive_reference(graph, num_devices):
+  devices = devices_lib.homogeneous(num_devices, latency=0.5, bandwidth=3.0)
+  tops, bottoms = _levels_by_recursion(graph, devices)
+  top, critical_pred = analysis.mean_top_levels(graph, devices, with_critical_predecessor=True)
+  bottom, critical_succ = analysis.mean_bottom_levels(graph, devices, with_critical_successor=True)
+  np.testing.assert_allclose(top, tops, rtol=1e-12)
+  np.testing.assert_allclose(bottom, bottoms, rtol=1e-12)
+  deps = analysis.Dependencies.of(graph)
+  for op in range(graph.num_ops):
+    # The critical neighbour lies on a longest path: its level accounts for the op's.
+    if deps.preds[op]:
+      assert critical_pred[op] in deps.preds[op]
+    else:
+      assert critical_pred[op] == -1
+    if deps.succs[op]:
+      assert bottom[op] >= bottom[critical_succ[op]] + graph.compute_cost[op] * 0.999999 - 1e-9
+    else:
+      assert critical_succ[op] == -1
+  depth = analysis.top_levels(graph, np.ones(graph.num_ops))
+  assert all(depth[v] >= depth[u] + 1 for u, v in zip(graph.edge_src, graph.edge_dst))
+
+
+def test_transfer_time_scalars_arrays_and_float32():
+  devices = devices_lib.homogeneous(3, latency=2.0, bandwidth=4.0)
+  assert analysis.transfer_time(devices, 8.0, 0, 1) == 2.0 + 8.0 / 4.0
+  assert analysis.transfer_time(devices, 8.0, 2, 2) == 0.0
+  assert analysis.transfer_time(devices, analysis.CONTROL_ONLY, 0, 1) == 0.0
+  np.testing.assert_array_equal(
+      analysis.transfer_time(devices, np.array([4.0, 4.0, -1.0]), [0, 1, 0], [1, 1, 2]),
+      [3.0, 0.0, 0.0])
+  value = analysis.transfer_time(devices, 1e-3, 0, 1, dtype=np.float32)
+  assert value.dtype == np.float32
+  assert value == np.float32(np.float32(2.0) + np.float32(1e-3) / np.float32(4.0))

@@ -3,19 +3,21 @@ acyclic, the critical path against the Doppler repository's figures."""
 
 import json
 
+import graph_strategies
 import hypothesis
 import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-import graph_strategies
-from datasets import coarsen
+from datasets import analysis
 from datasets import devices as devices_lib
 from datasets import io as graph_io
 from datasets.graph import Graph
-from regal import baselines, doppler_model, performance
+from regal import baselines
 from regal.baselines import enumerative, exact, fusion, list_scheduling, partition
-from regal.schedule import validate_placement
+from regal.scoring import doppler_sim, performance
+from regal.scoring.schedule import validate_placement
+from regal.search import coarsen
 
 FAST_METHODS = ("critical_path", "critical_path_doppler", "heft", "gp_dfs", "enumerative",
                 "cpsat", "quickp")
@@ -267,7 +269,7 @@ def test_fusion_never_creates_a_cycle(graph, alpha):
 @hypothesis.given(graph=graph_strategies.dags(min_ops=2, max_ops=12), data=st.data())
 def test_fusion_theorem_other_path_iff_cycle(graph, data):
   """Contracting u -> v creates a cycle exactly when another u ~> v path exists."""
-  deps = list_scheduling.Dependencies.of(graph)
+  deps = analysis.Dependencies.of(graph)
   edges = [(u, v) for u in range(graph.num_ops) for v in deps.succs[u]]
   hypothesis.assume(edges)
   u, v = data.draw(st.sampled_from(edges))
@@ -292,7 +294,7 @@ def test_critical_path_matches_the_doppler_repository(shared_graphs, file_name):
   graph = graph_io.load_graph(str(shared_graphs / "doppler" / file_name))
   problem = performance.Problem(graph, devices_lib.homogeneous(4), model="doppler")
   repository = list_scheduling.critical_path_doppler(problem)
-  assert float(doppler_model.doppler_units(repository.objective)) == pytest.approx(
+  assert float(doppler_sim.doppler_units(repository.objective)) == pytest.approx(
       DOPPLER_ANCHORS[file_name], abs=5e-4)
   ours = list_scheduling.critical_path(problem)
-  assert abs(doppler_model.doppler_units(ours.objective) / DOPPLER_ANCHORS[file_name] - 1) < 0.1
+  assert abs(doppler_sim.doppler_units(ours.objective) / DOPPLER_ANCHORS[file_name] - 1) < 0.1

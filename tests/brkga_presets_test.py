@@ -6,12 +6,13 @@ import pytest
 
 import brkga
 from datasets import devices as devices_lib
-from datasets import errors
-from datasets import synthetic
-from regal import optimize_lib, performance, train_lib
-from regal.configs import brkga_presets
-from regal.configs import default as default_config
-from regal.rollout import RolloutWorker, Task
+from datasets import errors, synthetic
+from regal.app import optimize_lib
+from regal.learning import train_lib
+from regal.learning.configs import default as default_config
+from regal.learning.rollout import RolloutWorker, Task
+from regal.scoring import performance
+from regal.search import brkga_presets
 
 SETTING = {"population_size": 40, "elite_fraction": 0.2, "mutant_fraction": 0.1,
            "num_populations": 2, "rho": 0.6, "mutant_alpha": 2.0, "mutant_beta": 0.5}

@@ -2,10 +2,11 @@
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from datasets import errors
-from regal import chromosome as ch
+from regal.scoring import chromosome as ch
 
 
 def test_layout_slices():

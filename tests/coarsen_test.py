@@ -1,14 +1,17 @@
-"""datasets.coarsen: acyclic groups, QuickP's rules, and coarse solutions that map back."""
+"""regal.search.coarsen: acyclic groups, QuickP's rules, and coarse solutions that map back."""
+import graph_strategies
 import hypothesis
 import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-import graph_strategies
-from datasets import coarsen, errors, synthetic
+from datasets import analysis
 from datasets import devices as devices_lib
+from datasets import errors, synthetic
 from datasets.graph import Graph, validate
-from regal import baselines, performance, reference_models
+from regal import baselines
+from regal.scoring import performance, reference_models
+from regal.search import coarsen
 
 
 def _check(graph: Graph, coarsening: coarsen.Coarsening) -> Graph:
@@ -218,7 +221,7 @@ def test_coarsening_for_search_keeps_the_graph_parallel(topology):
 def test_critical_path_matches_a_readable_longest_path():
   graph = _graph([3, 1, 4, 1, 5], [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)])
   assert coarsen.critical_path(graph) == 3 + 4 + 1 + 5
-  assert coarsen.earliest_starts(graph).tolist() == [0, 3, 3, 7, 8]
+  assert analysis.top_levels(graph, graph.compute_cost).tolist() == [0, 3, 3, 7, 8]
 
 
 @hypothesis.settings(max_examples=60, deadline=None)
@@ -248,7 +251,7 @@ def test_a_merge_lengthens_the_paths_of_all_ancestors():
 def _assert_levels_are_fresh(graph, quotient):
   coarsening = quotient.result()
   coarse = coarsen.coarse_graph(graph, coarsening)
-  tops = coarsen.earliest_starts(coarse)
+  tops = analysis.top_levels(coarse, coarse.compute_cost)
   for root, top in quotient.top.items():
     assert top == pytest.approx(tops[coarsening.group_of[root]])
   assert quotient.critical_path == pytest.approx(coarsen.critical_path(coarse))

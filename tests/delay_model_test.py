@@ -3,14 +3,14 @@ bit for bit; topological priorities give the placement-only model of the list sc
 import jax
 import jax.numpy as jnp
 import numpy as np
+from graph_strategies import dags, device_sets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph_strategies import dags, device_sets
-from regal import chromosome as chromosome_lib
-from regal import delay_model, native_delay, performance
-from regal import reference_models as rm
 from regal.baselines import list_scheduling
+from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import delay_model, native_delay, performance
+from regal.scoring import reference_models as rm
 
 
 def priority_order_by_hand(graph, priority):

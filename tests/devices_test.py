@@ -6,25 +6,25 @@ import re
 import numpy as np
 import pytest
 
-from datasets import devices, errors
+from datasets import analysis, devices, errors
 
 
 def test_homogeneous_transfer_and_compute_times():
   spec = devices.homogeneous(3, latency=2.0, bandwidth=4.0)
   assert spec.num_devices == 3 and np.isinf(spec.memory_capacity).all()
-  assert spec.transfer_time(8.0, 0, 1) == 2.0 + 8.0 / 4.0
-  assert spec.transfer_time(8.0, 2, 2) == 0.0
+  assert analysis.transfer_time(spec, 8.0, 0, 1) == 2.0 + 8.0 / 4.0
+  assert analysis.transfer_time(spec, 8.0, 2, 2) == 0.0
   assert spec.compute_time(6.0, 1) == 6.0
-  np.testing.assert_array_equal(spec.transfer_time(np.array([4.0, 4.0]), [0, 1], [1, 1]),
+  np.testing.assert_array_equal(analysis.transfer_time(spec, np.array([4.0, 4.0]), [0, 1], [1, 1]),
                                 [3.0, 0.0])
 
 
 def test_nvlink_two_groups_links_are_slower_across_groups():
   spec = devices.nvlink_two_groups(group_size=4, inter_bandwidth=0.25)
   assert spec.num_devices == 8
-  assert spec.transfer_time(1.0, 0, 3) == 1.0
-  assert spec.transfer_time(1.0, 3, 4) == 4.0
-  assert spec.transfer_time(1.0, 7, 4) == 1.0
+  assert analysis.transfer_time(spec, 1.0, 0, 3) == 1.0
+  assert analysis.transfer_time(spec, 1.0, 3, 4) == 4.0
+  assert analysis.transfer_time(spec, 1.0, 7, 4) == 1.0
 
 
 def test_json_round_trip_and_file(tmp_path):

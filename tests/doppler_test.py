@@ -1,4 +1,4 @@
-"""regal.doppler: hand-checked features, the scan against a step-by-step reference, imitation of
+"""regal.doppler_policy: hand-checked features, the scan against a step-by-step reference, imitation of
 critical path, a policy-gradient step toward an obviously best placement, checkpoints, and the
 seeding arm's lineage in regal.optimize's result."""
 import dataclasses
@@ -8,14 +8,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from datasets import analysis
 from datasets import devices as devices_lib
 from datasets import errors
 from datasets.graph import Graph
 from experiments.bench.graphs import synthetic_graph
-from regal import optimize_lib, performance, seed_arms
+from regal.app import optimize_lib
 from regal.baselines import list_scheduling
-from regal.doppler import episode as episode_lib
-from regal.doppler import graph_data, method, networks, training
+from regal.doppler_policy import episode as episode_lib
+from regal.doppler_policy import graph_data, method, networks, training
+from regal.scoring import performance
+from regal.search import seed_arms
 
 SMALL = training.DopplerConfig(hidden=16, rounds=1, episodes_per_step=16)
 
@@ -64,7 +67,7 @@ def _reference_greedy_episode(params, graph: Graph, devices, config):
   g = graph_data.episode_graph(graph, devices)
   embeddings, z, scores = (np.asarray(x) for x in networks.Selector(config).apply(
       params["selector"], jax.tree_util.tree_map(jnp.asarray, g)))
-  deps = list_scheduling.Dependencies.of(graph)
+  deps = analysis.Dependencies.of(graph)
   d = devices.num_devices
   placement = np.full(graph.num_ops, -1)
   start, end = np.zeros(graph.num_ops), np.zeros(graph.num_ops)
@@ -173,13 +176,17 @@ def test_checkpoints_round_trip_and_refuse_another_config(tmp_path):
   params = training.init_params(jax.random.key(0), agent)
   path = str(tmp_path / "policy")
   method.save_checkpoint(path, params, SMALL, 2)
-  loaded = method.load_checkpoint(path + ".msgpack", params, SMALL)
+  loaded = method.load_checkpoint(path, params, SMALL)
   for a, b in zip(jax.tree_util.tree_leaves(loaded), jax.tree_util.tree_leaves(params)):
     np.testing.assert_array_equal(a, b)
   with pytest.raises(errors.ConfigError, match="hidden=16"):
     method.load_checkpoint(path, params, dataclasses.replace(SMALL, hidden=32))
   with pytest.raises(errors.ConfigError, match="unreadable"):
     method.load_checkpoint(str(tmp_path / "missing"), params, SMALL)
+  truncated = tmp_path / "truncated"
+  truncated.write_bytes(open(path, "rb").read()[:100])
+  with pytest.raises(errors.ConfigError, match="corrupt|unreadable"):
+    method.load_checkpoint(str(truncated), params, SMALL)
 
 
 def test_doppler_seed_arm_in_regal_optimize(tmp_path):

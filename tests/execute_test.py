@@ -14,7 +14,8 @@ import pytest
 
 from datasets import errors, sharded
 from datasets.graph import GraphBuilder
-from regal.execute import calibration, executor, program as program_lib, programs
+from regal.execute import calibrate_lib, choose_program, executor
+from regal.execute import program as program_lib
 from regal.execute.sharded_program import sharded_program
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -131,8 +132,8 @@ def test_graph_without_semantics_gets_standins_or_a_clear_error():
   graph, _ = _chain_with_counting_kernels()
   with pytest.raises(errors.ConfigError, match="no per-op semantics"):
     sharded_program(graph)
-  assert programs.program_for(graph, standin_seconds=0.01).kind == "standin"
-  assert programs.program_for(sharded.generate("chain_mm", 2, size=16)).kind == "sharded"
+  assert choose_program.program_for(graph, standin_seconds=0.01).kind == "standin"
+  assert choose_program.program_for(sharded.generate("chain_mm", 2, size=16)).kind == "sharded"
 
 
 def test_program_of_another_graph_is_refused():
@@ -144,10 +145,10 @@ def test_program_of_another_graph_is_refused():
 
 def test_fits_recover_known_parameters():
   costs = np.array([1.0, 2.0, 5.0, 10.0])
-  speed, r2 = calibration.fit_speed(costs, costs / 4.0)
+  speed, r2 = calibrate_lib.fit_speed(costs, costs / 4.0)
   assert speed == pytest.approx(4.0) and r2 == pytest.approx(1.0)
   sizes = np.array([1e3, 1e4, 1e5, 1e6])
-  latency, bandwidth = calibration.fit_link(sizes, 2e-5 + sizes / 3e9)
+  latency, bandwidth = calibrate_lib.fit_link(sizes, 2e-5 + sizes / 3e9)
   assert latency == pytest.approx(2e-5, rel=1e-6) and bandwidth == pytest.approx(3e9, rel=1e-6)
 
 
@@ -159,17 +160,17 @@ def _naive_ranks(values):
 
 @hypothesis.given(st.lists(st.integers(0, 5), min_size=2, max_size=12))
 def test_ranks_match_the_definition(values):
-  np.testing.assert_allclose(calibration.ranks(values), _naive_ranks(values))
+  np.testing.assert_allclose(calibrate_lib.ranks(values), _naive_ranks(values))
 
 
 def test_spearman_of_a_monotone_map_is_one():
   x = np.array([0.3, 0.1, 0.9, 0.5])
-  assert calibration.spearman(x, np.exp(x)) == pytest.approx(1.0)
-  assert calibration.pearson(x, 2 * x + 1) == pytest.approx(1.0)
+  assert calibrate_lib.spearman(x, np.exp(x)) == pytest.approx(1.0)
+  assert calibrate_lib.pearson(x, 2 * x + 1) == pytest.approx(1.0)
 
 
 def test_random_placements_span_one_device_to_all():
-  pairs = calibration.random_placements(30, 4, 40, seed=0)
+  pairs = calibrate_lib.random_placements(30, 4, 40, seed=0)
   used = {len(np.unique(p)) for p, _ in pairs}
   assert 1 in used and 4 in used
   assert all(sorted(o) == list(range(30)) for _, o in pairs)

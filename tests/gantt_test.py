@@ -3,8 +3,8 @@ import numpy as np
 
 from datasets import devices as devices_lib
 from datasets.graph import GraphBuilder
-from regal import gantt
-from regal import reference_models as rm
+from regal.app import gantt
+from regal.scoring import reference_models as rm
 
 
 def chain_with_side_op():

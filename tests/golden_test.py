@@ -47,9 +47,9 @@ def _graph(spec):
 
 def _method_result(case) -> dict:
   from datasets import devices as devices_lib
-  from regal import optimize_lib
+  from regal.app import optimize_lib
   from regal.baselines import exact
-  from regal import performance
+  from regal.scoring import performance
   name, graph_spec, num_devices, model, method, evals = case
   graph = _graph(graph_spec)
   devices = devices_lib.homogeneous(num_devices)
@@ -69,17 +69,32 @@ def _method_result(case) -> dict:
 
 
 def _training_result(tmp: str) -> dict:
-  from regal import train_lib
-  from regal.configs import default as default_config
+  from flax import serialization
+
+  from regal.learning import checkpoint, train_lib
+  from regal.learning.configs import default as default_config
   config = default_config.get_config()
   config.num_train, config.num_valid, config.num_test = 4, 2, 2
   config.evals, config.batch_size, config.num_steps, config.eval_every = 500, 2, 2, 2
   config.num_eval_graphs, config.num_actors, config.samples_per_graph = 2, 0, 2
   config.policy.hidden, config.policy.rounds = 8, 1
   report = train_lib.train_and_evaluate(config, tmp)
-  with open(os.path.join(tmp, "checkpoint.msgpack"), "rb") as f:
-    checkpoint = hashlib.sha256(f.read()).hexdigest()
-  return {"history": report["history"], "test": report["test"], "checkpoint_sha256": checkpoint}
+  trainer_state, _ = checkpoint.restore(checkpoint.in_workdir(tmp), train_lib.initial_state(
+      train_lib.Trainer(config, tmp)))
+  return {"history": report["history"], "test": report["test"],
+          "state_sha256": state_digest(serialization.to_state_dict(trainer_state))}
+
+
+def state_digest(state_dict) -> str:
+  """SHA-256 of every leaf's path, dtype, shape and bytes: equal exactly when the trained
+  states are, whichever file format held them."""
+  import jax
+  digest = hashlib.sha256()
+  for path, leaf in jax.tree_util.tree_leaves_with_path(state_dict):
+    array = np.asarray(leaf)
+    digest.update(f"{jax.tree_util.keystr(path)}:{array.dtype}:{array.shape}".encode())
+    digest.update(array.tobytes())
+  return digest.hexdigest()
 
 
 def _exact(value):

@@ -2,15 +2,16 @@
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from graph_strategies import dags, device_sets
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from datasets import devices as devices_lib
 from datasets import io as graph_io
 from datasets import synthetic
-from regal import reference_models as rm
-from regal import sync_model, wc_model
-from regal.sim_graph import build_sim_graph
-from graph_strategies import dags, device_sets
+from regal.scoring import reference_models as rm
+from regal.scoring import sync_model, wc_model
+from regal.scoring.sim_graph import build_sim_graph
 
 MODELS = {"wc": (wc_model.simulate_batch, rm.simulate_wc),
           "sync": (sync_model.simulate_batch, rm.simulate_synchronous)}

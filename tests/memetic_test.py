@@ -4,15 +4,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from graph_strategies import dags, device_sets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import brkga
 from datasets import devices as devices_lib
-from graph_strategies import dags, device_sets
-from regal import chromosome as chromosome_lib
-from regal import list_decoder, local_moves, native_delay, performance, search
-from regal import reference_models as rm
+from regal import search
+from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import list_decoder, native_delay, performance
+from regal.scoring import reference_models as rm
+from regal.search import local_moves
 
 
 # ----- the engine's hook ----------------------------------------------------------------------

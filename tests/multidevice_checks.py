@@ -13,7 +13,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from datasets import jax_import, sharded, synthetic  # noqa: E402
-from regal.execute import calibration, executor, programs  # noqa: E402
+from regal.execute import calibrate_lib, choose_program, executor  # noqa: E402
 from regal.execute import jax_program as jax_program_lib  # noqa: E402
 from regal.execute import sharded_program as sharded_lib  # noqa: E402
 from regal.execute.measured import MeasuredReward  # noqa: E402
@@ -50,7 +50,7 @@ def sharded_facts(rng):
   devices = jax.devices()
   for workload, sizes in GRAPHS.items():
     graph = sharded.generate(workload, 4, **sizes)
-    program = programs.program_for(graph)
+    program = choose_program.program_for(graph)
     one = executor.execute(graph, program, np.zeros(graph.num_ops, int), devices=devices,
                            repeats=1)
     spread = np.arange(graph.num_ops) % 4
@@ -104,7 +104,7 @@ def jax_facts(rng):
 def standin_facts(rng):
   graph = synthetic.generate(np.random.default_rng(3),
                              synthetic.SyntheticSpec(min_nodes=24, max_nodes=24))
-  program = programs.program_for(graph, standin_seconds=0.05)
+  program = choose_program.program_for(graph, standin_seconds=0.05)
   placement = rng.integers(0, 4, graph.num_ops)
   run = executor.execute(graph, program, placement, repeats=2)
   one = executor.execute(graph, program, np.zeros(graph.num_ops, int), repeats=2)
@@ -115,10 +115,10 @@ def standin_facts(rng):
 
 def calibration_facts():
   graph = sharded.generate("chain_mm", 2, size=64)
-  program = programs.program_for(graph)
+  program = choose_program.program_for(graph)
   devices = jax.devices()[:2]
-  fit = calibration.calibrate(graph, program, devices, repeats=2)
-  report = calibration.prediction_report(graph, program, fit.spec, devices, placements=5,
+  fit = calibrate_lib.calibrate(graph, program, devices, repeats=2)
+  report = calibrate_lib.prediction_report(graph, program, fit.spec, devices, placements=5,
                                          repeats=1)
   return {"speed": fit.spec.speed.tolist(), "latency": fit.spec.latency.tolist(),
           "bandwidth": np.where(np.isinf(fit.spec.bandwidth), -1,
@@ -129,7 +129,7 @@ def calibration_facts():
 
 def measured_facts(rng):
   graph = sharded.generate("ffnn", 4, ffnn_batch=32, ffnn_width=32)
-  reward = MeasuredReward(graph, programs.program_for(graph), jax.devices(), repeats=1)
+  reward = MeasuredReward(graph, choose_program.program_for(graph), jax.devices(), repeats=1)
   placements = rng.integers(0, 4, (3, graph.num_ops))
   orders = np.stack([rng.permutation(graph.num_ops) for _ in range(3)])
   first = reward(placements, orders)

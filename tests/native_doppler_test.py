@@ -1,4 +1,4 @@
-"""regal.native_doppler: the compiled Doppler simulator equals the SimPy model bit for bit, tie
+"""regal.scoring.native_doppler: the compiled Doppler simulator equals the SimPy model bit for bit, tie
 order included, and it is the batched fitness of `--model doppler`."""
 import jax.numpy as jnp
 import numpy as np
@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from datasets import devices as devices_lib
 from datasets import io as graph_io
 from datasets.graph import Graph
-from regal import chromosome as chromosome_lib
-from regal import doppler_model, native_doppler, performance
 from regal.baselines import list_scheduling, partition
+from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import doppler_sim, native_doppler, performance
 
 DOPPLER_FILES = ("chain_mm_112nodes.txt", "ffnn_192nodes.txt", "transformer_block_215nodes.txt",
                  "full_transformer_layer_261nodes.txt")
@@ -21,7 +21,7 @@ def assert_same_as_simpy(graph, devices, placements):
   makespan, start, end = native_doppler.simulate(
       native_doppler.build_doppler_graph(graph, devices), placements, record_times=True)
   for k, placement in enumerate(placements):
-    reference = doppler_model.simulate_doppler(graph, devices, placement)
+    reference = doppler_sim.simulate_doppler(graph, devices, placement)
     assert makespan[k] == reference.makespan, k
     np.testing.assert_array_equal(start[k], reference.op_start)
     np.testing.assert_array_equal(end[k], reference.op_end)

@@ -6,14 +6,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from graph_strategies import dags, device_sets
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from datasets import devices as devices_lib
-from datasets import errors, synthetic
+from datasets import errors
 from datasets import io as graph_io
-from regal import native_wc, performance
-from regal import reference_models as rm
-from graph_strategies import dags, device_sets
+from datasets import synthetic
+from regal.scoring import native_wc, performance
+from regal.scoring import reference_models as rm
 
 
 def random_inputs(rng, graph, devices, population, coarse=False):

@@ -5,13 +5,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_test import assert_one_line_error, run
 
 from datasets import devices as devices_lib
 from datasets import io as graph_io
 from datasets import jax_import
-from regal import baselines, doppler_model, optimize_lib, performance, seed_arms
-from cli_test import assert_one_line_error, run
 from experiments.bench.graphs import synthetic_graph
+from regal import baselines
+from regal.app import optimize_lib
+from regal.scoring import doppler_sim, performance
+from regal.search import seed_arms
 
 S = jax.ShapeDtypeStruct
 
@@ -29,7 +32,7 @@ def test_doppler_graphs_rescore_and_beat_one_device(shared_graphs, file_name, tm
   data = json.loads(out.read_text())
   placement = np.array([entry["device"] for entry in data["placement"]])
   assert [entry["name"] for entry in data["placement"]] == list(graph.op_names)
-  rescored = doppler_model.simulate_doppler(graph, devices, placement)
+  rescored = doppler_sim.simulate_doppler(graph, devices, placement)
   assert rescored.makespan == data["makespan"] == data["objective"]
   assert data["makespan"] < graph.compute_cost.sum() == data["baselines"]["single_device"][
       "makespan"]

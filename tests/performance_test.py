@@ -5,8 +5,8 @@ import pytest
 
 from datasets import devices as devices_lib
 from datasets import errors, synthetic
-from regal import chromosome as ch
-from regal import performance
+from regal.scoring import chromosome as ch
+from regal.scoring import performance
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_bad_problems(graph, kwargs, message):
 
 
 def test_bad_placement_is_refused_before_running(graph):
-  from regal import reference_models
+  from regal.scoring import reference_models
   devices = devices_lib.homogeneous(2)
   with pytest.raises(errors.ConfigError, match="placed on device 5"):
     reference_models.simulate_wc(graph, devices, np.full(graph.num_ops, 5),

@@ -1,4 +1,4 @@
-"""regal.features, regal.policy, regal.reinforce: hand-checked features, exact dequantization,
+"""regal.learning.features, regal.learning.policy, regal.learning.reinforce: hand-checked features, exact dequantization,
 normalized log-probabilities, finite gradients, and a bandit update toward the better arm."""
 import itertools
 
@@ -10,7 +10,8 @@ import pytest
 from datasets import devices as devices_lib
 from datasets.graph import Graph
 from experiments.bench.graphs import synthetic_graph
-from regal import features, performance, policy, reinforce
+from regal.learning import features, policy, reinforce
+from regal.scoring import performance
 
 SMALL = policy.PolicyConfig(hidden=16, rounds=2, placement_bins=2, priority_bins=4)
 

@@ -1,13 +1,14 @@
 """Hand-checked cases for the reference WC and synchronous models (makespans worked out here)."""
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from graph_strategies import dags
+from hypothesis import given
+from hypothesis import strategies as st
 
 from datasets import devices as devices_lib
 from datasets.graph import GraphBuilder
-from regal import performance
-from regal import reference_models as rm
-from graph_strategies import dags
+from regal.scoring import performance
+from regal.scoring import reference_models as rm
 
 
 def chain():

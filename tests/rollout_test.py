@@ -1,4 +1,4 @@
-"""regal.rollout: bucket-padded chromosomes score exactly like the graph's own, and one
+"""regal.learning.rollout: bucket-padded chromosomes score exactly like the graph's own, and one
 compiled search serves every graph of a bucket."""
 import jax.numpy as jnp
 import numpy as np
@@ -6,8 +6,9 @@ import pytest
 
 from datasets import devices as devices_lib
 from experiments.bench.graphs import synthetic_graph
-from regal import chromosome as chromosome_lib
-from regal import performance, rollout
+from regal.learning import rollout
+from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import performance
 
 
 @pytest.fixture(scope="module")

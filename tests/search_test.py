@@ -6,7 +6,8 @@ import brkga
 from datasets import devices as devices_lib
 from datasets import synthetic
 from datasets.graph import GraphBuilder
-from regal import performance, search
+from regal import search
+from regal.scoring import performance
 
 
 def two_chains():

@@ -4,14 +4,14 @@ import csv
 
 import numpy as np
 import pytest
-
 from cli_test import assert_one_line_error, run
+
 from datasets import devices as devices_lib
 from datasets import errors
 from datasets import io as graph_io
-from regal import performance
-from regal import reference_models as rm
 from regal.baselines import exact
+from regal.scoring import performance
+from regal.scoring import reference_models as rm
 
 DOT = '''// a comment
 digraph "tiny" {

@@ -1,4 +1,4 @@
-"""regal.rollout_pool and regal.train_lib: Ray actors agree with the driver and survive a
+"""regal.learning.rollout_pool and regal.learning.train_lib: Ray actors agree with the driver and survive a
 killed actor; training runs, writes its report and resumes from its workdir."""
 import json
 import os
@@ -9,10 +9,12 @@ import pytest
 from datasets import devices as devices_lib
 from datasets import errors
 from experiments.bench.graphs import synthetic_graph
-from regal import optimize_lib, performance, train_lib
-from regal.configs import default as default_config
-from regal.rollout import Task
-from regal.rollout_pool import RolloutPool
+from regal.app import optimize_lib
+from regal.learning import checkpoint, train_lib
+from regal.learning.configs import default as default_config
+from regal.learning.rollout import Task
+from regal.learning.rollout_pool import RolloutPool
+from regal.scoring import performance
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +58,7 @@ def test_training_runs_reports_and_resumes(tmp_path):
   report = train_lib.train_and_evaluate(config, workdir)
   assert report["steps"] == 2 and len(report["history"]) == 2
   assert np.isfinite(report["test"]["improvement_pct"])
-  for name in ("checkpoint.msgpack", "checkpoint.json", "metrics.csv", "report.json",
+  for name in ("checkpoint.msgpack", "metrics.csv", "report.json",
                "reward_curve.png", f"features-{train_lib.fingerprint(config)}.npz",
                f"uniform-{train_lib.fingerprint(config)}.json"):
     assert os.path.exists(os.path.join(workdir, name)), name
@@ -80,8 +82,7 @@ def test_training_runs_reports_and_resumes(tmp_path):
   config.learning_rate = 0.5
   with pytest.raises(errors.ConfigError, match="checkpoint of another config"):
     train_lib.train_and_evaluate(config, workdir)
-  with open(os.path.join(workdir, "checkpoint.json")) as f:
-    assert json.load(f)["step"] == 3
+  assert checkpoint.read_meta(checkpoint.in_workdir(workdir))["step"] == 3
   # The trained policy runs on any graph through regal.optimize --policy.
   result = optimize_lib.run(synthetic_graph(12, seed=5), devices_lib.homogeneous(2),
                             model="sync", evals=700, policy_dir=workdir).data

@@ -6,8 +6,8 @@ r"""Our JAX BRKGA against brkga-mp-ipr on one 200-op synthetic graph, 5000 evalu
 Both search the same chromosomes with the same budget and the same hyperparameters
 (Goncalves & Resende defaults, rho = 0.7, one population), scored by the same WC model: ours
 under `jit` with the default scoring engine on a CPU (`native`: the compiled host event loop,
-`regal.native_wc`) and, for comparison, the lockstep JAX model (`jax`); the library one
-chromosome at a time with our readable reference model (`regal.reference_models`), as a user
+`regal.scoring.native_wc`) and, for comparison, the lockstep JAX model (`jax`); the library one
+chromosome at a time with our readable reference model (`regal.scoring.reference_models`), as a user
 wiring the library to a Python decoder would. It prints, per seed and on average: our search
 and compile wall times per engine, the library's wall time, the best makespans, and the speed
 ratio. Each evaluation the library asks for is counted; it stops before a generation that
@@ -15,7 +15,7 @@ would exceed the budget. Both engines score bit for bit alike, so they find the 
 """
 from __future__ import annotations
 
-from regal import parallel
+from regal.app import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -29,7 +29,8 @@ from absl import app, flags  # noqa: E402
 from datasets import atomic  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from experiments.bench.graphs import synthetic_graph  # noqa: E402
-from regal import performance, search  # noqa: E402
+from regal import search  # noqa: E402
+from regal.scoring import performance  # noqa: E402
 
 _SEEDS = flags.DEFINE_integer("seeds", 5, "Seeds to average over.")
 _EVALS = flags.DEFINE_integer("evals", 5000, "Evaluation budget per search.")

@@ -5,14 +5,14 @@ r"""Two versions of the JAX WC model, timed alternately in one process: a fair A
 
 Timings on a shared 2-core machine drift by up to ±30% between runs, more than most changes
 to the model are worth; timing the two versions in turns within one process puts both under
-the same drift. The baseline is `regal/wc_model.py` at a git revision, loaded as a module of
+the same drift. The baseline is `regal/scoring/wc_model.py` at a git revision, loaded as a module of
 its own beside today's other modules (so it must fit today's `SimGraph` and helpers). Both
 score the same chromosomes, must agree on every makespan, and are timed `--rounds` times
 each, alternating; the ratio printed is the median of the per-round speed ratios.
 """
 from __future__ import annotations
 
-from regal import parallel
+from regal.app import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -31,7 +31,7 @@ from absl import app, flags  # noqa: E402
 
 from datasets import devices as devices_lib  # noqa: E402
 from experiments.bench.graphs import synthetic_graph  # noqa: E402
-from regal import performance  # noqa: E402
+from regal.scoring import performance  # noqa: E402
 
 _BASELINE = flags.DEFINE_string("baseline", "HEAD", "Git revision of the baseline wc_model.py.")
 _BASELINE_MEMORY = flags.DEFINE_bool("baseline_memory", False,
@@ -65,10 +65,10 @@ def _fitness(problem, module, memory: bool, population: int):
 
 def main(argv: Sequence[str]) -> None:
   del argv
-  source = subprocess.run(["git", "show", f"{_BASELINE.value}:regal/wc_model.py"], cwd=REPO,
+  source = subprocess.run(["git", "show", f"{_BASELINE.value}:regal/scoring/wc_model.py"], cwd=REPO,
                           capture_output=True, text=True)
   if source.returncode:
-    sys.exit(f"error: cannot read regal/wc_model.py at {_BASELINE.value!r}: "
+    sys.exit(f"error: cannot read regal/scoring/wc_model.py at {_BASELINE.value!r}: "
              f"{source.stderr.strip()}")
   with tempfile.TemporaryDirectory() as folder:
     baseline_file = pathlib.Path(folder) / "baseline_wc_model.py"

@@ -8,13 +8,13 @@ One run measures, on one graph with 4 devices:
   episode's assignment (what a REINFORCE step needs), and a whole stage-II step (sampling,
   scoring, replay gradient, Adam);
 * the reference: the Doppler repository's simulator semantics on SimPy
-  (`regal.doppler_model`), one assignment per call, which is what every episode of the
+  (`regal.scoring.doppler_sim`), one assignment per call, which is what every episode of the
   original code waits for.
 It prints episodes per second for each and the ratios ours / reference.
 """
 from __future__ import annotations
 
-from regal import parallel
+from regal.app import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -30,9 +30,9 @@ from absl import app, flags  # noqa: E402
 from datasets import atomic  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from regal import doppler_model, performance  # noqa: E402
-from regal.doppler import episode as episode_lib  # noqa: E402
-from regal.doppler import training  # noqa: E402
+from regal.doppler_policy import episode as episode_lib  # noqa: E402
+from regal.doppler_policy import training  # noqa: E402
+from regal.scoring import doppler_sim, performance  # noqa: E402
 
 DEFAULT_GRAPH = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "graphs",
                              "doppler", "transformer_block_215nodes.txt")
@@ -85,7 +85,7 @@ def main(argv: Sequence[str]) -> None:
   placements, _ = training.assignments(agent, episodes(99))
   start = time.perf_counter()
   for k in range(_REFERENCE_CALLS.value):
-    doppler_model.simulate_doppler(graph, devices, placements[k % batch])
+    doppler_sim.simulate_doppler(graph, devices, placements[k % batch])
   reference = _REFERENCE_CALLS.value / (time.perf_counter() - start)
 
   figures = {"graph": graph.name, "ops": graph.num_ops, "devices": _DEVICES.value,

@@ -6,7 +6,7 @@ r"""The exact Doppler scorer against the SimPy model: equal on every assignment,
 For each of the four shared Doppler graphs (4 devices) and a 367-op REGAL synthetic graph, it
 draws assignments (random ones, the heuristics' — critical path both ways, HEFT, GP + DFS, one
 device — and each heuristic with a few ops moved, where near-equal schedules tie), scores every
-one with `regal.doppler_model` (SimPy) and `regal.native_doppler`, and counts those whose
+one with `regal.scoring.doppler_sim` (SimPy) and `regal.scoring.native_doppler`, and counts those whose
 makespan or op times differ (must be 0). Speed is measured in the same run: the native scorer on
 a large population split over every core, the median of `--repeats` timed calls, SimPy over every checked assignment (evaluations per second = assignments / total
 seconds); the ratio is native / SimPy evaluations per second. Run it on a quiet machine.
@@ -26,8 +26,8 @@ from datasets import errors
 from datasets import io as graph_io
 from experiments import report
 from experiments.bench.graphs import synthetic_graph
-from regal import doppler_model, native_doppler, performance
 from regal.baselines import list_scheduling, partition
+from regal.scoring import doppler_sim, native_doppler, performance
 
 _QUICK = flags.DEFINE_bool("quick", False, "Few assignments (a smoke run).")
 _CHECKED = flags.DEFINE_integer("checked", 2000, "Assignments per graph checked against SimPy.")
@@ -76,7 +76,7 @@ def measure(name: str, graph, devices, checked: int, timed: int, repeats: int) -
   reference_seconds = []
   for k, placement in enumerate(placements):
     began = time.perf_counter()
-    schedule = doppler_model.simulate_doppler(graph, devices, placement)
+    schedule = doppler_sim.simulate_doppler(graph, devices, placement)
     reference_seconds.append(time.perf_counter() - began)
     mismatches += not (schedule.makespan == makespan[k]
                        and np.array_equal(schedule.op_start, start[k])

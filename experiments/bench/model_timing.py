@@ -8,7 +8,7 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from regal import performance
+from regal.scoring import performance
 
 
 def time_batched(problem: performance.Problem, population: int, repeats: int) -> tuple[float, float]:

@@ -13,7 +13,7 @@ as the runtime objective scores it, makespan only (no memory tracking).
 """
 from __future__ import annotations
 
-from regal import parallel
+from regal.app import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -29,7 +29,7 @@ from datasets import atomic  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from experiments.bench.graphs import synthetic_graph  # noqa: E402
 from experiments.bench.model_timing import time_batched, time_reference  # noqa: E402
-from regal import performance  # noqa: E402
+from regal.scoring import performance  # noqa: E402
 
 _SIZES = flags.DEFINE_list("sizes", ["50", "200", "1000"], "Graph sizes (ops).")
 _POPULATIONS = flags.DEFINE_list("populations", ["64", "256", "1024"], "Population sizes.")

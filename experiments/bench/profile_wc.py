@@ -29,7 +29,7 @@ from absl import app, flags
 
 from datasets import devices as devices_lib
 from experiments.bench.graphs import synthetic_graph
-from regal import performance, wc_model
+from regal.scoring import performance, wc_model
 
 _OPS = flags.DEFINE_integer("ops", 200, "Synthetic graph size (ops).")
 _POPULATION = flags.DEFINE_integer("population", 512, "Chromosomes per call.")

@@ -1,6 +1,6 @@
 """Baselines: every method the REGAL and Doppler papers compare against, on one scoring path.
 
-Each method takes a `regal.performance.Problem` and returns a `MethodResult` (placement, op
+Each method takes a `regal.scoring.performance.Problem` and returns a `MethodResult` (placement, op
 order, objective under the problem's reference model, wall time). `run_method(name, ...)`
 is what `regal.optimize --method NAME` and the baselines table call.
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from regal import performance
 from regal.baselines import enumerative, exact, list_scheduling, local_search, partition, sampling
 from regal.baselines.common import MethodResult, finish, score
+from regal.scoring import performance
 
 _METHODS: dict[str, Callable[..., MethodResult]] = {
     "critical_path": lambda p, evals, seed, time_limit: list_scheduling.critical_path(p),

@@ -1,8 +1,8 @@
 """What every placement method returns, and the one scoring path they all share.
 
 A method produces a placement and an op order (first runs first when ready); `finish` encodes
-them as a chromosome (`regal.chromosome.encode`) and scores it with the problem's reference
-model (`regal.performance.score_reference`), so every method's objective comes from the same
+them as a chromosome (`regal.scoring.chromosome.encode`) and scores it with the problem's reference
+model (`regal.scoring.performance.score_reference`), so every method's objective comes from the same
 code as BRKGA's re-scored winner and can be compared with it directly.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from regal import chromosome as chromosome_lib
-from regal import performance
-from regal.schedule import Schedule
+from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import performance
+from regal.scoring.schedule import Schedule
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,22 +20,14 @@ import time
 
 import numpy as np
 
+from datasets import analysis
+from datasets.analysis import Dependencies
 from datasets.graph import Graph
-from regal import performance
 from regal.baselines.common import MethodResult, finish
-from regal.baselines.list_scheduling import Dependencies, input_ready_time
+from regal.baselines.list_scheduling import input_ready_time
+from regal.scoring import performance
 
 MAX_PERMUTATIONS = 5040  # Beyond 7! permutations per group, a seeded sample of this many.
-
-
-def topological_levels(graph: Graph) -> np.ndarray:
-  """[o] length of the longest path from a source to each op."""
-  level = np.zeros(graph.num_ops, np.int64)
-  for op in graph.topological_order.tolist():
-    preds = graph.predecessors(op)
-    if len(preds):
-      level[op] = level[preds].max() + 1
-  return level
 
 
 def _groups_from_labels(graph: Graph, labels: list) -> list[list[int]] | None:
@@ -79,7 +71,7 @@ def meta_op_groups(graph: Graph) -> tuple[list[list[int]], str]:
     groups = _groups_from_labels(graph, [(str(m), str(r)) for m, r in zip(meta, roles)])
     if groups is not None:
       return groups, "meta_op"
-  level = topological_levels(graph)
+  level = analysis.top_levels(graph, np.ones(graph.num_ops)).astype(np.int64)  # depth
   return _groups_from_labels(graph, level.tolist()), "topological level"
 
 

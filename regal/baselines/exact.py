@@ -20,12 +20,12 @@ import time
 
 import numpy as np
 
-from datasets import errors
+from datasets import analysis, errors
+from datasets.analysis import CONTROL_ONLY, Dependencies
 from datasets.devices import DeviceSpec
-from regal import performance
 from regal.baselines import fusion, list_scheduling
 from regal.baselines.common import MethodResult, finish
-from regal.baselines.list_scheduling import CONTROL_ONLY, Dependencies
+from regal.scoring import performance
 
 HORIZON_UNITS = 10_000_000
 
@@ -53,7 +53,7 @@ def solve_delay_model(cost: np.ndarray, edges: list[tuple[int, int, float]],
   for src, dst, size in edges:
     for a in range(num_devices):
       for b in range(num_devices):
-        delay[(src, dst, a, b)] = list_scheduling.transfer_time(devices, size, a, b)
+        delay[(src, dst, a, b)] = float(analysis.transfer_time(devices, size, a, b))
   horizon = float(duration.max(axis=1).sum() + sum(max(
       (delay[(s, d, a, b)] for a in range(num_devices) for b in range(num_devices)), default=0)
       for s, d, _ in edges))

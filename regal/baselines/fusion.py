@@ -3,7 +3,7 @@
 QuickP ("Efficient Device Placement for Distributed DNN Training", 2025) makes exact placement
 affordable on large graphs by solving a smaller model:
 
-* **Fusion** (its Algorithm 1, `datasets.coarsen.quickp_fusion`): straight-line edges and
+* **Fusion** (its Algorithm 1, `regal.search.coarsen.quickp_fusion`): straight-line edges and
   edges between cheap ops (at most alpha, by default the 90th percentile of the non-zero
   compute costs) are contracted, never an edge from a fan-out to a fan-in, and never one that
   would close a cycle. Fused ops run back to back on one device in topological order.
@@ -19,11 +19,11 @@ import dataclasses
 
 import numpy as np
 
-from datasets import coarsen
+from datasets import analysis
+from datasets.analysis import CONTROL_ONLY, Dependencies, mean_transfer_time
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
-from regal.baselines.list_scheduling import (CONTROL_ONLY, Dependencies, bottom_levels,
-                                             mean_transfer_time)
+from regal.search import coarsen
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Fused:
 
 
 def fuse(graph: Graph, alpha: float | None = None) -> Fused:
-  """QuickP's operator fusion (`datasets.coarsen.quickp_fusion`) as a node-level model."""
+  """QuickP's operator fusion (`regal.search.coarsen.quickp_fusion`) as a node-level model."""
   coarsening = coarsen.quickp_fusion(graph, alpha)
   node_of = coarsening.group_of
   deps = Dependencies.of(graph)
@@ -58,24 +58,16 @@ def fuse(graph: Graph, alpha: float | None = None) -> Fused:
 def colocation_groups(graph: Graph, devices: DeviceSpec) -> list[list[int]]:
   """Ops that must share a device by the critical-path rank rule (groups of 2 or more)."""
   deps = Dependencies.of(graph)
-  rank = bottom_levels(graph, devices, deps)
-  mean_time = graph.compute_cost * float(np.mean(1.0 / devices.speed))
-  top = np.zeros(graph.num_ops)  # Top level: the longest path into each op.
-  critical_pred = np.full(graph.num_ops, -1)
-  for v in graph.topological_order.tolist():
-    heads = [top[u] + mean_time[u] + mean_transfer_time(devices, size)
-             for u, size in zip(deps.preds[v], deps.pred_bytes[v])]
-    if heads:
-      k = int(np.argmax(heads))
-      top[v], critical_pred[v] = heads[k], deps.preds[v][k]
+  _, critical_succ = analysis.mean_bottom_levels(graph, devices, deps,
+                                                 with_critical_successor=True)
+  mean_time = analysis.mean_compute_time(graph, devices)
+  _, critical_pred = analysis.mean_top_levels(graph, devices, deps, with_critical_predecessor=True)
   groups = coarsen.UnionFind(graph.num_ops)
   for u in range(graph.num_ops):
     if not deps.succs[u]:
       continue
-    tails = [mean_transfer_time(devices, size) + rank[v]
-             for v, size in zip(deps.succs[u], deps.succ_bytes[u])]
-    k = int(np.argmax(tails))
-    v, size = deps.succs[u][k], deps.succ_bytes[u][k]
+    v = int(critical_succ[u])
+    size = deps.succ_bytes[u][deps.succs[u].index(v)]
     # Mutual critical neighbours only, so groups stay paths and parallel branches stay free.
     if critical_pred[v] == u and mean_transfer_time(devices, size) > min(mean_time[u],
                                                                           mean_time[v]):

@@ -20,75 +20,18 @@ import time
 
 import numpy as np
 
+from datasets import analysis
+from datasets.analysis import Dependencies
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
-from regal import performance
 from regal.baselines.common import MethodResult, finish
-
-CONTROL_ONLY = -1.0  # Bytes of a dependency that carries no tensor.
-
-
-@dataclasses.dataclass(frozen=True)
-class Dependencies:
-  """Each op's distinct predecessors with the largest tensor it reads from each.
-
-  preds[v][k] is a predecessor of v; pred_bytes[v][k] the largest tensor of it that v reads
-  (CONTROL_ONLY when v only waits for it). succs[u] lists u's distinct successors, ascending.
-  """
-  preds: list[list[int]]
-  pred_bytes: list[list[float]]
-  succs: list[list[int]]
-  succ_bytes: list[list[float]]
-
-  @classmethod
-  def of(cls, graph: Graph) -> "Dependencies":
-    largest: dict[tuple[int, int], float] = {}
-    for src, dst, is_control, size in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(),
-                                          graph.edge_is_control.tolist(),
-                                          graph.edge_bytes.tolist()):
-      carried = CONTROL_ONLY if is_control else size
-      largest[(src, dst)] = max(largest.get((src, dst), CONTROL_ONLY), carried)
-    preds = [[] for _ in range(graph.num_ops)]
-    pred_bytes = [[] for _ in range(graph.num_ops)]
-    succs = [[] for _ in range(graph.num_ops)]
-    succ_bytes = [[] for _ in range(graph.num_ops)]
-    for (src, dst), size in sorted(largest.items()):
-      preds[dst].append(src)
-      pred_bytes[dst].append(size)
-      succs[src].append(dst)
-      succ_bytes[src].append(size)
-    return cls(preds, pred_bytes, succs, succ_bytes)
-
-
-def transfer_time(devices: DeviceSpec, num_bytes: float, src: int, dst: int) -> float:
-  if src == dst or num_bytes == CONTROL_ONLY:
-    return 0.0
-  return float(devices.latency[src, dst] + num_bytes / devices.bandwidth[src, dst])
-
-
-def mean_transfer_time(devices: DeviceSpec, num_bytes: float) -> float:
-  """Average time over ordered pairs of distinct devices (0 with one device)."""
-  if num_bytes == CONTROL_ONLY or devices.num_devices == 1:
-    return 0.0
-  off = ~np.eye(devices.num_devices, dtype=bool)
-  return float(np.mean(devices.latency[off] + num_bytes / devices.bandwidth[off]))
-
-
-def bottom_levels(graph: Graph, devices: DeviceSpec, deps: Dependencies) -> np.ndarray:
-  """Upward rank: mean compute time plus the longest path of mean compute + transfer times."""
-  mean_time = graph.compute_cost * float(np.mean(1.0 / devices.speed))
-  level = np.zeros(graph.num_ops)
-  for op in graph.topological_order[::-1].tolist():
-    tail = [mean_transfer_time(devices, size) + level[succ]
-            for succ, size in zip(deps.succs[op], deps.succ_bytes[op])]
-    level[op] = mean_time[op] + max(tail, default=0.0)
-  return level
+from regal.scoring import performance
 
 
 def input_ready_time(op: int, device: int, placement: np.ndarray, end: np.ndarray,
                      deps: Dependencies, devices: DeviceSpec) -> float:
   """When all of op's inputs are available on `device` (its predecessors are placed)."""
-  return max((end[pred] + transfer_time(devices, size, int(placement[pred]), device)
+  return max((end[pred] + analysis.transfer_time(devices, size, int(placement[pred]), device)
               for pred, size in zip(deps.preds[op], deps.pred_bytes[op])), default=0.0)
 
 
@@ -128,7 +71,7 @@ def critical_path_assignment(graph: Graph, devices: DeviceSpec, doppler_reposito
   inputs, so later earliest-start estimates run early.
   """
   deps = Dependencies.of(graph)
-  level = bottom_levels(graph, devices, deps)
+  level = analysis.mean_bottom_levels(graph, devices, deps)
   missing = np.array([len(p) for p in deps.preds])
   ready = [op for op in range(graph.num_ops) if missing[op] == 0]  # In order of readiness.
   placement = np.full(graph.num_ops, -1, np.int64)
@@ -164,7 +107,7 @@ def heft_assignment(graph: Graph, devices: DeviceSpec) -> tuple[np.ndarray, np.n
   earliest finish time, allowed into an idle gap between ops already there (insertion).
   Returns (placement, ops ordered by planned start time)."""
   deps = Dependencies.of(graph)
-  rank = bottom_levels(graph, devices, deps)
+  rank = analysis.mean_bottom_levels(graph, devices, deps)
   topo_position = np.empty(graph.num_ops, np.int64)
   topo_position[graph.topological_order] = np.arange(graph.num_ops)
   # Zero-cost ops can tie with their successors: the topological position keeps it valid.

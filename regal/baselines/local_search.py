@@ -23,8 +23,8 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from regal import performance
 from regal.baselines.common import MethodResult, finish
+from regal.scoring import performance
 
 
 def _chromosomes(placement: np.ndarray, rank: np.ndarray, num_devices: int,

@@ -13,10 +13,10 @@ import time
 
 import numpy as np
 
+from datasets.analysis import Dependencies
 from datasets.graph import Graph
-from regal import performance
 from regal.baselines.common import MethodResult, finish
-from regal.baselines.list_scheduling import Dependencies
+from regal.scoring import performance
 
 _METIS_SCALE = 1_000_000  # METIS wants integer weights: costs scaled to this many units.
 

@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import brkga
-from regal import performance
 from regal.baselines.common import MethodResult, finish
+from regal.scoring import performance
 
 
 def sample_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,

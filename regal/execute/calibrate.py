@@ -2,7 +2,7 @@ r"""Calibrates the performance model to this machine's devices and reports how w
 
   python -m regal.execute.calibrate                          # chain_mm 1024, 4 devices, 50
   python -m regal.execute.calibrate --workload ffnn --devices 2 --placements 50 \
-      --spec_out devices.json --report calibration.json --plot calibration.png
+      --spec_out devices.json --report calibrate_lib.json --plot calibrate_lib.png
 
 Times every kernel of a scaled sharded workload alone on each device and transfers between
 every pair, fits device speeds and link latency / bandwidth (least squares, written as a device
@@ -46,6 +46,7 @@ def plot(report: dict, path: str) -> None:
   import matplotlib
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
+
   from datasets import atomic
   rows = report["rows"]
   fig, ax = plt.subplots(figsize=(5, 5))
@@ -69,17 +70,19 @@ def main(argv: Sequence[str]) -> None:
   if _DEVICES.value < 1 or _PLACEMENTS.value < 2 or _REPEATS.value < 1 or _SIZE.value < 8:
     raise errors.ConfigError("--devices and --repeats must be >= 1, --placements >= 2, "
                              "--size >= 8")
-  from regal import parallel
+  from regal.app import parallel
   parallel.use_host_devices(_DEVICES.value)  # Before JAX starts.
-  from datasets import atomic, devices as devices_lib, io as graph_io
-  from regal.execute import calibration, executor, programs
+  from datasets import atomic
+  from datasets import devices as devices_lib
+  from datasets import io as graph_io
+  from regal.execute import calibrate_lib, choose_program, executor
   devices = executor.available_devices(_DEVICES.value)
   graph = (graph_io.load_graph(_GRAPH.value) if _GRAPH.value
            else workload_graph(_WORKLOAD.value, _SIZE.value, _DEVICES.value))
-  program = programs.program_for(graph, seed=_SEED.value)
+  program = choose_program.program_for(graph, seed=_SEED.value)
   print(f"{graph.name}: {graph.num_ops} ops, {program.kind} kernels, {len(devices)} "
         f"{devices[0].platform} devices; timing kernels and links ...", flush=True)
-  fit = calibration.calibrate(graph, program, devices)
+  fit = calibrate_lib.calibrate(graph, program, devices)
   spec = fit.spec
   print(f"speed (cost units / s): {', '.join(f'{s:.4g}' for s in spec.speed)}  "
         f"(fit r2 {', '.join(f'{r:.3f}' for r in fit.op_r2)})")
@@ -98,7 +101,7 @@ def main(argv: Sequence[str]) -> None:
             f"{1e3 * row['predicted_seconds']:.2f} ms, measured "
             f"{1e3 * row['measured_seconds']:.2f} ms", flush=True)
 
-  report = calibration.prediction_report(graph, program, spec, devices, _PLACEMENTS.value,
+  report = calibrate_lib.prediction_report(graph, program, spec, devices, _PLACEMENTS.value,
                                          _SEED.value, _REPEATS.value, _MODE.value, progress)
   report = {"graph": graph.name, "num_ops": graph.num_ops, "program": program.kind,
             "device_kind": f"{len(devices)} x {devices[0].device_kind}",

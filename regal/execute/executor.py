@@ -30,7 +30,7 @@ import numpy as np
 from datasets import errors
 from datasets.graph import Graph
 from regal.execute.program import Program, check, op_inputs, op_tensors
-from regal.schedule import validate_placement
+from regal.scoring.schedule import validate_placement
 
 MODES = ("async", "strict")
 _POLL_SECONDS = 20e-6

@@ -1,7 +1,7 @@
 """Measured run times as a reward source (Doppler's stage III, REGAL fine-tuning) and as the
 answer to "how fast is it really" (`regal.optimize --execute`).
 
-`MeasuredReward` has the `RewardSource` interface of `regal.doppler.training`: placements
+`MeasuredReward` has the `RewardSource` interface of `regal.doppler_policy.training`: placements
 [B, o] and op orders [B, o] in, makespans [B] out, here the median wall time of `repeats`
 executions. Measurements are cached by a hash of (placement, order): an assignment seen again
 costs nothing, which matters because a converging policy repeats itself.

@@ -1,0 +1,469 @@
+"""The library behind `python -m regal.optimize`: load, search, re-score, report.
+
+Result JSON schema (`format: "regal.result"`, version 1):
+  graph           {name, num_ops, num_tensors, source}
+  devices         the device description (datasets.devices JSON form)
+  settings        method, model, search_model (what batched search scored), engine (how:
+                  native or jax), objective, memory_limit, evals, seed, BRKGA parameters and
+                  their preset name (for brkga), time_limit (for cpsat / quickp)
+  details         method-specific facts (e.g. CP-SAT's status and lower bound; for brkga:
+                  seed_arms {arm: best objective of its seeds}, arm_evaluations, winner_origin
+                  (the arm the winner descends from through elite parents, null: none);
+                  for doppler: imitation agreement, episodes, episodes_per_second, and with
+                  --reward measured stage3 {episodes, critical_path_seconds, best_seconds,
+                  executions}; with --policy:
+                  regal_objective, uniform_brkga_objective at the same budget,
+                  feature_evaluations), and with
+                  --coarsen: coarsening {spec, original_ops, coarse_ops, coarse_tensors,
+                  coarse_objective (the best on the group graph), seconds} (the method ran on
+                  the group graph; everything else reported is for the original graph)
+  objective       the best solution's objective value
+  makespan        its makespan, and peak_memory [D] per device (null for the doppler model)
+  placement       [{op, name, device}] in the input file's op order
+  schedule        op names in priority order (first runs first when ready)
+  ops             [{op, name, device, start, end}]; transfers [{tensor, producer, src, dst,
+                  start, end}] for the models that time transfers
+  baselines       {single_device: {objective, makespan}, best_seed: {...}}
+  chosen          the candidate reported (the method's own answer, or a seed that was better)
+  search_objective the method's own answer's objective (what the search found, seeds aside)
+  improvement_pct over the single-device objective
+  evaluations, wall_seconds {compile, search, total}, versions {python, jax, numpy, numba,
+                  regal}
+  execution       (with --execute) {program, devices, facts, assignments {name: {predicted,
+                  median_seconds, p25_seconds, p75_seconds, repeats, seconds, mode,
+                  ops_on_named_device}}} for best, single_device and the other candidates
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import time
+from typing import Any
+
+import jax
+import numba
+import numpy as np
+
+from datasets import atomic, errors
+from datasets.devices import DeviceSpec
+from datasets.graph import Graph
+from regal import baselines, search
+from regal.learning import policy_runner
+from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import performance
+from regal.scoring.schedule import Schedule
+from regal.search import brkga_presets, coarsen, seed_arms
+
+RESULT_FORMAT = "regal.result"
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+  data: dict[str, Any]
+  schedule: Schedule
+  placement: np.ndarray
+  # name -> (placement, op order, model makespan): the winner ("best"), "single_device" and
+  # every other candidate the method produced (seeds), for `--execute`.
+  assignments: dict[str, tuple[np.ndarray, np.ndarray, float]] = dataclasses.field(
+      default_factory=dict)
+
+
+METHODS = ("brkga", "doppler") + baselines.METHODS
+
+
+def _run_brkga(problem: performance.Problem, evals: int, seed: int,
+               policy_dir: str | None = None,
+               arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
+               doppler: seed_arms.DopplerArm | None = None,
+               brkga_preset: str = brkga_presets.DEFAULT, decoder: str | None = None,
+               time_limit: float | None = None):
+  # The searched layout's size (a size bucket on native engines): one compile per bucket.
+  params = brkga_presets.params(brkga_preset, search.search_layout(problem).size,
+                                evals=evals)
+  search_settings = brkga_presets.search_settings(brkga_preset, decoder=decoder,
+                                                  model=problem.model)
+  seeds, arm_evaluations = seed_arms.arm_seeds(problem, arms, doppler, seed)
+  if evals - arm_evaluations < params.population_size:
+    raise errors.ConfigError(f"--evals {evals} leaves {evals - arm_evaluations} evaluations "
+                             f"for BRKGA after the seed arms spent {arm_evaluations}; it needs "
+                             f"at least one population ({params.population_size})")
+  evals -= arm_evaluations
+  details = {}
+  try:
+    if policy_dir:
+      # REGAL: the policy's mutant distributions; compared with uniform BRKGA at the same
+      # budget (the feature run counts against REGAL's).
+      policy_config, policy_params = policy_runner.load(policy_dir, problem)
+      alpha, beta, spent = policy_runner.mutant_distributions(problem, policy_config,
+                                                              policy_params, seed)
+      uniform = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds,
+                                settings=search_settings, time_limit=time_limit)
+      params = params.replace(mutant_alpha=alpha, mutant_beta=beta)
+      evals -= spent
+      details = {"policy": policy_dir, "feature_evaluations": spent,
+                 "uniform_brkga_objective": float(performance.score_reference(
+                     problem, uniform.best_chromosome)[0])}
+    result = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds,
+                             settings=search_settings, time_limit=time_limit)
+  except ValueError as error:  # e.g. a budget below one population
+    raise errors.ConfigError(str(error)) from None
+  if policy_dir:
+    details["regal_objective"] = float(performance.score_reference(
+        problem, result.best_chromosome)[0])
+  settings = {"brkga": {"preset": brkga_preset or brkga_presets.DEFAULT,
+                        "population_size": params.population_size,
+                        "num_elites": params.num_elites, "num_mutants": params.num_mutants,
+                        "num_populations": params.num_populations,
+                        "rho": float(np.asarray(params.rho)),
+                        "decoder": search_settings.decoder, "bias": search_settings.bias,
+                        "memetic": dataclasses.asdict(search_settings.memetic),
+                        "time_limit": time_limit,
+                        "stopped_early": result.stopped_early}}
+  if not policy_dir:
+    settings["brkga"].update(mutant_alpha=float(np.asarray(params.mutant_alpha)),
+                             mutant_beta=float(np.asarray(params.mutant_beta)))
+  wall = {"compile": result.compile_seconds, "search": result.search_seconds}
+  # Every seed is re-scored too: the result must never be worse than a seed.
+  candidates = {"brkga": result.best_chromosome, **seeds}
+  if policy_dir:  # The user gets the better of the two searches; details keep both.
+    candidates["uniform_brkga"] = uniform.best_chromosome
+  arm_scores = {}
+  for name, chromosome in seeds.items():
+    value = float(performance.score_reference(problem, chromosome)[0])
+    arm = seed_arms.arm_of(name)
+    arm_scores[arm] = min(arm_scores.get(arm, np.inf), value)
+  details.update({"seed_arms": arm_scores, "arm_evaluations": arm_evaluations,
+                  "winner_origin": None if result.origin is None else
+                  seed_arms.arm_of(result.origin)})
+  total = result.evaluations + details.get("feature_evaluations", 0) + arm_evaluations
+  return candidates, total, settings, wall, details
+
+
+def _run_doppler(problem: performance.Problem, evals: int, seed: int,
+                 doppler: seed_arms.DopplerArm | None, save: str | None, measured=None,
+                 stage3_steps: int = 0):
+  from regal.doppler_policy import method as doppler_method
+  doppler = doppler or seed_arms.DopplerArm()
+  result = doppler_method.doppler(problem, evals, seed, checkpoint=doppler.checkpoint, save=save,
+                                  measured=measured, stage3_steps=stage3_steps)
+  wall = {"compile": 0.0, "search": result.wall_seconds}
+  return {"doppler": result.chromosome}, result.evaluations, {}, wall, result.details
+
+
+def _run_baseline(problem: performance.Problem, method: str, evals: int, seed: int,
+                  time_limit: float):
+  try:
+    result = baselines.run_method(method, problem, evals=evals, seed=seed, time_limit=time_limit)
+  except ValueError as error:
+    raise errors.ConfigError(str(error)) from None
+  settings = {"time_limit": time_limit} if method in baselines.MAKESPAN_ONLY else {}
+  wall = {"compile": 0.0, "search": result.wall_seconds}
+  return {method: result.chromosome}, result.evaluations, settings, wall, result.details
+
+
+def _expand_candidates(coarse_problem: performance.Problem, problem: performance.Problem,
+                       coarsening: coarsen.Coarsening,
+                       candidates: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """Coarse chromosomes as chromosomes of the original graph (groups expanded in order)."""
+  expanded = {}
+  for name, chromosome in candidates.items():
+    decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), coarse_problem.layout)
+    order = chromosome_lib.priority_order(np.asarray(decoded.op_priority))
+    placement, op_order = coarsen.expand(coarsening, np.asarray(decoded.placement), order)
+    expanded[name] = chromosome_lib.encode(placement, op_order, problem.layout)
+  return expanded
+
+
+def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "runtime",
+        memory_limit: float | None = None, evals: int | None = None, seed: int = 0,
+        source: str = "", method: str = "brkga", time_limit: float | None = None,
+        coarsen_spec: str = "off", policy_dir: str | None = None,
+        arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
+        doppler: seed_arms.DopplerArm | None = None, doppler_save: str | None = None,
+        measured=None, stage3_steps: int = 0,
+        brkga_preset: str = "default", engine: str = "auto",
+        decoder: str | None = None) -> Report:
+  """`evals`: the budget (default: `search.default_evals` of the searched graph);
+  `time_limit`: seconds that end BRKGA at a generation boundary (default: none, so a run is
+  deterministic), or the cpsat and quickp solvers' limit (default 10 s); `decoder`: BRKGA's
+  decoder instead of the preset's. `measured`: a reward source of measured run times for
+  Doppler's stage III (`stage3_steps` batches of episodes), with --method doppler only."""
+  start = time.perf_counter()
+  if method not in METHODS:
+    raise errors.ConfigError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+  if measured is not None and (method != "doppler" or coarsen_spec != "off"):
+    raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "
+                             "--method doppler and without --coarsen")
+  problem = performance.Problem(graph, devices, model=model, objective=objective,
+                                memory_limit=memory_limit, engine=engine)
+  coarsening = coarsen.coarsen_for_search(graph, coarsen_spec, devices.num_devices)
+  coarsen_seconds = time.perf_counter() - start
+  solved = problem if coarsening is None else dataclasses.replace(
+      problem, graph=coarsen.coarse_graph(graph, coarsening))
+  if brkga_preset not in ("", brkga_presets.DEFAULT) and method != "brkga":
+    raise errors.ConfigError("--brkga_preset sets BRKGA's parameters: use it with --method brkga")
+  if policy_dir and method != "brkga":
+    raise errors.ConfigError("--policy runs REGAL, i.e. BRKGA: use it with --method brkga")
+  if decoder is not None and method != "brkga":
+    raise errors.ConfigError("--decoder sets how BRKGA reads chromosomes: use it with "
+                             "--method brkga")
+  if evals is None:
+    evals = search.default_evals(solved)
+  if method == "brkga":
+    candidates, evaluations, method_settings, wall, details = _run_brkga(
+        solved, evals, seed, policy_dir, arms, doppler, brkga_preset, decoder, time_limit)
+  elif method == "doppler":
+    candidates, evaluations, method_settings, wall, details = _run_doppler(
+        solved, evals, seed, doppler, doppler_save, measured, stage3_steps)
+  else:
+    candidates, evaluations, method_settings, wall, details = _run_baseline(
+        solved, method, evals, seed, 10.0 if time_limit is None else time_limit)
+  if coarsening is not None:
+    coarse_objective = min(performance.score_reference(solved, c)[0] for c in candidates.values())
+    candidates = _expand_candidates(solved, problem, coarsening, candidates)
+    details = {**details, "coarsening": {"spec": coarsen_spec, "original_ops": graph.num_ops,
+                                         "coarse_ops": coarsening.num_groups,
+                                         "coarse_tensors": solved.graph.num_tensors,
+                                         "coarse_objective": float(coarse_objective),
+                                         "seconds": coarsen_seconds}}
+  # Every reported number comes from the readable reference model (the exact Doppler
+  # simulator for --model doppler), so it can be checked independently.
+  seed_chromosome = search.single_device_seed(problem)
+  single_value, single_schedule = performance.score_reference(problem, seed_chromosome)
+  scored = {name: performance.score_reference(problem, c) for name, c in candidates.items()}
+  best_name = min(scored, key=lambda name: scored[name][0])  # Ties: the method's own answer.
+  best_value, schedule = scored[best_name]
+  chosen = candidates[best_name]
+  seed_scores = {name: value for name, (value, _) in scored.items() if name != method}
+  decoded = chromosome_lib.decode(np.asarray(chosen, np.float32), problem.layout,
+                                  problem.pinned)
+  placement = np.asarray(decoded.placement)
+  order = chromosome_lib.priority_order(np.asarray(decoded.op_priority))
+  total = time.perf_counter() - start
+  data = {
+      "format": RESULT_FORMAT, "version": 1,
+      "graph": {"name": graph.name, "num_ops": graph.num_ops,
+                "num_tensors": graph.num_tensors, "source": source},
+      "devices": devices.to_json_dict(),
+      "settings": {"method": method, "model": model,
+                   "search_model": problem.model,
+                   "engine": performance.scoring_engine(problem),
+                   "objective": objective, "memory_limit": memory_limit, "evals": evals,
+                   "seed": seed, **method_settings},
+      "details": details,
+      "objective": best_value,
+      "makespan": float(schedule.makespan),
+      "peak_memory": _nan_to_none(schedule.peak_memory),
+      "placement": [{"op": i, "name": graph.op_names[i], "device": int(placement[i])}
+                    for i in range(graph.num_ops)],
+      "schedule": [graph.op_names[i] for i in order],
+      "ops": [{"op": i, "name": graph.op_names[i], "device": int(placement[i]),
+               "start": float(schedule.op_start[i]), "end": float(schedule.op_end[i])}
+              for i in range(graph.num_ops)],
+      "transfers": _transfers(graph, placement, schedule),
+      "baselines": {"single_device": {"objective": single_value,
+                                      "makespan": float(single_schedule.makespan)},
+                    **({"best_seed": {"name": min(seed_scores, key=seed_scores.get),
+                                      "objective": min(seed_scores.values())}}
+                       if seed_scores else {})},
+      "chosen": best_name,
+      "search_objective": float(scored[method][0]) if method in scored else None,
+      "improvement_pct": 100.0 * (single_value - best_value) / single_value
+                         if single_value else 0.0,
+      "evaluations": evaluations,
+      "wall_seconds": {**wall, "total": total},
+      "versions": {"python": platform.python_version(), "jax": jax.__version__,
+                   "numpy": np.__version__, "numba": numba.__version__,
+                   "regal": _regal_version()},
+  }
+  assignments = {"best": (placement, order, float(schedule.makespan)),
+                 "single_device": (*_assignment(problem, seed_chromosome),
+                                   float(single_schedule.makespan))}
+  for name, chromosome in candidates.items():
+    if name != best_name:
+      assignments[name] = (*_assignment(problem, chromosome), float(scored[name][1].makespan))
+  return Report(data=data, schedule=schedule, placement=placement, assignments=assignments)
+
+
+def _assignment(problem: performance.Problem, chromosome) -> tuple[np.ndarray, np.ndarray]:
+  decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), problem.layout,
+                                  problem.pinned)
+  return (np.asarray(decoded.placement),
+          chromosome_lib.priority_order(np.asarray(decoded.op_priority)))
+
+
+def _nan_to_none(values: np.ndarray) -> list[float | None]:
+  return [None if np.isnan(v) else float(v) for v in np.asarray(values, float)]
+
+
+def _transfers(graph: Graph, placement: np.ndarray, schedule: Schedule) -> list[dict]:
+  sent = np.argwhere(~np.isnan(schedule.transfer_start))
+  return [{"tensor": int(t), "producer": graph.op_names[graph.tensor_producer[t]],
+           "src": int(placement[graph.tensor_producer[t]]), "dst": int(d),
+           "start": float(schedule.transfer_start[t, d]),
+           "end": float(schedule.transfer_end[t, d])} for t, d in sent]
+
+
+def _regal_version() -> str:
+  try:
+    from importlib.metadata import version
+    return version("regal")
+  except Exception:  # pylint: disable=broad-except  # Not installed: running from a checkout.
+    return "checkout"
+
+
+def write_json(report: Report, path: str) -> None:
+  atomic.write_text(path, json.dumps(report.data, indent=1) + "\n")
+
+
+def summary(report: Report) -> str:
+  d = report.data
+  peak = ", ".join("-" if p is None else f"{p:.6g}" for p in d["peak_memory"])
+  single = d["baselines"]["single_device"]
+  wall = d["wall_seconds"]
+  lines = [
+      f"graph {d['graph']['name']}: {d['graph']['num_ops']} ops on "
+      f"{d['devices']['num_devices']} devices, method {d['settings']['method']}, model "
+      f"{d['settings']['model']}, objective {d['settings']['objective']}",
+      f"best:          objective {d['objective']:.6g}  makespan {d['makespan']:.6g}  "
+      f"peak memory [{peak}]" + ("" if d["chosen"] == d["settings"]["method"]
+                                 else f"  (seed {d['chosen']})"),
+      f"single device: objective {single['objective']:.6g}  makespan {single['makespan']:.6g}",
+  ]
+  if "best_seed" in d["baselines"]:
+    seed = d["baselines"]["best_seed"]
+    lines.append(f"best seed:     objective {seed['objective']:.6g}  ({seed['name']})")
+    if d.get("search_objective") is not None:
+      lines.append(f"search found:  objective {d['search_objective']:.6g}  "
+                   f"({100 * (1 - d['search_objective'] / seed['objective']):+.2f}% vs the "
+                   f"best seed)" if seed["objective"] else "")
+  if "regal_objective" in d["details"]:
+    lines.append(f"REGAL:         objective {d['details']['regal_objective']:.6g}  vs uniform "
+                 f"BRKGA {d['details']['uniform_brkga_objective']:.6g} at the same budget")
+  if "seed_arms" in d["details"]:
+    arms = ", ".join(f"{arm} {value:.6g}" for arm, value in d["details"]["seed_arms"].items())
+    lines.append(f"seed arms:     {arms}; winner descends from "
+                 f"{d['details']['winner_origin'] or 'no seed'}")
+  if "coarsening" in d["details"]:
+    c = d["details"]["coarsening"]
+    lines.append(f"coarsened:     {c['original_ops']} ops to {c['coarse_ops']} groups "
+                 f"({c['coarse_tensors']} messages) in {c['seconds']:.2f} s; objective on the "
+                 f"group graph {c['coarse_objective']:.6g}")
+  if "lower_bound" in d["details"]:
+    lines.append(f"lower bound:   {d['details']['lower_bound']:.6g} "
+                 f"({d['details']['status']})")
+  return "\n".join(lines + [
+      f"improvement {d['improvement_pct']:.2f}% over single device; {d['evaluations']} "
+      f"evaluations; compile {wall['compile']:.2f} s, search {wall['search']:.2f} s, "
+      f"total {wall['total']:.2f} s",
+  ])
+
+
+# ----- many graphs per call ----------------------------------------------------------------
+def graph_paths(spec: str) -> list[str]:
+  """The graph files of `--graph`: a comma-separated list of files, or a directory (its files
+  of a known graph extension, sorted; other files such as an optima table are skipped)."""
+  from datasets import io as graph_io
+  paths = []
+  for item in (part.strip() for part in spec.split(",")):
+    if not item:
+      continue
+    if os.path.isdir(item):
+      found = sorted(os.path.join(item, name) for name in os.listdir(item)
+                     if graph_io.format_from_extension(name)
+                     and os.path.isfile(os.path.join(item, name)))
+      if not found:
+        raise errors.ConfigError(f"{item}: the directory holds no graph files "
+                                 f"({', '.join(graph_io.FORMATS)})")
+      paths.extend(found)
+    else:
+      paths.append(item)
+  if not paths:
+    raise errors.ConfigError("--graph names no file")
+  return paths
+
+
+def _stem(path: str) -> str:
+  from datasets import io as graph_io
+  name = os.path.basename(path)
+  lowered = name.lower()
+  extension = next((e for e in sorted(graph_io._EXTENSIONS, key=len, reverse=True)
+                    if lowered.endswith(e)), None)
+  return name[:-len(extension)] if extension else os.path.splitext(name)[0]
+
+
+def output_paths(paths: list[str], out_dir: str | None, chart_format: str | None
+                 ) -> list[tuple[str | None, str | None]]:
+  """(result JSON, chart) per graph: `DIR/<file stem>.json` and `DIR/<stem>.<format>`;
+  refuses two graphs with one stem and any output that would overwrite an input."""
+  stems = [_stem(p) for p in paths]
+  seen: dict[str, str] = {}
+  for path, stem in zip(paths, stems):
+    if stem in seen:
+      raise errors.ConfigError(f"{seen[stem]} and {path} would both write {stem}.json: give "
+                               f"graphs distinct file names")
+    seen[stem] = path
+  if out_dir is None:
+    if chart_format:
+      raise errors.ConfigError("charts of many graphs go beside their results: give --out_dir")
+    return [(None, None)] * len(paths)
+  if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+    raise errors.ConfigError(f"--out_dir {out_dir}: exists and is not a directory")
+  outputs = [(os.path.join(out_dir, f"{stem}.json"),
+              os.path.join(out_dir, f"{stem}.{chart_format}") if chart_format else None)
+             for stem in stems]
+  inputs = {os.path.realpath(p) for p in paths}
+  for pair in outputs:
+    for output in pair:
+      if output and os.path.realpath(output) in inputs:
+        raise errors.ConfigError(f"{output} would overwrite an input graph")
+  return outputs
+
+
+def run_many(paths: list[str], devices: DeviceSpec, out_dir: str | None = None,
+             chart_format: str | None = None, graph_format: str | None = None,
+             log=print, **run_args) -> int:
+  """Optimizes each graph with `run(**run_args)`: one line per graph, its result (and chart)
+  under `out_dir`, then a closing summary. A graph that fails gets its one-line error and the
+  others still run; returns the number of failures. Searches compile once per size bucket
+  (`regal.search`), so the first graph of each bucket pays for compiling."""
+  import sys
+
+  from datasets import io as graph_io
+  from regal.app import gantt
+  outputs = output_paths(paths, out_dir, chart_format)
+  if out_dir:
+    os.makedirs(out_dir, exist_ok=True)
+  started = time.perf_counter()
+  failures, ratios = 0, []
+  for index, (path, (result_path, chart_path)) in enumerate(zip(paths, outputs)):
+    try:
+      graph = graph_io.load_graph(path, graph_format)
+      report = run(graph, devices, source=path, **run_args)
+      if result_path:
+        write_json(report, result_path)
+      if chart_path:
+        gantt.draw(graph, report.placement, report.schedule, chart_path)
+    except errors.RegalError as error:
+      failures += 1
+      message = str(error) if str(error).startswith(path) else f"{path}: {error}"
+      print(f"error: {message}", file=sys.stderr, flush=True)
+      continue
+    d = report.data
+    seed = d["baselines"].get("best_seed")
+    versus = ""
+    if seed and d["search_objective"] is not None:
+      ratios.append(d["search_objective"] / seed["objective"] if seed["objective"] else 1.0)
+      versus = (f"; search {d['search_objective']:.6g} vs best seed {seed['objective']:.6g} "
+                f"({seed['name']}): {100 * (1 - ratios[-1]):+.2f}%")
+    log(f"[{index + 1}/{len(paths)}] {_stem(path)}: {d['graph']['num_ops']} ops, objective "
+        f"{d['objective']:.6g}{versus}; {d['evaluations']} evaluations, "
+        f"{d['wall_seconds']['total']:.2f} s" + (f" -> {result_path}" if result_path else ""))
+  done = len(paths) - failures
+  mean = (f"; the search itself is {100 * (1 - np.mean(ratios)):.2f}% below the best seed on "
+          f"average" if ratios else "")
+  log(f"{done} of {len(paths)} graphs optimized, {failures} failed, in "
+      f"{time.perf_counter() - started:.1f} s{mean}")
+  return failures

@@ -1,0 +1,1 @@
+"""Training configurations (ml_collections) for `python -m regal.train`."""

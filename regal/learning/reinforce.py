@@ -1,0 +1,114 @@
+"""Contextual-bandit REINFORCE for REGAL's policy (REGAL section 4.1).
+
+One step: for a mini-batch of graphs, sample the policy's actions (mutant distributions), run
+BRKGA with them (`rollout`), reward r = -objective / objective of uniform BRKGA with the same
+budget, and minimize  -(r - b) log p(actions) + 1e-4 (b - r)^2 (+ optional entropy bonus),
+with b = Baseline(G), by Adam with gradient clipping.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import jraph
+import numpy as np
+import optax
+
+from regal.learning import features as features_lib
+from regal.learning import policy as policy_lib
+
+BASELINE_WEIGHT = 1e-4
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  learning_rate: float = 1e-4
+  clip_norm: float = 10.0
+  entropy_weight: float = 0.0
+  # Scale advantages by their batch standard deviation (not in the paper; steadier steps).
+  normalize_advantage: bool = False
+
+
+@flax.struct.dataclass
+class TrainState:
+  policy_params: Any
+  baseline_params: Any
+  opt_state: Any
+  step: jnp.ndarray
+
+
+def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
+  return optax.chain(optax.clip_by_global_norm(config.clip_norm),
+                     optax.adam(config.learning_rate))
+
+
+def init_state(key: jax.Array, example: jraph.GraphsTuple, num_devices: int,
+               policy_config: policy_lib.PolicyConfig, config: TrainConfig) -> TrainState:
+  policy_key, baseline_key = jax.random.split(key)
+  policy_params = policy_lib.Policy(policy_config, num_devices).init(policy_key, example)
+  baseline_params = policy_lib.Baseline(policy_config).init(baseline_key, example)
+  opt_state = make_optimizer(config).init((policy_params, baseline_params))
+  return TrainState(policy_params, baseline_params, opt_state, jnp.zeros((), jnp.int32))
+
+
+def loss_fn(params, graph: jraph.GraphsTuple, actions: policy_lib.Actions,
+            rewards: jnp.ndarray, graph_mask: jnp.ndarray, num_devices: int,
+            policy_config: policy_lib.PolicyConfig, config: TrainConfig,
+            reference: jnp.ndarray | None = None):
+  """Mean over real graphs of -(r - b) log p + 1e-4 (b - r)^2 - entropy bonus.
+
+  `reference` [G], if given, replaces b(G) in the advantage (e.g. `leave_one_out` over several
+  samples of one graph); b(G) is fitted either way."""
+  policy_params, baseline_params = params
+  logits = policy_lib.Policy(policy_config, num_devices).apply(policy_params, graph)
+  log_prob = policy_lib.graph_log_prob(graph, logits, actions)
+  value = policy_lib.Baseline(policy_config).apply(baseline_params, graph)
+  advantage = jax.lax.stop_gradient(rewards - (value if reference is None else reference))
+  if config.normalize_advantage:
+    real = jnp.where(graph_mask, advantage, 0.0)
+    count = jnp.maximum(graph_mask.sum(), 1)
+    std = jnp.sqrt(jnp.sum(jnp.where(graph_mask, (advantage - real.sum() / count) ** 2, 0.0))
+                   / count)
+    advantage = advantage / (std + 1e-3)
+  per_graph = -advantage * log_prob + BASELINE_WEIGHT * (value - rewards) ** 2
+  if config.entropy_weight:
+    num_graphs = graph.n_node.shape[0]
+    graph_of = jnp.repeat(jnp.arange(num_graphs), graph.n_node,
+                          total_repeat_length=graph.nodes.shape[0])
+    entropy = jax.ops.segment_sum(policy_lib.node_entropy(logits), graph_of, num_graphs)
+    per_graph = per_graph - config.entropy_weight * entropy
+  count = jnp.maximum(graph_mask.sum(), 1)
+  return jnp.sum(jnp.where(graph_mask, per_graph, 0.0)) / count
+
+
+def update(state: TrainState, graph: jraph.GraphsTuple, actions: policy_lib.Actions,
+           rewards: jnp.ndarray, graph_mask: jnp.ndarray, num_devices: int,
+           policy_config: policy_lib.PolicyConfig, config: TrainConfig,
+           reference: jnp.ndarray | None = None) -> tuple[TrainState, jnp.ndarray]:
+  """One Adam step on the REINFORCE loss (jit with arguments 5-7 static)."""
+  params = (state.policy_params, state.baseline_params)
+  loss, grads = jax.value_and_grad(loss_fn)(params, graph, actions, rewards, graph_mask,
+                                            num_devices, policy_config, config, reference)
+  updates, opt_state = make_optimizer(config).update(grads, state.opt_state, params)
+  policy_params, baseline_params = optax.apply_updates(params, updates)
+  return TrainState(policy_params, baseline_params, opt_state, state.step + 1), loss
+
+
+def leave_one_out(rewards: np.ndarray, groups: np.ndarray) -> np.ndarray:
+  """Per sample, the mean reward of the other samples of its group (the same graph and
+  rollout seed): a baseline free of the graph's difficulty and of the draw's luck. A sample
+  alone in its group gets its own reward (advantage 0)."""
+  rewards, groups = np.asarray(rewards, np.float64), np.asarray(groups)
+  _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+  totals = np.bincount(inverse, weights=rewards)
+  count = counts[inverse]
+  return np.where(count > 1, (totals[inverse] - rewards) / np.maximum(count - 1, 1), rewards)
+
+
+def search_budget(total_evals: int) -> int:
+  """Evaluations left for REGAL's BRKGA after the feature run (the paper counts both)."""
+  return total_evals - features_lib.BRKGA_FEATURE_EVALS
+

@@ -1,0 +1,488 @@
+"""REGAL training: `train_and_evaluate(config, workdir)` behind `python -m regal.train`.
+
+Per graph, once: BRKGA features from a 400-evaluation uniform run (`features`), and the
+objective of uniform BRKGA with the whole budget (the reward's reference); both cached in the
+workdir. Then REINFORCE steps: a batch of training graphs, sampled actions, BRKGA rollouts with
+the remaining budget on the rollout pool (Ray actors by default), rewards r = -objective /
+uniform objective, one Adam step. Every `eval_every` steps the greedy policy is scored on
+validation graphs (mean % improvement over uniform BRKGA with the same budget).
+
+Measured rewards (`config.reward = "measured"`, REGAL fine-tuning on devices): the objective
+is the measured run time of a rollout's best solution (`regal.execute`: stand-in kernels for
+the synthetic graphs, host devices on a CPU, measurements cached by assignment), the reference
+the measured time of uniform BRKGA's best solution on the graph (cached in the workdir as
+`uniform-measured-<config>.json`); validation and test are measured the same way.
+`config.finetune_from` names a trained workdir whose policy is the starting point.
+
+Workdir: `checkpoint.msgpack` (`regal.learning.checkpoint`: the state with its step, config
+fingerprint, config and validation history in one file, written atomically after every step,
+so a killed run resumes where it stopped; a checkpoint from another config is refused), `metrics.csv`, TensorBoard events in `tb/`, the per-graph caches
+`features-<config>.npz` and `uniform-<config>.json` (named by `cache_fingerprint`; a
+fine-tuning run reads its source's), and at the end `report.json` and `reward_curve.png`.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from absl import logging
+
+from datasets import atomic
+from datasets import dataset as dataset_lib
+from datasets import devices as devices_lib
+from datasets import errors
+from datasets.padding import bucket_size
+from regal.learning import checkpoint
+from regal.learning import features as features_lib
+from regal.learning import policy as policy_lib
+from regal.learning import reinforce
+from regal.learning.rollout import Task
+from regal.learning.rollout_pool import RolloutPool
+from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import performance
+from regal.search import brkga_presets
+
+EVAL_SEED = 10_000_019  # Rollout seeds of evaluations: the same for every evaluation.
+FILTER_SHORT, FILTER_LONG = 1000, 10000  # The test filter's BRKGA budgets (REGAL 5.1).
+
+
+# Settings added after workdirs existed: left out of the fingerprint at their defaults, so
+# those workdirs (and their caches) stay resumable.
+_LATER_DEFAULTS = {"reward": "model", "finetune_from": "", "standin_seconds": 0.02,
+                   "measure_repeats": 3, "brkga_preset": "default"}
+
+
+_REWARD_SETTINGS = ("reward", "finetune_from", "standin_seconds", "measure_repeats")
+
+
+def fingerprint(config: ml_collections.ConfigDict, ignore: tuple[str, ...] = ()) -> str:
+  """What a checkpoint must match to be resumed (everything but run-length settings)."""
+  relevant = {k: v for k, v in config.to_dict().items()
+              if k not in ("num_steps", "eval_every", "log_every", "num_actors") + ignore
+              and _LATER_DEFAULTS.get(k, object()) != v}
+  if "brkga_preset" in relevant:  # Its values, so that re-tuning it invalidates the workdir.
+    relevant["brkga_setting"] = brkga_presets.setting(relevant["brkga_preset"])
+  return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cache_fingerprint(config: ml_collections.ConfigDict) -> str:
+  """What the per-graph caches (features, uniform objectives, test filter) depend on: not the
+  reward settings, so a fine-tuning run reuses its source workdir's caches."""
+  return fingerprint(config, _REWARD_SETTINGS)
+
+
+def _policy_config(config) -> policy_lib.PolicyConfig:
+  return policy_lib.PolicyConfig(**config.policy.to_dict())
+
+
+def _train_config(config) -> reinforce.TrainConfig:
+  return reinforce.TrainConfig(learning_rate=config.learning_rate, clip_norm=config.clip_norm,
+                               entropy_weight=config.entropy_weight,
+                               normalize_advantage=config.normalize_advantage)
+
+
+def room_for_improvement(short, long, threshold_pct: float) -> np.ndarray:
+  """[G] whether the longer search beat the shorter one by at least `threshold_pct` % of the
+  shorter one's objective (REGAL 5.1 keeps test graphs with BRKGA 10K >= 18% better than 1K)."""
+  short, long = np.asarray(short, np.float64), np.asarray(long, np.float64)
+  return 100.0 * (short - long) / short >= threshold_pct
+
+
+class Trainer:
+  """Everything a training run holds: problems, features, pool, compiled steps."""
+
+  def __init__(self, config: ml_collections.ConfigDict, workdir: str):
+    if config.evals <= features_lib.BRKGA_FEATURE_EVALS:
+      raise errors.ConfigError(f"evals must exceed the {features_lib.BRKGA_FEATURE_EVALS} "
+                               f"feature evaluations, got {config.evals}")
+    self.config, self.workdir = config, workdir
+    os.makedirs(workdir, exist_ok=True)
+    dataset = dataset_lib.load_or_build_synthetic(dataset_lib.SyntheticDatasetConfig(
+        num_train=config.num_train, num_valid=config.num_valid, num_test=config.num_test))
+    devices = devices_lib.homogeneous(config.num_devices)
+    self.splits = {}
+    problems = []
+    for split in ("train", "valid", "test"):
+      graphs = dataset[split]
+      self.splits[split] = list(range(len(problems), len(problems) + len(graphs)))
+      problems += [performance.Problem(g, devices, model=config.model,
+                                       objective=config.objective) for g in graphs]
+    self.problems = problems
+    self.policy_config = _policy_config(config)
+    self.train_config = _train_config(config)
+    self.num_devices = config.num_devices
+    self.pool = RolloutPool(problems, config.evals, config.num_actors)
+    # The BRKGA both REGAL's rollouts and the uniform-BRKGA reference run (a tuned preset:
+    # its Betas drive the reference's mutants; REGAL's come from the policy).
+    preset = brkga_presets.setting(config.get("brkga_preset", "default"))
+    self.brkga_params = None if preset is None else brkga_presets.to_params(preset)
+    if config.reward not in ("model", "measured"):
+      raise errors.ConfigError(f"unknown reward {config.reward!r}; known: model, measured")
+    self.measured_rewards: dict = {}  # Graph index -> MeasuredReward, built when first used.
+    self.uniform_seconds: dict[str, float] | None = None
+    self.features = self._features()
+    self.uniform = self._uniform()
+    self.splits["test"] = self._filtered_test()
+    max_nodes = max(p.graph.num_ops for p in problems)
+    max_edges = max(p.graph.num_edges for p in problems)
+    self.graphs_per_step = config.batch_size * config.samples_per_graph
+    self.node_bucket = bucket_size(self.graphs_per_step * max_nodes + 1)
+    self.edge_bucket = bucket_size(max(self.graphs_per_step * max_edges, 1))
+    policy = policy_lib.Policy(self.policy_config, self.num_devices)
+    self.apply_policy = jax.jit(policy.apply)
+    self.update = jax.jit(reinforce.update, static_argnums=(5, 6, 7))
+
+  # ----- per-graph caches ------------------------------------------------------------------
+  def _cached(self, name: str) -> str | None:
+    """A cache file of this config: the workdir's own, else the fine-tuning source's."""
+    for folder in (self.workdir, self.config.finetune_from):
+      if folder and os.path.exists(os.path.join(folder, name)):
+        return os.path.join(folder, name)
+    return None
+
+  def _features(self) -> list:
+    name = f"features-{cache_fingerprint(self.config)}.npz"
+    path = self._cached(name)
+    if path:
+      stored = np.load(path)
+      parts = [stored[f"g{i}"] for i in range(len(self.problems))]
+    else:
+      logging.info("BRKGA features for %d graphs (%d evaluations each)", len(self.problems),
+                   features_lib.BRKGA_FEATURE_EVALS)
+      populations = self.pool.feature_populations(
+          range(len(self.problems)), features_lib.BRKGA_FEATURE_EVALS,
+          [self.config.seed + i for i in range(len(self.problems))])
+      parts = [features_lib.brkga_features(problem.graph, placement, priority, self.num_devices)
+               for problem, (placement, priority) in zip(self.problems, populations)]
+      buffer = io.BytesIO()
+      np.savez(buffer, **{f"g{i}": part for i, part in enumerate(parts)})
+      atomic.write_bytes(os.path.join(self.workdir, name), buffer.getvalue())
+    return [features_lib.graph_features(p, part) for p, part in zip(self.problems, parts)]
+
+  def _uniform(self) -> np.ndarray:
+    name = f"uniform-{cache_fingerprint(self.config)}.json"
+    path = self._cached(name)
+    if path:
+      with open(path) as f:
+        return np.asarray(json.load(f))
+    logging.info("uniform BRKGA (%d evaluations) on %d graphs", self.config.evals,
+                 len(self.problems))
+    values = self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals,
+                                 params=self.brkga_params)
+                            for i in range(len(self.problems))])
+    atomic.write_text(os.path.join(self.workdir, name), json.dumps(values))
+    return np.asarray(values)
+
+  # ----- measured rewards --------------------------------------------------------------------
+  @property
+  def measured(self) -> bool:
+    return self.config.reward == "measured"
+
+  def measure(self, index: int, chromosome: np.ndarray) -> float:
+    """Median wall time of a solution of graph `index` executed on the devices."""
+    problem = self.problems[index]
+    decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), problem.layout)
+    placement = np.asarray(decoded.placement)
+    order = chromosome_lib.priority_order(np.asarray(decoded.op_priority))
+    if index not in self.measured_rewards:
+      from regal.execute import choose_program, executor
+      from regal.execute.measured import MeasuredReward
+      graph = self.problems[index].graph
+      self.measured_rewards[index] = MeasuredReward(
+          graph, choose_program.program_for(graph, standin_seconds=self.config.standin_seconds),
+          executor.available_devices(self.num_devices), repeats=self.config.measure_repeats)
+    return self.measured_rewards[index].measure(placement, order)
+
+  def reference(self, indices) -> np.ndarray:
+    """The reward's reference per graph: uniform BRKGA's objective, or with measured rewards
+    its best solution's measured time (cached in the workdir)."""
+    if not self.measured:
+      return self.uniform[indices]
+    path = os.path.join(self.workdir, f"uniform-measured-{fingerprint(self.config)}.json")
+    if self.uniform_seconds is None:
+      self.uniform_seconds = {}
+      if os.path.exists(path):
+        with open(path) as f:
+          self.uniform_seconds = json.load(f)
+    missing = [i for i in dict.fromkeys(int(i) for i in indices)
+               if str(i) not in self.uniform_seconds]
+    if missing:
+      solutions = self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals, best=True,
+                                      params=self.brkga_params)
+                                 for i in missing])
+      for i, (_, chromosome) in zip(missing, solutions):
+        self.uniform_seconds[str(i)] = self.measure(i, chromosome)
+      atomic.write_text(path, json.dumps(self.uniform_seconds))
+    return np.array([self.uniform_seconds[str(int(i))] for i in indices])
+
+  def _filtered_test(self) -> list[int]:
+    """The test graphs with room for improvement (REGAL section 5.1): uniform BRKGA with
+    10K evaluations at least `test_filter_pct` % better than with 1K. All when the threshold
+    is 0."""
+    test = self.splits["test"]
+    if not self.config.test_filter_pct:
+      return test
+    name = f"filter-{cache_fingerprint(self.config)}.json"
+    path = self._cached(name)
+    if path:
+      with open(path) as f:
+        short, long = json.load(f)
+    else:
+      logging.info("test filter: uniform BRKGA with 1K and 10K evaluations on %d graphs",
+                   len(test))
+      short = self.pool.map([Task(i, None, None, EVAL_SEED, FILTER_SHORT) for i in test])
+      long = self.pool.map([Task(i, None, None, EVAL_SEED, FILTER_LONG) for i in test])
+      atomic.write_text(os.path.join(self.workdir, name), json.dumps([short, long]))
+    kept = [i for i, keep in zip(test, room_for_improvement(short, long,
+                                                             self.config.test_filter_pct))
+            if keep]
+    logging.info("test filter: %d of %d graphs have BRKGA 10K at least %.0f%% better than 1K",
+                 len(kept), len(test), self.config.test_filter_pct)
+    if not kept:
+      raise errors.ConfigError(f"no test graph passes the {self.config.test_filter_pct}% "
+                               f"filter; lower test_filter_pct or add test graphs")
+    return kept
+
+  # ----- policy rollouts -------------------------------------------------------------------
+  def _batch(self, indices):
+    graph = policy_lib.batch_graphs([self.features[i] for i in indices], self.node_bucket,
+                                    self.edge_bucket)
+    mask = np.zeros(len(indices) + 1, bool)
+    mask[:len(indices)] = True
+    return graph, mask
+
+  def distributions(self, policy_params, indices, key, greedy: bool):
+    """(graph, mask, actions, [(alpha, beta) per graph on its own layout]): the policy's
+    mutant distributions on graphs `indices` (sampled with `key`, or its most likely ones)."""
+    graph, mask = self._batch(indices)
+    logits = self.apply_policy(policy_params, graph)
+    actions = policy_lib.greedy(logits) if greedy else policy_lib.sample(key, logits)
+    distributions, first = [], 0
+    for i in indices:
+      alpha, beta = policy_lib.mutant_distributions(actions, self.problems[i].layout,
+                                                    self.policy_config, first_node=first)
+      first += self.problems[i].graph.num_ops
+      distributions.append((np.asarray(alpha), np.asarray(beta)))
+    return graph, mask, actions, distributions
+
+  def rollouts(self, policy_params, indices, key, greedy: bool, seeds):
+    """(graph, mask, actions, objectives) of the policy's distributions on graphs `indices`
+    (repeats allowed: each copy draws its own actions), rollout k with seed `seeds[k]`;
+    objectives are measured seconds with measured rewards."""
+    graph, mask, actions, distributions = self.distributions(policy_params, indices, key,
+                                                             greedy)
+    tasks = [Task(i, alpha, beta, int(seed), reinforce.search_budget(self.config.evals),
+                  best=self.measured, params=self.brkga_params)
+             for i, seed, (alpha, beta) in zip(indices, seeds, distributions)]
+    results = self.pool.map(tasks)
+    if self.measured:
+      results = [self.measure(i, chromosome) for i, (_, chromosome) in zip(indices, results)]
+    return graph, mask, actions, np.asarray(results)
+
+  def evaluate(self, policy_params, indices) -> dict[str, float]:
+    """Greedy policy on `indices`: % improvement over uniform BRKGA, share matched or beaten."""
+    objectives = []
+    batch = self.config.batch_size
+    for start in range(0, len(indices), batch):
+      chunk = indices[start:start + batch]
+      _, _, _, values = self.rollouts(policy_params, chunk, None, True,
+                                      [EVAL_SEED] * len(chunk))
+      objectives += values.tolist()
+    objectives = np.asarray(objectives)
+    uniform = self.reference(indices)
+    improvement = 100.0 * (uniform - objectives) / uniform
+    return {"improvement_pct": float(improvement.mean()),
+            "matched_or_beaten": float((objectives <= uniform).mean()),
+            "reward": float((-objectives / uniform).mean())}
+
+
+def _checkpoint_meta(workdir: str, config_id: str) -> dict | None:
+  """The checkpoint's metadata, None without one; a one-line error if another config's."""
+  if not os.path.exists(checkpoint.in_workdir(workdir)):
+    return None
+  meta = checkpoint.read_meta(checkpoint.in_workdir(workdir))
+  if meta.get("config") != config_id:
+    raise errors.ConfigError(f"{workdir} holds a checkpoint of another config "
+                             f"({meta.get('config')}, this one is {config_id}); use a new "
+                             f"--workdir")
+  return meta
+
+
+def _finetune_source(config: ml_collections.ConfigDict) -> str:
+  """The checkpoint of the trained workdir `config.finetune_from`, checked to share this
+  config's policy shape (network config and device count) before any work starts."""
+  source = checkpoint.in_workdir(config.finetune_from)
+  if not os.path.exists(source):
+    raise errors.ConfigError(f"finetune_from {config.finetune_from}: no checkpoint")
+  trained = checkpoint.read_meta(source).get("config_values", {})
+  if (trained.get("policy") != config.policy.to_dict()
+      or trained.get("num_devices") != config.num_devices):
+    raise errors.ConfigError(f"finetune_from {config.finetune_from}: its policy (network "
+                             f"{trained.get('policy')}, {trained.get('num_devices')} devices) "
+                             f"differs from this config's")
+  return source
+
+
+def _start_from(source: str, template: reinforce.TrainState) -> reinforce.TrainState:
+  """`template` with the trained policy and baseline (a fresh optimizer and step count)."""
+  state, _ = checkpoint.restore(source, template)
+  logging.info("fine-tuning the policy of %s (step %d)", source, int(state.step))
+  return template.replace(policy_params=state.policy_params,
+                          baseline_params=state.baseline_params)
+
+
+def _append_csv(path: str, row: dict) -> None:
+  new = not os.path.exists(path)
+  with open(path, "a", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=list(row))
+    if new:
+      writer.writeheader()
+    writer.writerow(row)
+
+
+def initial_state(trainer: Trainer) -> reinforce.TrainState:
+  example, _ = trainer._batch(trainer.splits["train"][:trainer.graphs_per_step])
+  return reinforce.init_state(jax.random.key(trainer.config.seed), example,
+                              trainer.config.num_devices, trainer.policy_config,
+                              trainer.train_config)
+
+
+def workdir_config(workdir: str) -> ml_collections.ConfigDict:
+  """The training config a workdir's checkpoint was written with."""
+  if not os.path.exists(checkpoint.in_workdir(workdir)):
+    raise errors.ConfigError(f"no trained policy in {workdir} ({checkpoint.WORKDIR_FILE} missing)")
+  meta = checkpoint.read_meta(checkpoint.in_workdir(workdir))
+  if "config_values" not in meta:
+    raise errors.ConfigError(f"{checkpoint.in_workdir(workdir)}: checkpoint written without its "
+                             f"config")
+  # Settings added since it was written take their defaults (which the fingerprint omits).
+  return ml_collections.ConfigDict({**_LATER_DEFAULTS, **meta["config_values"]})
+
+
+def trained_policy(trainer: Trainer, workdir: str):
+  """The policy parameters of the checkpoint in `workdir`, trained with `trainer`'s config."""
+  if _checkpoint_meta(workdir, fingerprint(trainer.config)) is None:
+    raise errors.ConfigError(f"no checkpoint in {workdir}")
+  state, _ = checkpoint.restore(checkpoint.in_workdir(workdir), initial_state(trainer))
+  return state.policy_params
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  config_id = fingerprint(config)
+  meta = _checkpoint_meta(workdir, config_id)  # Refuse another config's workdir first.
+  start = _finetune_source(config) if config.finetune_from and meta is None else None
+  trainer = Trainer(config, workdir)
+  state = initial_state(trainer)
+  history = []
+  if meta is not None:
+    state, meta = checkpoint.restore(checkpoint.in_workdir(workdir), state)
+    history = meta["history"]
+    logging.info("resuming %s at step %d", workdir, int(state.step))
+  elif start is not None:
+    state = _start_from(start, state)
+  valid = trainer.splits["valid"][:config.num_eval_graphs]
+  if not history:
+    history.append({"step": 0, **trainer.evaluate(state.policy_params, valid)})
+    logging.info("step 0: validation improvement %.2f%%", history[-1]["improvement_pct"])
+  writer = _tensorboard(workdir)
+  train = trainer.splits["train"]
+  started, done = time.perf_counter(), 0
+  while int(state.step) < config.num_steps:
+    step = int(state.step)
+    rng = np.random.default_rng([config.seed, step])
+    chosen = rng.choice(train, size=min(config.batch_size, len(train)), replace=False)
+    # Common random numbers: a graph's rollouts use the same seed at every step, so reward
+    # differences measure the distributions rather than the luck of the draw. The samples of
+    # one graph in one step always share a seed (their leave-one-out baseline needs that).
+    graph_seeds = (np.full(len(chosen), EVAL_SEED) if config.common_random_numbers
+                   else step * config.batch_size + np.arange(len(chosen)))
+    indices = np.repeat(chosen, config.samples_per_graph).tolist()
+    seeds = np.repeat(graph_seeds, config.samples_per_graph)
+    key = jax.random.fold_in(jax.random.key(config.seed), step)
+    graph, mask, actions, objectives = trainer.rollouts(state.policy_params, indices, key,
+                                                        False, seeds)
+    rewards = -objectives / trainer.reference(indices)
+    padded_rewards = np.zeros(len(mask), np.float32)
+    padded_rewards[:len(indices)] = rewards
+    reference = None
+    if config.samples_per_graph > 1:
+      reference = np.zeros(len(mask), np.float32)
+      reference[:len(indices)] = reinforce.leave_one_out(
+          rewards, np.repeat(np.arange(len(chosen)), config.samples_per_graph))
+      reference = jnp.asarray(reference)
+    state, loss = trainer.update(state, graph, actions, jnp.asarray(padded_rewards),
+                                 jnp.asarray(mask), config.num_devices, trainer.policy_config,
+                                 trainer.train_config, reference)
+    done += 1
+    row = {"step": step + 1, "loss": float(loss), "reward": float(rewards.mean()),
+           "improvement_pct": float(100 * (1 + rewards).mean())}
+    if (step + 1) % config.eval_every == 0 or step + 1 == config.num_steps:
+      history.append({"step": step + 1, **trainer.evaluate(state.policy_params, valid)})
+      row["valid_improvement_pct"] = history[-1]["improvement_pct"]
+    _append_csv(os.path.join(workdir, "metrics.csv"), {**row, "valid_improvement_pct":
+                                                       row.get("valid_improvement_pct", "")})
+    if writer is not None:
+      for name, value in row.items():
+        if name != "step":
+          writer.add_scalar(name, value, step + 1)
+    checkpoint.save(checkpoint.in_workdir(workdir), state,
+                    {"step": step + 1, "config": config_id, "config_values": config.to_dict(),
+                     "history": history})
+    if (step + 1) % config.log_every == 0 or "valid_improvement_pct" in row:
+      elapsed = time.perf_counter() - started
+      logging.info("step %d/%d: %.2f steps/s, %.1f rollouts/s, reward %.4f, loss %.4f%s",
+                   step + 1, config.num_steps, done / elapsed,
+                   done * trainer.graphs_per_step / elapsed, row["reward"], row["loss"],
+                   f", validation improvement {row['valid_improvement_pct']:.2f}%"
+                   if "valid_improvement_pct" in row else "")
+  report = _final_report(trainer, state, history, workdir)
+  trainer.pool.shutdown()
+  return report
+
+
+def _tensorboard(workdir: str):
+  try:
+    from tensorboardX import SummaryWriter
+  except ImportError:  # Optional: metrics.csv has everything.
+    return None
+  return SummaryWriter(os.path.join(workdir, "tb"))
+
+
+def _final_report(trainer: Trainer, state, history, workdir: str) -> dict[str, Any]:
+  test = trainer.splits["test"]
+  start = time.perf_counter()
+  graph, _ = trainer._batch(test[:trainer.config.batch_size])
+  jax.block_until_ready(trainer.apply_policy(state.policy_params, graph))
+  inference = (time.perf_counter() - start) / min(len(test), trainer.config.batch_size)
+  result = trainer.evaluate(state.policy_params, test)
+  report = {"test": result, "test_graphs": len(test), "history": history,
+            "inference_seconds_per_graph": inference, "steps": int(state.step),
+            "evals": trainer.config.evals, "reward": trainer.config.reward}
+  atomic.write_text(os.path.join(workdir, "report.json"), json.dumps(report, indent=1))
+  _plot(history, os.path.join(workdir, "reward_curve.png"))
+  return report
+
+
+def _plot(history, path: str) -> None:
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(6, 3.5))
+  ax.plot([h["step"] for h in history], [h["improvement_pct"] for h in history], marker="o")
+  ax.axhline(0, color="grey", lw=0.8)
+  ax.set_xlabel("training step")
+  ax.set_ylabel("validation: % better than uniform BRKGA")
+  fig.tight_layout()
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format="png", dpi=120)
+  plt.close(fig)
+  atomic.write_bytes(path, buffer.getvalue())

@@ -1,0 +1,301 @@
+"""BRKGA over a graph: a performance model's objective as the fitness of random-key chromosomes.
+
+`optimize` runs the domain-free engine (`brkga`) on REGAL's chromosomes (`regal.scoring.chromosome`),
+read by the direct decoder or the list-scheduling one (`regal.scoring.list_decoder`) and scored by
+`regal.scoring.performance`; with `SearchSettings.memetic` the best elites climb on the same fitness
+after each generation (`regal.search.local_moves`, the engine's improve hook). Seed chromosomes (the
+caller's, e.g. `regal.search.seed_arms`: every cheap heuristic by default in `regal.optimize`) enter
+the first population, and the result names the seed the winner descends from. The default
+budget (`default_evals`) is sized from the graph; `time_limit` ends a search early.
+
+Default hyperparameters follow Goncalves & Resende (2011) as REGAL used them
+(`brkga.goncalves_resende`): population proportional to the chromosome length (20..200), 20%
+elites, 15% mutants, elite inheritance probability 0.7, one population; a small budget caps the
+population so that the search still runs `brkga.BUDGET_GENERATIONS` generations (at 5,000
+evaluations on the synthetic training graphs, a population of 50 beat 200 on 7 of 9).
+
+With a native scoring engine (the CPU default), the search runs on the problem's layout padded
+to size buckets (`performance.bucket_layout`) and scores through a registered host scorer, so
+one compiled search serves every graph of a bucket: a process optimizing many graphs
+(`regal.optimize --graph a,b,c`, the task-graph table) compiles once per bucket, not per graph.
+Padded genes decode to ops and tensors the scorer drops.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import brkga
+from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import performance
+from regal.search import local_moves
+
+
+@dataclasses.dataclass(frozen=True)
+class Memetic:
+  """Local improvement inside BRKGA (`regal.search.local_moves`): after every `interval`-th
+  generation the best `climbers` chromosomes of each population climb `steps` steps of
+  `batch` moves each; `swap_fraction` of the moves are adjacent priority swaps (none when
+  the model ignores priorities under the direct decoder), the rest device moves, which go to
+  a neighbour's device with probability `neighbour_device`; `cluster_fraction` of the
+  device moves take the op's heavy-edge cluster along. `climbers = 0`: plain BRKGA."""
+  climbers: int = 0
+  steps: int = 10
+  batch: int = 32
+  swap_fraction: float = 0.3
+  neighbour_device: float = 0.5
+  interval: int = 1
+  cluster_fraction: float = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSettings:
+  """How `optimize` reads and polishes chromosomes: the decoder (`performance.DECODERS`), its
+  device-key bias (`regal.scoring.list_decoder`) and local improvement."""
+  decoder: str = "direct"
+  bias: float = 0.0
+  memetic: Memetic = Memetic()
+
+  def validate(self) -> "SearchSettings":
+    memetic = self.memetic
+    if self.decoder not in performance.DECODERS:
+      raise ValueError(f"unknown decoder {self.decoder!r}; known: "
+                       f"{', '.join(performance.DECODERS)}")
+    if not (self.bias >= 0 and memetic.climbers >= 0 and memetic.steps >= 1
+            and memetic.batch >= 1 and memetic.interval >= 1
+            and 0 <= memetic.swap_fraction <= 1 and 0 <= memetic.neighbour_device <= 1
+            and 0 <= memetic.cluster_fraction <= 1):
+      raise ValueError(f"out of range: {self}")
+    return self
+
+
+def swap_fraction(problem: performance.Problem, settings: SearchSettings) -> float:
+  """Priority swaps are wasted on a model that ignores priorities, unless the decoder reads
+  them (the list decoder plans its placement in priority order)."""
+  ignores = problem.model == "doppler" and settings.decoder == "direct"
+  return 0.0 if ignores else settings.memetic.swap_fraction
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+  best_chromosome: np.ndarray
+  objective: float
+  placement: np.ndarray  # [o]
+  order: np.ndarray  # [o] ops by priority
+  history: np.ndarray  # best objective after each generation
+  evaluations: int
+  compile_seconds: float
+  search_seconds: float
+  seed_objectives: dict[str, float]
+  origin: str | None = None  # The seed the best descends from through elite parents.
+  stopped_early: bool = False  # A time limit ended the search before its budget.
+
+
+def single_device_seed(problem: performance.Problem, device: int = 0) -> np.ndarray:
+  """Every op on one device, in topological order."""
+  graph = problem.graph
+  return chromosome_lib.encode(np.full(graph.num_ops, device), graph.topological_order,
+                               problem.layout)
+
+
+def bucketed(problem: performance.Problem) -> bool:
+  """Whether `optimize` searches the bucket layout with the registered host scorer."""
+  return (performance.scoring_engine(problem) == "native" and problem.pinned is None
+          and problem.noise_sigma == 0)
+
+
+def search_layout(problem: performance.Problem) -> chromosome_lib.Layout:
+  """The chromosome layout BRKGA evolves for `problem` (what default parameters depend on)."""
+  return performance.bucket_layout(problem) if bucketed(problem) else problem.layout
+
+
+MIN_DEFAULT_EVALS = 5_000
+MAX_DEFAULT_EVALS = 200_000
+JAX_SLOWDOWN = 40.0  # Native scorer evaluations per second / the JAX models' on a 2-core CPU.
+
+
+def default_evals(problem: performance.Problem) -> int:
+  """The default budget, in evaluations (so a run is deterministic for its seed), sized from
+  the graph so the search takes up to ~8-10 s on a 2-core CPU: one evaluation costs about
+  ops * devices + edges / 2 units (measured on the native WC and Doppler scorers: ~0.06 us
+  per unit), and small graphs need at most ~500 evaluations per op and device. The JAX
+  engines (the sync model; any model off a CPU) score ~40x fewer per second on this CPU, so
+  they get a 40th. Rounded up to a thousand, within 5,000..200,000."""
+  graph, devices = problem.graph, problem.devices.num_devices
+  units = graph.num_ops * devices + 0.4 * len(graph.edge_src)
+  evals = min(1.3e8 / max(units, 1.0), 500.0 * graph.num_ops * devices)
+  if performance.scoring_engine(problem) == "jax":
+    evals /= JAX_SLOWDOWN
+  evals = int(np.ceil(evals / 1000.0)) * 1000
+  return int(np.clip(evals, MIN_DEFAULT_EVALS, MAX_DEFAULT_EVALS))
+
+
+def default_params(problem: performance.Problem, evals: int | None = None) -> brkga.Params:
+  """Goncalves & Resende's parameters for the searched layout and a budget of `evals`."""
+  return brkga.goncalves_resende(search_layout(problem).size, evals=evals)
+
+
+_COMPILED: dict[Any, Any] = {}  # One compiled bucketed search per (bucket, settings).
+_DEADLINES: dict[int, float] = {}  # Time-limit token -> perf_counter deadline (inf: none).
+
+
+def _time_up(token, generation) -> np.ndarray:
+  del generation  # An operand only so the check runs every generation.
+  return np.bool_(time.perf_counter() >= _DEADLINES.get(int(token), np.inf))
+
+
+def _stop_fn(token):
+  """`brkga.run`'s stop: whether the deadline registered under `token` has passed."""
+  return lambda state: jax.pure_callback(_time_up, jax.ShapeDtypeStruct((), jnp.bool_), token,
+                                         state.generation)
+
+
+class _deadline:
+  """`with _deadline(seconds) as token:` registers a wall-clock limit for a search."""
+  _next = 0
+
+  def __init__(self, seconds: float | None):
+    self.seconds = seconds
+
+  def __enter__(self) -> int:
+    _deadline._next += 1
+    self.token = _deadline._next
+    _DEADLINES[self.token] = (np.inf if self.seconds is None
+                              else time.perf_counter() + self.seconds)
+    return self.token
+
+  def __exit__(self, *exc) -> None:
+    del _DEADLINES[self.token]
+
+
+def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
+               settings: SearchSettings, swaps: float, layout: chromosome_lib.Layout):
+  """search(rng, seeds, table, token) -> brkga.Result: BRKGA, memetic when asked."""
+  memetic = settings.memetic
+
+  def search(rng, seeds, table, token):
+    improve = None
+    if memetic.climbers > 0:
+      improve = local_moves.elite_improver(fitness, table, layout, memetic.climbers,
+                                           memetic.steps, memetic.batch, swaps,
+                                           memetic.neighbour_device,
+                                           memetic.cluster_fraction)
+    return brkga.run(fitness, rng, params, evals, num_genes, seeds=seeds, improve=improve,
+                     improve_interval=memetic.interval, stop=_stop_fn(token))
+
+  return search
+
+
+def _bucketed_search(bucket: chromosome_lib.Layout, params: brkga.Params, evals: int,
+                     num_seeds: int, settings: SearchSettings, swaps: float, capacity: int):
+  """(compiled search(key, seeds, table, token, handle) -> brkga.Result, compile seconds; 0
+  when cached)."""
+  leaves, treedef = jax.tree_util.tree_flatten(params)
+  key = (bucket, str(treedef), tuple(np.asarray(leaf).tobytes() for leaf in leaves), evals,
+         num_seeds, settings, swaps, capacity)
+  if key in _COMPILED:
+    return _COMPILED[key], 0.0
+  fitness = performance.bucket_fitness_fn(bucket, settings.decoder)
+
+  def search(rng, seeds, table, token, handle):
+    return _search_fn(lambda c: fitness(c, handle), params, evals, bucket.size, settings,
+                      swaps, bucket)(rng, seeds, table, token)
+
+  table = local_moves.MoveTable(
+      num_ops=jax.ShapeDtypeStruct((), jnp.int32),
+      neighbour_ptr=jax.ShapeDtypeStruct((bucket.num_ops + 1,), jnp.int32),
+      neighbours=jax.ShapeDtypeStruct((capacity,), jnp.int32),
+      cluster=jax.ShapeDtypeStruct((bucket.num_ops, local_moves.CLUSTER_KINDS,
+                                     local_moves.CLUSTER_SIZE), jnp.int32))
+  start = time.perf_counter()
+  compiled = jax.jit(search).lower(
+      jax.random.key(0), jax.ShapeDtypeStruct((num_seeds, bucket.size), jnp.float32), table,
+      jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32)).compile()
+  _COMPILED[key] = compiled
+  return compiled, time.perf_counter() - start
+
+
+def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
+             params: brkga.Params | None = None,
+             seeds: dict[str, np.ndarray] | None = None,
+             settings: SearchSettings = SearchSettings(),
+             time_limit: float | None = None) -> SearchResult:
+  """BRKGA with `evals` fitness evaluations; `seeds` name chromosomes for the first population.
+  `time_limit` seconds end the search early, at a generation boundary."""
+  params = params or default_params(problem, evals)
+  seeds = {"single_device": single_device_seed(problem), **(seeds or {})}
+  swaps = swap_fraction(problem, settings)
+  if bucketed(problem) and all(np.ndim(np.asarray(getattr(params, name))) == 0
+                               for name in ("mutant_alpha", "mutant_beta")):
+    return _optimize_bucketed(problem, evals, seed, params, seeds, settings, swaps, time_limit)
+  seed_matrix = jnp.asarray(np.stack(list(seeds.values())), jnp.float32)
+  fitness = performance.make_fitness_fn(problem, settings.decoder, settings.bias)
+  seed_values = np.asarray(fitness(seed_matrix))
+  layout = problem.layout
+  search = _search_fn(fitness, params, evals, layout.size, settings, swaps, layout)
+  table = local_moves.move_table(problem.graph)
+  start = time.perf_counter()
+  compiled = jax.jit(search).lower(jax.random.key(seed), seed_matrix, table,
+                                   jnp.int32(0)).compile()
+  compile_seconds = time.perf_counter() - start
+  with _deadline(time_limit) as token:
+    start = time.perf_counter()
+    result = jax.block_until_ready(compiled(jax.random.key(seed), seed_matrix, table,
+                                            jnp.asarray(token, jnp.int32)))
+    search_seconds = time.perf_counter() - start
+  return _result(problem, result, np.asarray(result.best_chromosome), seeds, seed_values,
+                 compile_seconds, search_seconds, settings, evals, params)
+
+
+def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
+                       params: brkga.Params, seeds: dict[str, np.ndarray],
+                       settings: SearchSettings, swaps: float,
+                       time_limit: float | None) -> SearchResult:
+  own, bucket = problem.layout, performance.bucket_layout(problem)
+  seed_matrix = np.stack([chromosome_lib.to_bucket(own, bucket, np.asarray(c, np.float32),
+                                                   fill=0.0) for c in seeds.values()])
+  capacity = local_moves.neighbour_capacity(problem.graph)
+  table = local_moves.move_table(problem.graph, bucket.num_ops, capacity)
+  compiled, compile_seconds = _bucketed_search(bucket, params, evals, len(seeds), settings,
+                                               swaps, capacity)
+  with performance.registered_scorer(problem, settings.decoder, settings.bias) as handle, \
+      _deadline(time_limit) as token:
+    seed_values = performance.score_registered_chromosomes(handle, seed_matrix)
+    start = time.perf_counter()
+    result = jax.block_until_ready(compiled(
+        jax.random.key(seed), jnp.asarray(seed_matrix), table, jnp.asarray(token, jnp.int32),
+        jnp.asarray(handle, jnp.int32)))
+    search_seconds = time.perf_counter() - start
+  best = chromosome_lib.from_bucket(own, bucket, np.asarray(result.best_chromosome))
+  return _result(problem, result, best, seeds, seed_values, compile_seconds, search_seconds,
+                 settings, evals, params)
+
+
+def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[str, np.ndarray],
+            seed_values: np.ndarray, compile_seconds: float, search_seconds: float,
+            settings: SearchSettings, evals: int, params: brkga.Params) -> SearchResult:
+  """The search's answer; under the list decoder the best chromosome is re-encoded for the
+  direct decoder (same placement, order and transfer keys), which every consumer reads."""
+  decoded = performance.host_decoder(problem, settings.decoder, settings.bias)(
+      np.asarray(best, np.float32)[None])
+  placement = np.asarray(decoded.placement[0])
+  order = chromosome_lib.priority_order(np.asarray(decoded.op_priority[0]))
+  if settings.decoder != "direct":
+    best = chromosome_lib.encode(placement, order, problem.layout,
+                                 np.asarray(decoded.transfer_priority[0]))
+  history = np.asarray(result.history)
+  generations = int(result.generations)
+  evaluations = int(result.evaluations)
+  return SearchResult(
+      best_chromosome=best, objective=float(result.best_fitness), placement=placement,
+      order=order, history=history[:generations + 1], evaluations=evaluations,
+      compile_seconds=compile_seconds, search_seconds=search_seconds,
+      seed_objectives={name: float(v) for name, v in zip(seeds, seed_values)},
+      origin=list(seeds)[int(result.best_origin)] if int(result.best_origin) >= 0 else None,
+      stopped_early=evaluations + params.offspring_per_generation <= evals and
+      generations < brkga.max_generations(params, evals))
