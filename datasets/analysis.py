@@ -16,6 +16,7 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 
 CONTROL_ONLY = -1.0  # Bytes of a dependency that carries no tensor.
+EdgeTime = Callable[[float], float]  # Bytes of a dependency -> its time.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,31 +51,48 @@ class Dependencies:
     return cls(preds, pred_bytes, succs, succ_bytes)
 
 
+def link_time(latency, bandwidth, num_bytes, src, dst, xp=np):
+  """The transfer-time formula, on numpy or `jax.numpy` (`xp`) arrays that broadcast together:
+  0 on one device (src == dst) or for a control dependency (CONTROL_ONLY bytes), else
+  latency[src, dst] + bytes / bandwidth[src, dst], in the arrays' own dtype. Traced code
+  (the Doppler policy's episodes) calls it with `xp=jax.numpy`."""
+  moved = (src != dst) & (num_bytes != CONTROL_ONLY)
+  delay = latency[src, dst] + xp.maximum(num_bytes, 0) / xp.where(moved, bandwidth[src, dst], 1)
+  return xp.where(moved, delay, 0)
+
+
 def transfer_time(devices: DeviceSpec, num_bytes, src, dst, dtype=np.float64):
-  """Time to move `num_bytes` from device `src` to `dst`: 0 on one device or for a control
-  dependency (CONTROL_ONLY bytes), else latency + bytes / bandwidth, each step rounded to
-  `dtype` (float32 reproduces the performance models' arithmetic). Scalars, or arrays that
-  broadcast together."""
+  """`link_time` on a device description: each step rounded to `dtype` (float32 reproduces
+  the performance models' arithmetic). Scalars give a `dtype` scalar, arrays an array."""
   if np.ndim(num_bytes) == 0 and np.ndim(src) == 0 and np.ndim(dst) == 0:
-    # The list schedulers' inner loop: plain scalars, no array round trip.
+    # The list schedulers' inner loop: numpy's per-call overhead on 0-d arrays made critical
+    # path and HEFT 4-5x slower, so scalars take the same steps on plain scalars.
     if src == dst or num_bytes == CONTROL_ONLY:
       return dtype(0.0)
     return dtype(dtype(devices.latency[src, dst])
                  + dtype(num_bytes) / dtype(devices.bandwidth[src, dst]))
-  src, dst = np.asarray(src), np.asarray(dst)
-  num_bytes = np.asarray(num_bytes)
-  moved = (src != dst) & (num_bytes != CONTROL_ONLY)
-  bandwidth = np.where(moved, devices.bandwidth[src, dst], 1.0).astype(dtype)
-  delay = devices.latency[src, dst].astype(dtype) + num_bytes.astype(dtype) / bandwidth
-  return np.where(moved, delay, 0.0).astype(dtype)
+  value = link_time(devices.latency.astype(dtype), devices.bandwidth.astype(dtype),
+                    np.asarray(num_bytes, dtype), np.asarray(src), np.asarray(dst))
+  return dtype(value) if np.ndim(value) == 0 else value.astype(dtype)
+
+
+def mean_transfer_time_fn(devices: DeviceSpec) -> EdgeTime:
+  """bytes -> `transfer_time` averaged over ordered pairs of distinct devices (0 with one
+  device or for a control dependency); the pairs are found once, for the level loops."""
+  src, dst = np.nonzero(~np.eye(devices.num_devices, dtype=bool))
+  latency, bandwidth = devices.latency[src, dst], devices.bandwidth[src, dst]
+
+  def mean_time(num_bytes: float) -> float:
+    if num_bytes == CONTROL_ONLY or devices.num_devices == 1:
+      return 0.0
+    return float(np.mean(latency + num_bytes / bandwidth))
+
+  return mean_time
 
 
 def mean_transfer_time(devices: DeviceSpec, num_bytes: float) -> float:
   """`transfer_time` averaged over ordered pairs of distinct devices (0 with one device)."""
-  if num_bytes == CONTROL_ONLY or devices.num_devices == 1:
-    return 0.0
-  src, dst = np.nonzero(~np.eye(devices.num_devices, dtype=bool))
-  return float(np.mean(transfer_time(devices, num_bytes, src, dst)))
+  return mean_transfer_time_fn(devices)(num_bytes)
 
 
 def mean_compute_time(graph: Graph, devices: DeviceSpec) -> np.ndarray:
@@ -82,7 +100,6 @@ def mean_compute_time(graph: Graph, devices: DeviceSpec) -> np.ndarray:
   return graph.compute_cost * float(np.mean(1.0 / devices.speed))
 
 
-EdgeTime = Callable[[float], float]
 
 
 def top_levels(graph: Graph, op_time: np.ndarray, deps: Dependencies | None = None,
@@ -102,7 +119,7 @@ def top_levels(graph: Graph, op_time: np.ndarray, deps: Dependencies | None = No
       heads = [level[p] + op_time[p] + edge_time(size)
                for p, size in zip(deps.preds[op], deps.pred_bytes[op])]
     if heads:
-      k = int(np.argmax(heads))
+      k = max(range(len(heads)), key=heads.__getitem__)  # The first of ties.
       level[op], critical[op] = heads[k], deps.preds[op][k]
   return (level, critical) if with_critical_predecessor else level
 
@@ -121,7 +138,7 @@ def bottom_levels(graph: Graph, op_time: np.ndarray, deps: Dependencies | None =
     else:
       tails = [edge_time(size) + level[s] for s, size in zip(deps.succs[op], deps.succ_bytes[op])]
     if tails:
-      k = int(np.argmax(tails))
+      k = max(range(len(tails)), key=tails.__getitem__)  # The first of ties.
       level[op], critical[op] = op_time[op] + tails[k], deps.succs[op][k]
     else:
       level[op] = op_time[op] + 0.0
@@ -132,14 +149,14 @@ def mean_bottom_levels(graph: Graph, devices: DeviceSpec, deps: Dependencies | N
                        with_critical_successor: bool = False):
   """Bottom levels of mean compute and mean transfer times (HEFT's upward rank)."""
   return bottom_levels(graph, mean_compute_time(graph, devices), deps,
-                       lambda size: mean_transfer_time(devices, size), with_critical_successor)
+                       mean_transfer_time_fn(devices), with_critical_successor)
 
 
 def mean_top_levels(graph: Graph, devices: DeviceSpec, deps: Dependencies | None = None,
                     with_critical_predecessor: bool = False):
   """Top levels of mean compute and mean transfer times."""
   return top_levels(graph, mean_compute_time(graph, devices), deps,
-                    lambda size: mean_transfer_time(devices, size), with_critical_predecessor)
+                    mean_transfer_time_fn(devices), with_critical_predecessor)
 
 
 def longest_compute_path(graph: Graph) -> float:

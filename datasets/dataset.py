@@ -9,6 +9,11 @@ each split in `augment_splits` gains `augmentations` copies of each of its graph
 tensor size and op time multiplied by its own Uniform(0.5, 1.5) draw.
 
 On disk a dataset is a folder: `config.json` plus one compact npz file per split.
+
+Training (`regal.train --dataset`) also takes a folder of graph files in any supported format
+(`graph_folder`): its distinct graphs are split deterministically by a hash of their content,
+so a graph stored twice (e.g. Sinnen's set, one file per device count) stays in one split and
+adding files never moves a graph to another split.
 """
 from __future__ import annotations
 
@@ -215,3 +220,67 @@ def summarize(dataset: Dataset) -> dict[str, dict[str, float]]:
         "compute_cost_mean": float(costs.mean()),
     }
   return summary
+
+
+def graph_fingerprint(graph: Graph) -> str:
+  """SHA-256 of what a placement method sees: edges, costs, sizes and memory (names aside)."""
+  digest = hashlib.sha256()
+  for array in (graph.compute_cost, graph.extra_memory, graph.tensor_producer,
+                graph.tensor_size, graph.data_edge_tensor, graph.data_edge_consumer,
+                graph.control_edge_src, graph.control_edge_dst):
+    array = np.ascontiguousarray(array)
+    digest.update(f"{array.dtype}{array.shape}".encode())
+    digest.update(array.tobytes())
+  return digest.hexdigest()
+
+
+def content_split(fingerprint: str, valid_fraction: float = 0.1,
+                  test_fraction: float = 0.1) -> str:
+  """The split of a graph of this fingerprint: a fixed function of the content alone."""
+  position = int(fingerprint[:12], 16) / 16 ** 12
+  if position < test_fraction:
+    return "test"
+  if position < test_fraction + valid_fraction:
+    return "valid"
+  return "train"
+
+
+def graph_folder(directory: str, num_train: int, num_valid: int, num_test: int) -> Dataset:
+  """The distinct graphs of a folder of graph files, split by `content_split`, each named by
+  its file; each split keeps its first `num_*` graphs in fingerprint order (a fixed
+  pseudo-random subset)."""
+  from datasets import io as graph_io
+  by_fingerprint: dict[str, Graph] = {}
+  for path in graph_io.graph_files(directory):  # Sorted: duplicates keep the first name.
+    graph = dataclasses.replace(graph_io.load_graph(path), name=graph_io.file_stem(path))
+    by_fingerprint.setdefault(graph_fingerprint(graph), graph)
+  splits: dict[str, list[Graph]] = {split: [] for split in SPLITS}
+  for fingerprint in sorted(by_fingerprint):
+    splits[content_split(fingerprint)].append(by_fingerprint[fingerprint])
+  wanted = {"train": num_train, "valid": num_valid, "test": num_test}
+  for split, graphs in splits.items():
+    if not graphs and wanted[split]:
+      raise errors.ConfigError(f"{directory}: too few distinct graphs "
+                               f"({len(by_fingerprint)}) for a {split} split")
+    splits[split] = graphs[:wanted[split]]
+  return Dataset(name=os.path.basename(os.path.normpath(directory)), splits=splits)
+
+
+def for_training(spec: str, num_train: int, num_valid: int, num_test: int) -> Dataset:
+  """What `regal.train --dataset` names: `synthetic` (REGAL's generator, cached), a built
+  dataset folder (`python -m datasets.build --out DIR`; its splits, each cut to `num_*`), or a
+  folder of graph files (`graph_folder`)."""
+  if spec == "synthetic":
+    return load_or_build_synthetic(SyntheticDatasetConfig(
+        num_train=num_train, num_valid=num_valid, num_test=num_test))
+  if not os.path.isdir(spec):
+    raise errors.ConfigError(f"--dataset {spec}: neither 'synthetic' nor a folder")
+  if os.path.exists(os.path.join(spec, "config.json")):
+    dataset, _ = load(spec)
+    wanted = {"train": num_train, "valid": num_valid, "test": num_test}
+    for split in SPLITS:
+      if not dataset[split] and wanted[split]:
+        raise errors.ConfigError(f"--dataset {spec}: its {split} split is empty")
+    return Dataset(name=dataset.name, splits={split: dataset[split][:wanted[split]]
+                                              for split in SPLITS})
+  return graph_folder(spec, num_train, num_valid, num_test)

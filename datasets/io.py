@@ -52,6 +52,26 @@ def format_from_extension(path: str) -> str | None:
   return None
 
 
+def file_stem(path: str) -> str:
+  """A graph file's name without its format's extension (`.pbtxt`, `.json`, ...)."""
+  name = os.path.basename(path)
+  lowered = name.lower()
+  extension = next((e for e in sorted(_EXTENSIONS, key=len, reverse=True)
+                    if lowered.endswith(e)), None)
+  return name[:-len(extension)] if extension else os.path.splitext(name)[0]
+
+
+def graph_files(directory: str) -> list[str]:
+  """The files of `directory` with a known graph extension, sorted (others, such as an optima
+  table, are skipped); a one-line error if there are none."""
+  found = sorted(os.path.join(directory, name) for name in os.listdir(directory)
+                 if format_from_extension(name) and os.path.isfile(os.path.join(directory, name)))
+  if not found:
+    raise errors.ConfigError(f"{directory}: the directory holds no graph files "
+                             f"({', '.join(FORMATS)})")
+  return found
+
+
 def sniff_format(text: str) -> str | None:
   """The format a file's content looks like, or None."""
   stripped = text.lstrip()

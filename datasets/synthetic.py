@@ -148,3 +148,11 @@ def augment(graph: Graph, rng: np.random.Generator, low: float = 0.5, high: floa
 def topology_key(graph: Graph) -> tuple[int, ...]:
   """The in-degree sequence, REGAL's test for 'same topology' when splitting a dataset."""
   return tuple(int(d) for d in graph.in_degree)
+
+
+def sized_graph(num_ops: int, seed: int = 0, topology: str = "erdos_renyi") -> Graph:
+  """A REGAL synthetic graph with exactly `num_ops` core ops: the graphs the benchmarks and
+  tests share. Erdos-Renyi by default (about 1000 edges at 200 ops; edges grow with the square
+  of the ops), Barabasi-Albert for about two edges per op."""
+  spec = SyntheticSpec(min_nodes=num_ops, max_nodes=num_ops)
+  return generate(np.random.default_rng(seed), spec, topology=topology)

@@ -16,7 +16,7 @@ under `--out` (default: experiments/results/baselines_table).
 """
 from __future__ import annotations
 
-from regal.app import parallel
+from regal.scoring import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 

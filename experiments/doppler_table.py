@@ -32,7 +32,7 @@ budget and against critical path. Writes `doppler_table.md`, `.json` under `--ou
 """
 from __future__ import annotations
 
-from regal.app import parallel
+from regal.scoring import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -41,7 +41,6 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Sequence  # noqa: E402
 
-import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
 from datasets import analysis  # noqa: E402

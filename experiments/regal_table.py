@@ -36,7 +36,7 @@ improvement over uniform BRKGA at evaluation limits 1K..50K (quick: 1K, 2K). Wri
 """
 from __future__ import annotations
 
-from regal.app import parallel
+from regal.scoring import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 

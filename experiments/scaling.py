@@ -18,7 +18,7 @@ backend picks: on a CPU the WC model's native loop) on one compiled call per pop
 """
 from __future__ import annotations
 
-from regal.app import parallel
+from regal.scoring import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -30,9 +30,9 @@ from absl import flags  # noqa: E402
 
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors, zoo  # noqa: E402
+from datasets.synthetic import sized_graph  # noqa: E402
 from experiments import report  # noqa: E402
 from experiments.bench import model_timing  # noqa: E402
-from experiments.bench.graphs import synthetic_graph  # noqa: E402
 from regal.app import optimize_lib  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 from regal.search import coarsen  # noqa: E402
@@ -55,7 +55,7 @@ _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "scaling"),
 
 def graphs(sizes: Sequence[int]):
   for size in sizes:
-    yield "synthetic", size, synthetic_graph(size, topology="barabasi_albert")
+    yield "synthetic", size, sized_graph(size, topology="barabasi_albert")
     yield "zoo", size, zoo.model_graph("bert_base", batch=8, seq_len=512, **ZOO_SIZES[size])
 
 
@@ -95,7 +95,7 @@ def throughput_rows(sizes, populations, num_devices: int, progress=print) -> lis
   devices = devices_lib.homogeneous(num_devices)
   rows = []
   for size in sizes:
-    graph = synthetic_graph(size, topology="barabasi_albert")
+    graph = sized_graph(size, topology="barabasi_albert")
     for model in ("wc", "sync"):
       problem = performance.Problem(graph, devices, model=model)
       reference = model_timing.time_reference(problem, 1.0)

@@ -18,7 +18,7 @@ Writes `search_targets.md` and `.json` under `--out`.
 """
 from __future__ import annotations
 
-from regal.app import parallel
+from regal.scoring import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 

@@ -24,7 +24,7 @@ the same size bucket starts faster.
 """
 from __future__ import annotations
 
-from regal.app import parallel
+from regal.scoring import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -148,7 +148,7 @@ def main(argv: Sequence[str]) -> None:
   devices = devices_lib.from_flags()
   on_devices = _EXECUTE.value or _REWARD.value == "measured"
   if on_devices:
-    from regal.app import parallel as parallel_lib
+    from regal.scoring import parallel as parallel_lib
     parallel_lib.use_host_devices(devices.num_devices)  # Before JAX starts.
   arms = seed_arms.parse_arms(_SEED_ARMS.value)
   doppler = seed_arms.DopplerArm(checkpoint=_DOPPLER_CHECKPOINT.value,

@@ -24,7 +24,10 @@ from regal.learning import train_lib
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "learning", "configs", "default.py"),
     "Training configuration (path[:preset]).")
-_DATASET = flags.DEFINE_enum("dataset", "synthetic", ["synthetic"], "Training dataset.")
+_DATASET = flags.DEFINE_string(
+    "dataset", None, "Training graphs: 'synthetic' (REGAL's generator), a built dataset folder "
+    "(python -m datasets.build --out DIR) or a folder of graph files in any supported format, "
+    "split by content (default: the config's, synthetic).")
 _WORKDIR = flags.DEFINE_string("workdir", os.path.join("runs", "regal"),
                                "Checkpoints, metrics and the report go here.")
 _RAY_ADDRESS = flags.DEFINE_string("ray_address", None, "Join this Ray cluster instead of "
@@ -35,15 +38,18 @@ def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
   config = _CONFIG.value
+  if _DATASET.value is not None:
+    config.dataset = _DATASET.value
   if config.reward == "measured":
-    from regal.app import parallel
+    from regal.scoring import parallel
     parallel.use_host_devices(config.num_devices)  # Before JAX starts.
   if _RAY_ADDRESS.value:
     import ray
     ray.init(address=_RAY_ADDRESS.value)
   report = train_lib.train_and_evaluate(config, _WORKDIR.value)
   test = report["test"]
-  print(json.dumps({"test_improvement_pct": round(test["improvement_pct"], 3),
+  print(json.dumps({"dataset": config.dataset, "test_graphs": report["test_graphs"],
+                    "test_improvement_pct": round(test["improvement_pct"], 3),
                     "test_matched_or_beaten": round(test["matched_or_beaten"], 3),
                     "inference_seconds_per_graph": round(report["inference_seconds_per_graph"],
                                                          4)}))

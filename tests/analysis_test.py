@@ -118,3 +118,21 @@ def test_transfer_time_scalars_arrays_and_float32():
   value = analysis.transfer_time(devices, 1e-3, 0, 1, dtype=np.float32)
   assert value.dtype == np.float32
   assert value == np.float32(np.float32(2.0) + np.float32(1e-3) / np.float32(4.0))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 4), st.lists(st.floats(0, 1e9), min_size=1, max_size=6),
+       st.sampled_from([np.float32, np.float64]), st.integers(0, 2**31))
+def test_transfer_time_scalar_and_array_paths_agree(num_devices, sizes, dtype, seed):
+  rng = np.random.default_rng(seed)
+  devices = devices_lib.DeviceSpec(
+      memory_capacity=np.full(num_devices, np.inf),
+      speed=np.ones(num_devices), bandwidth=rng.uniform(0.5, 5.0, (num_devices, num_devices)),
+      latency=rng.uniform(0.0, 2.0, (num_devices, num_devices)))
+  sizes = np.array(sizes + [analysis.CONTROL_ONLY])
+  src = rng.integers(0, num_devices, len(sizes))
+  dst = rng.integers(0, num_devices, len(sizes))
+  batched = analysis.transfer_time(devices, sizes, src, dst, dtype)
+  one_by_one = [analysis.transfer_time(devices, float(s), int(a), int(b), dtype)
+                for s, a, b in zip(sizes, src, dst)]
+  np.testing.assert_array_equal(batched, np.array(one_by_one, dtype))

@@ -15,6 +15,7 @@ def pytest_configure(config):
   """One persistent JAX compilation cache per test session: tests that rebuild the same
   search (training resumed in the same workdir, CLI subprocesses) compile it once."""
   import tempfile
+
   import jax
   cache = os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                                 tempfile.mkdtemp(prefix="regal-test-jax-cache-"))

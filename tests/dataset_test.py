@@ -114,3 +114,57 @@ def test_summary(small_dataset):
   assert summary["valid"]["graphs"] == 3
   assert 50 + 2 <= summary["train"]["ops_min"] <= summary["train"]["ops_max"] <= 202
   assert 0.5 < summary["test"]["data_edge_fraction"] < 0.9
+
+
+def _graph_folder(tmp_path, count: int, duplicate_every: int = 0):
+  """`count` distinct synthetic graphs as JSON files, plus a second file of every
+  `duplicate_every`-th graph, as Sinnen stores one graph per device count."""
+  from datasets import io as graph_io
+  folder = tmp_path / "graphs"
+  folder.mkdir(parents=True)
+  spec = synthetic.SyntheticSpec(min_nodes=6, max_nodes=9)
+  for i in range(count):
+    graph = synthetic.generate(np.random.default_rng(i), spec)
+    graph_io.save_graph(graph, str(folder / f"g{i:03d}.json"))
+    if duplicate_every and i % duplicate_every == 0:
+      graph_io.save_graph(graph, str(folder / f"g{i:03d}-copy.json"))
+  (folder / "optimal.csv").write_text("not a graph\n")
+  return folder
+
+
+def test_a_graph_folder_splits_by_content_deterministically(tmp_path):
+  folder = _graph_folder(tmp_path, 60, duplicate_every=4)
+  whole = dataset_lib.graph_folder(str(folder), 1000, 1000, 1000)
+  fingerprints = {split: [dataset_lib.graph_fingerprint(g) for g in whole[split]]
+                  for split in dataset_lib.SPLITS}
+  # Every distinct graph exactly once (copies dropped), and no graph in two splits.
+  assert sum(len(f) for f in fingerprints.values()) == 60
+  assert len(set().union(*fingerprints.values())) == 60
+  assert all(len(f) > 0 for f in fingerprints.values())
+  for split, values in fingerprints.items():
+    assert all(dataset_lib.content_split(v) == split for v in values)
+  # The same folder gives the same splits; a cut keeps a prefix of each; a new file moves
+  # no graph to another split.
+  cut = dataset_lib.graph_folder(str(folder), 5, 2, 2)
+  assert [g.name for g in cut["train"]] == [g.name for g in whole["train"][:5]]
+  from datasets import io as graph_io
+  graph_io.save_graph(synthetic.generate(np.random.default_rng(999), synthetic.SyntheticSpec(
+      min_nodes=6, max_nodes=9)), str(folder / "new.json"))
+  grown = dataset_lib.graph_folder(str(folder), 1000, 1000, 1000)
+  for split in dataset_lib.SPLITS:
+    assert set(fingerprints[split]) <= {dataset_lib.graph_fingerprint(g) for g in grown[split]}
+
+
+def test_for_training_reads_every_kind_of_dataset(tmp_path):
+  folder = _graph_folder(tmp_path, 40)
+  from_folder = dataset_lib.for_training(str(folder), 3, 2, 2)
+  assert [len(from_folder[s]) for s in dataset_lib.SPLITS] == [3, 2, 2]
+  built = dataset_lib.build_synthetic(SMALL)
+  dataset_lib.save(built, str(tmp_path / "built"), dataset_lib.synthetic_record(SMALL, None))
+  from_built = dataset_lib.for_training(str(tmp_path / "built"), 4, 3, 1)
+  assert [g.name for g in from_built["train"]] == [g.name for g in built["train"][:4]]
+  assert [len(from_built[s]) for s in dataset_lib.SPLITS] == [4, 3, 1]
+  with pytest.raises(errors.ConfigError, match="neither 'synthetic' nor a folder"):
+    dataset_lib.for_training(str(tmp_path / "missing"), 1, 1, 1)
+  with pytest.raises(errors.ConfigError, match="too few distinct graphs"):
+    dataset_lib.for_training(str(_graph_folder(tmp_path / "one", 1)), 1, 1, 1)

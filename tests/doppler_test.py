@@ -1,6 +1,6 @@
-"""regal.doppler_policy: hand-checked features, the scan against a step-by-step reference, imitation of
-critical path, a policy-gradient step toward an obviously best placement, checkpoints, and the
-seeding arm's lineage in regal.optimize's result."""
+"""regal.doppler_policy: hand-checked features, the scan against a step-by-step reference,
+imitation of critical path, a policy-gradient step toward an obviously best placement,
+checkpoints, and the seeding arm's lineage in regal.optimize's result."""
 import dataclasses
 
 import jax
@@ -12,7 +12,7 @@ from datasets import analysis
 from datasets import devices as devices_lib
 from datasets import errors
 from datasets.graph import Graph
-from experiments.bench.graphs import synthetic_graph
+from datasets.synthetic import sized_graph
 from regal.app import optimize_lib
 from regal.baselines import list_scheduling
 from regal.doppler_policy import episode as episode_lib
@@ -100,12 +100,12 @@ def _reference_greedy_episode(params, graph: Graph, devices, config):
 
 def test_batched_greedy_episodes_match_the_step_by_step_reference():
   # Slow links, so input arrivals (not only device queues) decide start times.
-  graph, devices = synthetic_graph(14, seed=5), devices_lib.homogeneous(3, bandwidth=0.02)
+  graph, devices = sized_graph(14, seed=5), devices_lib.homogeneous(3, bandwidth=0.02)
   problem = performance.Problem(graph, devices)
   agent = training.Agent.create(problem, SMALL)
   for seed in range(2):
     params = training.init_params(jax.random.key(seed), agent)
-    batched = jax.jit(training._episodes(agent, episode_lib.GREEDY))
+    batched = jax.jit(training.episode_runner(agent, episode_lib.GREEDY))
     episodes = batched(params, jax.random.split(jax.random.key(9), 2), 0.0,
                        jnp.zeros((2, 1)), jnp.zeros((2, 1)))
     nodes, devices_chosen, makespan = _reference_greedy_episode(params, graph, devices,
@@ -119,14 +119,14 @@ def test_batched_greedy_episodes_match_the_step_by_step_reference():
 
 
 def test_forcing_the_teacher_reproduces_its_schedule():
-  graph, devices = synthetic_graph(20, seed=2), devices_lib.homogeneous(2, bandwidth=0.02)
+  graph, devices = sized_graph(20, seed=2), devices_lib.homogeneous(2, bandwidth=0.02)
   agent = training.Agent.create(performance.Problem(graph, devices), SMALL)
   nodes, chosen, placement = agent.teacher()
   assert 0 < placement.sum() < graph.num_ops  # Both devices used: transfers happen.
   _, order = list_scheduling.critical_path_assignment(graph, devices)
   planned, _, _ = list_scheduling.simulate_in_order(graph, devices, placement, order)
   params = training.init_params(jax.random.key(0), agent)
-  forced = jax.jit(training._episodes(agent, episode_lib.FORCED))(
+  forced = jax.jit(training.episode_runner(agent, episode_lib.FORCED))(
       params, jax.random.split(jax.random.key(0), 1), 0.0, jnp.asarray(nodes)[None],
       jnp.asarray(chosen)[None])
   assert np.asarray(forced.placement[0, :graph.num_ops]).tolist() == placement.tolist()
@@ -134,7 +134,7 @@ def test_forcing_the_teacher_reproduces_its_schedule():
 
 
 def test_imitation_agrees_with_critical_path():
-  graph, devices = synthetic_graph(16, seed=4), devices_lib.homogeneous(2)
+  graph, devices = sized_graph(16, seed=4), devices_lib.homogeneous(2)
   agent = training.Agent.create(performance.Problem(graph, devices), SMALL)
   config = dataclasses.replace(SMALL, imitation_steps=400, imitation_target=0.97,
                                hidden=32)
@@ -155,7 +155,7 @@ def test_policy_gradient_raises_the_obviously_best_placement():
                                reinforce_steps=3, episodes_per_step=32)
   agent = training.Agent.create(problem, config)
   params = training.init_params(jax.random.key(1), agent)
-  forced = jax.jit(training._episodes(agent, episode_lib.FORCED))
+  forced = jax.jit(training.episode_runner(agent, episode_lib.FORCED))
 
   def colocated_probability(params):
     nodes, chosen = agent.pad_actions([0, 1], [0, 0])
@@ -171,7 +171,7 @@ def test_policy_gradient_raises_the_obviously_best_placement():
 
 
 def test_checkpoints_round_trip_and_refuse_another_config(tmp_path):
-  problem = performance.Problem(synthetic_graph(10, seed=1), devices_lib.homogeneous(2))
+  problem = performance.Problem(sized_graph(10, seed=1), devices_lib.homogeneous(2))
   agent = training.Agent.create(problem, SMALL)
   params = training.init_params(jax.random.key(0), agent)
   path = str(tmp_path / "policy")
@@ -193,9 +193,9 @@ def test_doppler_seed_arm_in_regal_optimize(tmp_path):
   """A saved (untrained) policy seeds BRKGA on another graph; the result names each arm's
   score and the arm the winner descends from."""
   config = training.DopplerConfig()
-  graph = synthetic_graph(12, seed=3)
+  graph = sized_graph(12, seed=3)
   problem = performance.Problem(graph, devices_lib.homogeneous(2))
-  agent = training.Agent.create(performance.Problem(synthetic_graph(9, seed=0),
+  agent = training.Agent.create(performance.Problem(sized_graph(9, seed=0),
                                                     devices_lib.homogeneous(2)), config)
   path = str(tmp_path / "policy")
   method.save_checkpoint(path, training.init_params(jax.random.key(0), agent), config, 2)

@@ -4,11 +4,12 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from graph_strategies import dags, shuffled
+from hypothesis import given
+from hypothesis import strategies as st
 
 from datasets import errors
 from datasets.graph import Graph, GraphBuilder, find_cycle, to_networkx
-from graph_strategies import dags, shuffled
 
 
 def diamond() -> Graph:

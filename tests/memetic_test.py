@@ -429,17 +429,17 @@ def test_default_budget_is_sized_from_the_graph():
   (cost ~ ops * devices + 0.4 * edges); always whole thousands within 5,000..200,000."""
   small = _doppler_like_problem("delay", devices=2)
   assert search.default_evals(small) == 500 * small.graph.num_ops * 2
-  from experiments.bench.graphs import synthetic_graph
-  large = performance.Problem(synthetic_graph(400), devices_lib.homogeneous(8))
+  from datasets.synthetic import sized_graph
+  large = performance.Problem(sized_graph(400), devices_lib.homogeneous(8))
   units = large.graph.num_ops * 8 + 0.4 * len(large.graph.edge_src)
   assert search.default_evals(large) == 1000 * int(np.ceil(1.3e8 / units / 1000))
-  tiny = performance.Problem(synthetic_graph(3), devices_lib.homogeneous(1))
+  tiny = performance.Problem(sized_graph(3), devices_lib.homogeneous(1))
   assert search.default_evals(tiny) == search.MIN_DEFAULT_EVALS
-  huge = performance.Problem(synthetic_graph(400), devices_lib.homogeneous(64))
+  huge = performance.Problem(sized_graph(400), devices_lib.homogeneous(64))
   assert search.default_evals(huge) == search.MIN_DEFAULT_EVALS
   # The JAX engines score ~40x slower on a CPU: a 40th of the budget.
-  jax_engine = performance.Problem(synthetic_graph(100), devices_lib.homogeneous(2),
+  jax_engine = performance.Problem(sized_graph(100), devices_lib.homogeneous(2),
                                    engine="jax")
-  native = performance.Problem(synthetic_graph(100), devices_lib.homogeneous(2))
+  native = performance.Problem(sized_graph(100), devices_lib.homogeneous(2))
   assert search.default_evals(native) == 500 * native.graph.num_ops * 2
   assert search.default_evals(jax_engine) == search.MIN_DEFAULT_EVALS

@@ -10,7 +10,7 @@ from cli_test import assert_one_line_error, run
 from datasets import devices as devices_lib
 from datasets import io as graph_io
 from datasets import jax_import
-from experiments.bench.graphs import synthetic_graph
+from datasets.synthetic import sized_graph
 from regal import baselines
 from regal.app import optimize_lib
 from regal.scoring import doppler_sim, performance
@@ -79,7 +79,7 @@ def test_cli_runs_a_baseline(tmp_path, method):
 
 
 def test_brkga_result_never_loses_a_seed_and_seeds_every_cheap_heuristic():
-  graph = synthetic_graph(20, seed=3)
+  graph = sized_graph(20, seed=3)
   report = optimize_lib.run(graph, devices_lib.homogeneous(2), model="sync", evals=200)
   seeds = report.data["baselines"]["best_seed"]
   assert report.data["objective"] <= seeds["objective"]

@@ -1,5 +1,6 @@
 """Size buckets for JAX."""
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from datasets import padding
 

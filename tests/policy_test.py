@@ -9,7 +9,7 @@ import pytest
 
 from datasets import devices as devices_lib
 from datasets.graph import Graph
-from experiments.bench.graphs import synthetic_graph
+from datasets.synthetic import sized_graph
 from regal.learning import features, policy, reinforce
 from regal.scoring import performance
 
@@ -44,7 +44,7 @@ def test_features_by_hand():
 
 
 def test_brkga_features_are_shares_and_positions():
-  problem = performance.Problem(synthetic_graph(10, seed=1), devices_lib.homogeneous(2))
+  problem = performance.Problem(sized_graph(10, seed=1), devices_lib.homogeneous(2))
   part = features.run_brkga_features(problem, evals=400)
   assert part.shape == (problem.graph.num_ops, 3)
   np.testing.assert_allclose(part[:, :2].sum(axis=1), 1.0, rtol=1e-6)
@@ -77,7 +77,7 @@ def _slow_schedule_positions(graph: Graph, priority: np.ndarray) -> list[int]:
 
 
 def test_schedule_positions_match_a_one_solution_reference():
-  graph = synthetic_graph(30, seed=3)
+  graph = sized_graph(30, seed=3)
   priority = np.random.default_rng(0).random((5, graph.num_ops))
   positions = features.schedule_positions(graph, priority)
   for row in range(5):
@@ -97,7 +97,7 @@ def test_dequantization_gives_the_binned_mean_and_variance(bins):
 
 
 def _tiny_batch(num_graphs=2, ops=6):
-  problems = [performance.Problem(synthetic_graph(ops, seed=s), devices_lib.homogeneous(2))
+  problems = [performance.Problem(sized_graph(ops, seed=s), devices_lib.homogeneous(2))
               for s in range(num_graphs)]
   graphs = [features.graph_features(p) for p in problems]
   return problems, policy.batch_graphs(graphs, node_bucket=64, edge_bucket=256)
@@ -192,7 +192,7 @@ def test_a_reference_equal_to_the_rewards_leaves_the_policy_alone():
 def test_reinforce_learns_a_per_gene_reward():
   """The whole update path (features, GNN, sampling, loss, Adam) finds what a synthetic reward
   favours: the share of ops whose device-0 affinity takes the high mean bin."""
-  problems = [performance.Problem(synthetic_graph(20, seed=s), devices_lib.homogeneous(2))
+  problems = [performance.Problem(sized_graph(20, seed=s), devices_lib.homogeneous(2))
               for s in range(4)]
   graph = policy.batch_graphs([features.graph_features(p) for p in problems], 128, 512)
   config = policy.PolicyConfig(hidden=16, rounds=1)

@@ -4,11 +4,13 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
-
-from datasets import errors, serialization
-from datasets import io as graph_io
 from graph_strategies import dags
+from hypothesis import given
+from hypothesis import strategies as st
+
+from datasets import errors
+from datasets import io as graph_io
+from datasets import serialization
 
 
 @given(dags(integer=False))

@@ -1,5 +1,5 @@
-"""regal.learning.rollout_pool and regal.learning.train_lib: Ray actors agree with the driver and survive a
-killed actor; training runs, writes its report and resumes from its workdir."""
+"""regal.learning.rollout_pool and regal.learning.train_lib: Ray actors agree with the driver
+and survive a killed actor; training runs, writes its report and resumes from its workdir."""
 import json
 import os
 
@@ -8,7 +8,8 @@ import pytest
 
 from datasets import devices as devices_lib
 from datasets import errors
-from experiments.bench.graphs import synthetic_graph
+from datasets import io as graph_io
+from datasets.synthetic import sized_graph
 from regal.app import optimize_lib
 from regal.learning import checkpoint, train_lib
 from regal.learning.configs import default as default_config
@@ -19,7 +20,7 @@ from regal.scoring import performance
 
 @pytest.fixture(scope="module")
 def problems():
-  return [performance.Problem(synthetic_graph(n, seed=n), devices_lib.homogeneous(2),
+  return [performance.Problem(sized_graph(n, seed=n), devices_lib.homogeneous(2),
                               model="sync") for n in (8, 10, 12)]
 
 
@@ -37,26 +38,28 @@ def test_ray_actors_match_the_driver_and_survive_a_killed_actor(problems):
     ray.shutdown()
 
 
-def _tiny_config():
-  config = default_config.get_config()
-  config.num_train, config.num_valid, config.num_test = 4, 2, 2
-  config.evals = 500
-  config.batch_size = 2
-  config.num_steps = 2
-  config.eval_every = 2
-  config.num_eval_graphs = 2
-  config.num_actors = 0
-  config.policy.hidden = 8
-  config.policy.rounds = 1
-  config.samples_per_graph = 2  # Exercises the leave-one-out path at half the default cost.
+def _tiny_config(dataset: str = "synthetic"):
+  config = default_config.get_config("test")
+  config.dataset = dataset
   return config
 
 
+def _graph_folder(folder) -> str:
+  """40 graphs of 50 ops as files (one size, so the feature runs share one compile)."""
+  folder.mkdir()
+  for i in range(40):
+    graph_io.save_graph(sized_graph(50, seed=100 + i), str(folder / f"g{i}.json"))
+  return str(folder)
+
+
 def test_training_runs_reports_and_resumes(tmp_path):
+  """On a folder of graph files (the golden test trains on the synthetic generator)."""
   workdir = str(tmp_path / "run")
-  config = _tiny_config()
+  config = _tiny_config(_graph_folder(tmp_path / "graphs"))
   report = train_lib.train_and_evaluate(config, workdir)
   assert report["steps"] == 2 and len(report["history"]) == 2
+  held_apart = set(report["split_graphs"]["test"])
+  assert len(held_apart) == 2 and not held_apart & set(report["split_graphs"]["train"])
   assert np.isfinite(report["test"]["improvement_pct"])
   for name in ("checkpoint.msgpack", "metrics.csv", "report.json",
                "reward_curve.png", f"features-{train_lib.fingerprint(config)}.npz",
@@ -84,17 +87,17 @@ def test_training_runs_reports_and_resumes(tmp_path):
     train_lib.train_and_evaluate(config, workdir)
   assert checkpoint.read_meta(checkpoint.in_workdir(workdir))["step"] == 3
   # The trained policy runs on any graph through regal.optimize --policy.
-  result = optimize_lib.run(synthetic_graph(12, seed=5), devices_lib.homogeneous(2),
+  result = optimize_lib.run(sized_graph(50, seed=5), devices_lib.homogeneous(2),
                             model="sync", evals=700, policy_dir=workdir).data
   assert result["evaluations"] <= 700 and result["details"]["feature_evaluations"] == 400
   assert result["objective"] <= min(result["details"]["regal_objective"],
                                     result["details"]["uniform_brkga_objective"]) + 1e-9
   with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
-    optimize_lib.run(synthetic_graph(12, seed=5), devices_lib.homogeneous(3), model="sync",
+    optimize_lib.run(sized_graph(12, seed=5), devices_lib.homogeneous(3), model="sync",
                      evals=700, policy_dir=workdir)
   # Fine-tuning that policy on measured run times (the session's 2 host devices, see
   # conftest): one step, the source workdir's caches reused, the measured references cached.
-  tuned_config = _tiny_config()
+  tuned_config = _tiny_config(config.dataset)
   tuned_config.num_steps, tuned_config.eval_every = 1, 1
   tuned_config.reward, tuned_config.finetune_from = "measured", workdir
   tuned_config.measure_repeats = 1

@@ -15,7 +15,7 @@ would exceed the budget. Both engines score bit for bit alike, so they find the 
 """
 from __future__ import annotations
 
-from regal.app import parallel
+from regal.scoring import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -28,7 +28,7 @@ from absl import app, flags  # noqa: E402
 
 from datasets import atomic  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from experiments.bench.graphs import synthetic_graph  # noqa: E402
+from datasets.synthetic import sized_graph  # noqa: E402
 from regal import search  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 
@@ -74,7 +74,7 @@ def library_search(problem: performance.Problem, params, budget: int, seed: int)
 
 def main(argv: Sequence[str]) -> None:
   del argv
-  graph = synthetic_graph(200)
+  graph = sized_graph(200)
   problems = {engine: performance.Problem(graph, devices_lib.homogeneous(2), engine=engine)
               for engine in _ENGINES.value}
   headline = _ENGINES.value[0]

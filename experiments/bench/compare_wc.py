@@ -12,7 +12,7 @@ each, alternating; the ratio printed is the median of the per-round speed ratios
 """
 from __future__ import annotations
 
-from regal.app import parallel
+from regal.scoring import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from datasets import devices as devices_lib  # noqa: E402
-from experiments.bench.graphs import synthetic_graph  # noqa: E402
+from datasets.synthetic import sized_graph  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 
 _BASELINE = flags.DEFINE_string("baseline", "HEAD", "Git revision of the baseline wc_model.py.")
@@ -56,7 +56,7 @@ def _fitness(problem, module, memory: bool, population: int):
   sim = jax.tree_util.tree_map(jnp.asarray, performance.sim_graph_for(problem, memory=memory))
 
   def local(sim, chromosomes):
-    inputs = performance._padded_inputs(problem, sim, chromosomes)  # noqa: SLF001
+    inputs = performance.padded_inputs(problem, sim, chromosomes)
     return module.simulate_batch(sim, *inputs, chunk=performance.WC_CHUNK,
                                  record_times=False).makespan
 
@@ -77,7 +77,7 @@ def main(argv: Sequence[str]) -> None:
                                                 _BASELINE_MEMORY.value),
                 "working tree": (_load(REPO / "regal" / "wc_model.py", "tree_wc_model"),
                                  _MEMORY.value)}
-  graph = synthetic_graph(_OPS.value)
+  graph = sized_graph(_OPS.value)
   problem = performance.Problem(graph, devices_lib.homogeneous(2))
   population = _POPULATION.value
   chromosomes = jax.random.uniform(jax.random.key(0), (population, problem.layout.size))

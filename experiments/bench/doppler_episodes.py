@@ -14,7 +14,7 @@ It prints episodes per second for each and the ratios ours / reference.
 """
 from __future__ import annotations
 
-from regal.app import parallel
+from regal.scoring import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -61,7 +61,7 @@ def main(argv: Sequence[str]) -> None:
   agent = training.Agent.create(problem, config)
   params = training.init_params(jax.random.key(0), agent)
   batch = _BATCH.value
-  sample = jax.jit(training._episodes(agent, episode_lib.SAMPLE))
+  sample = jax.jit(training.episode_runner(agent, episode_lib.SAMPLE))
   dummy = jnp.zeros((batch, 1))
 
   def episodes(k):

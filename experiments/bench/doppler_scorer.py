@@ -19,13 +19,13 @@ import time
 from typing import Sequence
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from datasets import devices as devices_lib
 from datasets import errors
 from datasets import io as graph_io
+from datasets.synthetic import sized_graph
 from experiments import report
-from experiments.bench.graphs import synthetic_graph
 from regal.baselines import list_scheduling, partition
 from regal.scoring import doppler_sim, native_doppler, performance
 
@@ -100,7 +100,7 @@ def main(argv: Sequence[str]) -> None:
     raise errors.ConfigError("--checked must be at least 10, --timed and --repeats positive")
   devices = devices_lib.homogeneous(4)
   graphs = [(f[:-4], graph_io.load_graph(os.path.join(SHARED, f))) for f in DOPPLER_FILES]
-  graphs.append(("synthetic_367", synthetic_graph(367)))
+  graphs.append(("synthetic_367", sized_graph(367)))
   rows = []
   for name, graph in graphs:
     rows.append(measure(name, graph, devices, checked, timed, _REPEATS.value))

@@ -13,7 +13,7 @@ as the runtime objective scores it, makespan only (no memory tracking).
 """
 from __future__ import annotations
 
-from regal.app import parallel
+from regal.scoring import parallel
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -27,7 +27,7 @@ from absl import app, flags  # noqa: E402
 
 from datasets import atomic  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from experiments.bench.graphs import synthetic_graph  # noqa: E402
+from datasets.synthetic import sized_graph  # noqa: E402
 from experiments.bench.model_timing import time_batched, time_reference  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 
@@ -52,7 +52,7 @@ def main(argv: Sequence[str]) -> None:
             f"{'compile s':>9} {'ref evals/s':>11} {'ratio':>8}")
   print(header)
   for size in map(int, _SIZES.value):
-    graph = synthetic_graph(size)
+    graph = sized_graph(size)
     for model in _MODELS.value:
       # Objective "memory" makes the model track memory (and compute the makespan too).
       problem = performance.Problem(graph, devices, model=model.removesuffix("-ms"),

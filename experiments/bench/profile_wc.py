@@ -28,7 +28,7 @@ import numpy as np
 from absl import app, flags
 
 from datasets import devices as devices_lib
-from experiments.bench.graphs import synthetic_graph
+from datasets.synthetic import sized_graph
 from regal.scoring import performance, wc_model
 
 _OPS = flags.DEFINE_integer("ops", 200, "Synthetic graph size (ops).")
@@ -57,7 +57,7 @@ def count_steps(sim, placement, priority, transfer_priority) -> tuple[int, np.nd
 
     def body(carry):
       s, steps, busy_steps = carry
-      next_s = wc_model._step(sim, ctx, s, performance.WC_CHUNK, False)  # noqa: SLF001
+      next_s = wc_model.event_step(sim, ctx, s, performance.WC_CHUNK, False)
       return next_s, steps + 1, busy_steps + (s.ops_left > 0).astype(jnp.int32)
 
     _, steps, busy_steps = jax.lax.while_loop(
@@ -138,13 +138,13 @@ def gather_element_ns(population: int, table_width: int, per_lane: int,
 
 def main(argv: Sequence[str]) -> None:
   del argv
-  graph = synthetic_graph(_OPS.value)
+  graph = sized_graph(_OPS.value)
   problem = performance.Problem(graph, devices_lib.homogeneous(2))
   sim = jax.tree_util.tree_map(jnp.asarray, performance.sim_graph_for(problem))
   population = _POPULATION.value
   chromosomes = jnp.asarray(np.random.default_rng(0).random(
       (population, problem.layout.size)).astype(np.float32))
-  inputs = performance._padded_inputs(problem, sim, chromosomes)  # noqa: SLF001
+  inputs = performance.padded_inputs(problem, sim, chromosomes)
   simulate = jax.jit(lambda *a: wc_model.simulate_batch(
       sim, *a, chunk=performance.WC_CHUNK, record_times=False).makespan)
 

@@ -47,6 +47,7 @@ import numba
 import numpy as np
 
 from datasets import atomic, errors
+from datasets import io as graph_io
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import baselines, search
@@ -73,12 +74,13 @@ class Report:
 METHODS = ("brkga", "doppler") + baselines.METHODS
 
 
-def _run_brkga(problem: performance.Problem, evals: int, seed: int,
-               policy_dir: str | None = None,
+def _run_brkga(problem: performance.Problem, scores: performance.ReferenceScores, evals: int,
+               seed: int, policy_dir: str | None = None,
                arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
                doppler: seed_arms.DopplerArm | None = None,
                brkga_preset: str = brkga_presets.DEFAULT, decoder: str | None = None,
-               time_limit: float | None = None):
+               time_limit: float | None = None) -> baselines.MethodResult:
+  """BRKGA from the seed arms (REGAL's with a policy); its seeds come back as alternatives."""
   # The searched layout's size (a size bucket on native engines): one compile per bucket.
   params = brkga_presets.params(brkga_preset, search.search_layout(problem).size,
                                 evals=evals)
@@ -91,6 +93,7 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
                              f"at least one population ({params.population_size})")
   evals -= arm_evaluations
   details = {}
+  alternatives = dict(seeds)
   try:
     if policy_dir:
       # REGAL: the policy's mutant distributions; compared with uniform BRKGA at the same
@@ -102,16 +105,17 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
                                 settings=search_settings, time_limit=time_limit)
       params = params.replace(mutant_alpha=alpha, mutant_beta=beta)
       evals -= spent
+      # The user gets the better of the two searches; details keep both.
+      alternatives["uniform_brkga"] = uniform.best_chromosome
       details = {"policy": policy_dir, "feature_evaluations": spent,
-                 "uniform_brkga_objective": float(performance.score_reference(
-                     problem, uniform.best_chromosome)[0])}
+                 "uniform_brkga_objective": float(scores(uniform.best_chromosome)[0])}
     result = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds,
                              settings=search_settings, time_limit=time_limit)
   except ValueError as error:  # e.g. a budget below one population
     raise errors.ConfigError(str(error)) from None
+  objective, schedule = scores(result.best_chromosome)
   if policy_dir:
-    details["regal_objective"] = float(performance.score_reference(
-        problem, result.best_chromosome)[0])
+    details["regal_objective"] = float(objective)
   settings = {"brkga": {"preset": brkga_preset or brkga_presets.DEFAULT,
                         "population_size": params.population_size,
                         "num_elites": params.num_elites, "num_mutants": params.num_mutants,
@@ -124,43 +128,41 @@ def _run_brkga(problem: performance.Problem, evals: int, seed: int,
   if not policy_dir:
     settings["brkga"].update(mutant_alpha=float(np.asarray(params.mutant_alpha)),
                              mutant_beta=float(np.asarray(params.mutant_beta)))
-  wall = {"compile": result.compile_seconds, "search": result.search_seconds}
-  # Every seed is re-scored too: the result must never be worse than a seed.
-  candidates = {"brkga": result.best_chromosome, **seeds}
-  if policy_dir:  # The user gets the better of the two searches; details keep both.
-    candidates["uniform_brkga"] = uniform.best_chromosome
   arm_scores = {}
   for name, chromosome in seeds.items():
-    value = float(performance.score_reference(problem, chromosome)[0])
     arm = seed_arms.arm_of(name)
-    arm_scores[arm] = min(arm_scores.get(arm, np.inf), value)
+    arm_scores[arm] = min(arm_scores.get(arm, np.inf), float(scores(chromosome)[0]))
   details.update({"seed_arms": arm_scores, "arm_evaluations": arm_evaluations,
                   "winner_origin": None if result.origin is None else
                   seed_arms.arm_of(result.origin)})
-  total = result.evaluations + details.get("feature_evaluations", 0) + arm_evaluations
-  return candidates, total, settings, wall, details
+  placement, order = chromosome_lib.assignment(result.best_chromosome, problem.layout,
+                                               problem.pinned)
+  return baselines.MethodResult(
+      method="brkga", placement=placement, order=order, objective=objective, schedule=schedule,
+      wall_seconds=result.search_seconds, compile_seconds=result.compile_seconds,
+      evaluations=result.evaluations + details.get("feature_evaluations", 0) + arm_evaluations,
+      details=details, chromosome=result.best_chromosome, settings=settings,
+      alternatives=alternatives)
 
 
 def _run_doppler(problem: performance.Problem, evals: int, seed: int,
                  doppler: seed_arms.DopplerArm | None, save: str | None, measured=None,
-                 stage3_steps: int = 0):
+                 stage3_steps: int = 0) -> baselines.MethodResult:
   from regal.doppler_policy import method as doppler_method
   doppler = doppler or seed_arms.DopplerArm()
-  result = doppler_method.doppler(problem, evals, seed, checkpoint=doppler.checkpoint, save=save,
-                                  measured=measured, stage3_steps=stage3_steps)
-  wall = {"compile": 0.0, "search": result.wall_seconds}
-  return {"doppler": result.chromosome}, result.evaluations, {}, wall, result.details
+  return doppler_method.doppler(problem, evals, seed, checkpoint=doppler.checkpoint, save=save,
+                                measured=measured, stage3_steps=stage3_steps)
 
 
 def _run_baseline(problem: performance.Problem, method: str, evals: int, seed: int,
-                  time_limit: float):
+                  time_limit: float) -> baselines.MethodResult:
   try:
     result = baselines.run_method(method, problem, evals=evals, seed=seed, time_limit=time_limit)
   except ValueError as error:
     raise errors.ConfigError(str(error)) from None
-  settings = {"time_limit": time_limit} if method in baselines.MAKESPAN_ONLY else {}
-  wall = {"compile": 0.0, "search": result.wall_seconds}
-  return {method: result.chromosome}, result.evaluations, settings, wall, result.details
+  if method in baselines.MAKESPAN_ONLY:
+    result = dataclasses.replace(result, settings={"time_limit": time_limit})
+  return result
 
 
 def _expand_candidates(coarse_problem: performance.Problem, problem: performance.Problem,
@@ -169,9 +171,8 @@ def _expand_candidates(coarse_problem: performance.Problem, problem: performance
   """Coarse chromosomes as chromosomes of the original graph (groups expanded in order)."""
   expanded = {}
   for name, chromosome in candidates.items():
-    decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), coarse_problem.layout)
-    order = chromosome_lib.priority_order(np.asarray(decoded.op_priority))
-    placement, op_order = coarsen.expand(coarsening, np.asarray(decoded.placement), order)
+    coarse_placement, coarse_order = chromosome_lib.assignment(chromosome, coarse_problem.layout)
+    placement, op_order = coarsen.expand(coarsening, coarse_placement, coarse_order)
     expanded[name] = chromosome_lib.encode(placement, op_order, problem.layout)
   return expanded
 
@@ -211,18 +212,25 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
                              "--method brkga")
   if evals is None:
     evals = search.default_evals(solved)
+  # Every candidate is scored once by the reference model, here or inside the method.
+  solved_scores = performance.ReferenceScores(solved)
   if method == "brkga":
-    candidates, evaluations, method_settings, wall, details = _run_brkga(
-        solved, evals, seed, policy_dir, arms, doppler, brkga_preset, decoder, time_limit)
+    result = _run_brkga(solved, solved_scores, evals, seed, policy_dir, arms, doppler,
+                        brkga_preset, decoder, time_limit)
   elif method == "doppler":
-    candidates, evaluations, method_settings, wall, details = _run_doppler(
-        solved, evals, seed, doppler, doppler_save, measured, stage3_steps)
+    result = _run_doppler(solved, evals, seed, doppler, doppler_save, measured, stage3_steps)
   else:
-    candidates, evaluations, method_settings, wall, details = _run_baseline(
-        solved, method, evals, seed, 10.0 if time_limit is None else time_limit)
+    result = _run_baseline(solved, method, evals, seed,
+                           10.0 if time_limit is None else time_limit)
+  solved_scores.remember(result.chromosome, result.objective, result.schedule)
+  candidates = {method: result.chromosome, **result.alternatives}
+  details, evaluations, method_settings = result.details, result.evaluations, result.settings
+  wall = {"compile": result.compile_seconds, "search": result.wall_seconds}
+  scores = solved_scores
   if coarsening is not None:
-    coarse_objective = min(performance.score_reference(solved, c)[0] for c in candidates.values())
+    coarse_objective = min(solved_scores(c)[0] for c in candidates.values())
     candidates = _expand_candidates(solved, problem, coarsening, candidates)
+    scores = performance.ReferenceScores(problem)
     details = {**details, "coarsening": {"spec": coarsen_spec, "original_ops": graph.num_ops,
                                          "coarse_ops": coarsening.num_groups,
                                          "coarse_tensors": solved.graph.num_tensors,
@@ -231,16 +239,13 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
   # Every reported number comes from the readable reference model (the exact Doppler
   # simulator for --model doppler), so it can be checked independently.
   seed_chromosome = search.single_device_seed(problem)
-  single_value, single_schedule = performance.score_reference(problem, seed_chromosome)
-  scored = {name: performance.score_reference(problem, c) for name, c in candidates.items()}
+  single_value, single_schedule = scores(seed_chromosome)
+  scored = {name: scores(c) for name, c in candidates.items()}
   best_name = min(scored, key=lambda name: scored[name][0])  # Ties: the method's own answer.
   best_value, schedule = scored[best_name]
   chosen = candidates[best_name]
   seed_scores = {name: value for name, (value, _) in scored.items() if name != method}
-  decoded = chromosome_lib.decode(np.asarray(chosen, np.float32), problem.layout,
-                                  problem.pinned)
-  placement = np.asarray(decoded.placement)
-  order = chromosome_lib.priority_order(np.asarray(decoded.op_priority))
+  placement, order = chromosome_lib.assignment(chosen, problem.layout, problem.pinned)
   total = time.perf_counter() - start
   data = {
       "format": RESULT_FORMAT, "version": 1,
@@ -279,19 +284,14 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
                    "regal": _regal_version()},
   }
   assignments = {"best": (placement, order, float(schedule.makespan)),
-                 "single_device": (*_assignment(problem, seed_chromosome),
+                 "single_device": (*chromosome_lib.assignment(seed_chromosome, problem.layout,
+                                                              problem.pinned),
                                    float(single_schedule.makespan))}
   for name, chromosome in candidates.items():
     if name != best_name:
-      assignments[name] = (*_assignment(problem, chromosome), float(scored[name][1].makespan))
+      assignments[name] = (*chromosome_lib.assignment(chromosome, problem.layout, problem.pinned),
+                           float(scored[name][1].makespan))
   return Report(data=data, schedule=schedule, placement=placement, assignments=assignments)
-
-
-def _assignment(problem: performance.Problem, chromosome) -> tuple[np.ndarray, np.ndarray]:
-  decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), problem.layout,
-                                  problem.pinned)
-  return (np.asarray(decoded.placement),
-          chromosome_lib.priority_order(np.asarray(decoded.op_priority)))
 
 
 def _nan_to_none(values: np.ndarray) -> list[float | None]:
@@ -365,19 +365,12 @@ def summary(report: Report) -> str:
 def graph_paths(spec: str) -> list[str]:
   """The graph files of `--graph`: a comma-separated list of files, or a directory (its files
   of a known graph extension, sorted; other files such as an optima table are skipped)."""
-  from datasets import io as graph_io
   paths = []
   for item in (part.strip() for part in spec.split(",")):
     if not item:
       continue
     if os.path.isdir(item):
-      found = sorted(os.path.join(item, name) for name in os.listdir(item)
-                     if graph_io.format_from_extension(name)
-                     and os.path.isfile(os.path.join(item, name)))
-      if not found:
-        raise errors.ConfigError(f"{item}: the directory holds no graph files "
-                                 f"({', '.join(graph_io.FORMATS)})")
-      paths.extend(found)
+      paths.extend(graph_io.graph_files(item))
     else:
       paths.append(item)
   if not paths:
@@ -385,20 +378,11 @@ def graph_paths(spec: str) -> list[str]:
   return paths
 
 
-def _stem(path: str) -> str:
-  from datasets import io as graph_io
-  name = os.path.basename(path)
-  lowered = name.lower()
-  extension = next((e for e in sorted(graph_io._EXTENSIONS, key=len, reverse=True)
-                    if lowered.endswith(e)), None)
-  return name[:-len(extension)] if extension else os.path.splitext(name)[0]
-
-
 def output_paths(paths: list[str], out_dir: str | None, chart_format: str | None
                  ) -> list[tuple[str | None, str | None]]:
   """(result JSON, chart) per graph: `DIR/<file stem>.json` and `DIR/<stem>.<format>`;
   refuses two graphs with one stem and any output that would overwrite an input."""
-  stems = [_stem(p) for p in paths]
+  stems = [graph_io.file_stem(p) for p in paths]
   seen: dict[str, str] = {}
   for path, stem in zip(paths, stems):
     if stem in seen:
@@ -458,8 +442,8 @@ def run_many(paths: list[str], devices: DeviceSpec, out_dir: str | None = None,
       ratios.append(d["search_objective"] / seed["objective"] if seed["objective"] else 1.0)
       versus = (f"; search {d['search_objective']:.6g} vs best seed {seed['objective']:.6g} "
                 f"({seed['name']}): {100 * (1 - ratios[-1]):+.2f}%")
-    log(f"[{index + 1}/{len(paths)}] {_stem(path)}: {d['graph']['num_ops']} ops, objective "
-        f"{d['objective']:.6g}{versus}; {d['evaluations']} evaluations, "
+    log(f"[{index + 1}/{len(paths)}] {graph_io.file_stem(path)}: {d['graph']['num_ops']} ops, "
+        f"objective {d['objective']:.6g}{versus}; {d['evaluations']} evaluations, "
         f"{d['wall_seconds']['total']:.2f} s" + (f" -> {result_path}" if result_path else ""))
   done = len(paths) - failures
   mean = (f"; the search itself is {100 * (1 - np.mean(ratios)):.2f}% below the best seed on "

@@ -33,6 +33,10 @@ class MethodResult:
     details: method-specific facts (e.g. CP-SAT's lower bound), JSON-compatible.
     chromosome: the random keys that were scored (decode to placement and order; searches
       also carry their transfer priorities).
+    compile_seconds: time spent compiling before the method ran (BRKGA's search).
+    settings: the method's parameters as results report them (JSON-compatible).
+    alternatives: other chromosomes the method produced (its seeds), by name; a caller that
+      must never return worse than a seed scores them too and may prefer one.
   """
   method: str
   placement: np.ndarray
@@ -43,6 +47,9 @@ class MethodResult:
   evaluations: int = 0
   details: dict[str, Any] = dataclasses.field(default_factory=dict)
   chromosome: np.ndarray | None = None
+  compile_seconds: float = 0.0
+  settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+  alternatives: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 def score(problem: performance.Problem, placement: np.ndarray,
@@ -54,17 +61,18 @@ def score(problem: performance.Problem, placement: np.ndarray,
 
 def finish(method: str, problem: performance.Problem, placement: np.ndarray | None,
            order: np.ndarray | None, started: float, evaluations: int = 0,
-           chromosome: np.ndarray | None = None, **details: Any) -> MethodResult:
+           chromosome: np.ndarray | None = None,
+           scored: tuple[float, Schedule] | None = None, **details: Any) -> MethodResult:
   """Scores a method's answer and wraps it; `started` is the method's perf_counter start.
 
-  Give either (placement, order) or a chromosome (then placement and order are decoded)."""
+  Give either (placement, order) or a chromosome (then placement and order are decoded).
+  `scored`: the answer's (objective, schedule) when the method already has them from
+  `score`, so the reference model runs once per candidate."""
   if chromosome is None:
     chromosome = chromosome_lib.encode(np.asarray(placement), np.asarray(order), problem.layout)
   chromosome = np.asarray(chromosome, np.float32)
-  decoded = chromosome_lib.decode(chromosome, problem.layout, problem.pinned)
-  placement = np.asarray(decoded.placement, np.int64)
-  order = chromosome_lib.priority_order(np.asarray(decoded.op_priority)).astype(np.int64)
-  objective, schedule = performance.score_reference(problem, chromosome)
+  placement, order = chromosome_lib.assignment(chromosome, problem.layout, problem.pinned)
+  objective, schedule = scored or performance.score_reference(problem, chromosome)
   return MethodResult(method=method, placement=placement, order=order, objective=objective,
                       schedule=schedule, wall_seconds=time.perf_counter() - started,
                       evaluations=evaluations, details=details, chromosome=chromosome)

@@ -145,7 +145,7 @@ def cpsat(problem: performance.Problem, time_limit: float = 10.0, workers: int =
     order = _order_by_start(solution["start"], topo_position)
   else:  # No solution within the limit: the hint is still a valid one.
     placement, order = hint, hint_order
-  planned, _, _ = list_scheduling.simulate_in_order(graph, devices, placement, order, deps)
+  planned, _, _ = list_scheduling.simulate_in_order(graph, devices, placement, order)
   return finish("cpsat", problem, placement, order, started, status=solution["status"],
                 planned_makespan=planned, lower_bound=solution["lower_bound"],
                 time_unit=solution["time_unit"], time_limit=time_limit)

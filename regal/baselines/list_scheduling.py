@@ -15,7 +15,6 @@ real timing (`regal.baselines.common.finish`).
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import time
 
 import numpy as np
@@ -25,7 +24,7 @@ from datasets.analysis import Dependencies
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.baselines.common import MethodResult, finish
-from regal.scoring import performance
+from regal.scoring import performance, reference_models
 
 
 def input_ready_time(op: int, device: int, placement: np.ndarray, end: np.ndarray,
@@ -35,24 +34,21 @@ def input_ready_time(op: int, device: int, placement: np.ndarray, end: np.ndarra
               for pred, size in zip(deps.preds[op], deps.pred_bytes[op])), default=0.0)
 
 
+def order_priorities(order: np.ndarray) -> np.ndarray:
+  """Op priorities [o] whose priority-driven topological order is `order` (a topological
+  order): falling evenly from 1 along it."""
+  priority = np.empty(len(order))
+  priority[np.asarray(order)] = 1.0 - np.arange(len(order)) / max(len(order), 1)
+  return priority
+
+
 def simulate_in_order(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
-                      order: np.ndarray, deps: Dependencies | None = None
-                      ) -> tuple[float, np.ndarray, np.ndarray]:
-  """Delay model with each device running its ops in `order` (a topological order), each as
-  early as possible: (makespan, start [o], end [o])."""
-  deps = deps or Dependencies.of(graph)
-  start = np.zeros(graph.num_ops)
-  end = np.zeros(graph.num_ops)
-  device_free = np.zeros(devices.num_devices)
-  for op in np.asarray(order).tolist():
-    device = int(placement[op])
-    duration = graph.compute_cost[op] / devices.speed[device]
-    ready = input_ready_time(op, device, placement, end, deps, devices)
-    start[op] = max(device_free[device], ready) if duration > 0 else ready
-    end[op] = start[op] + duration
-    if duration > 0:
-      device_free[device] = end[op]
-  return float(end.max(initial=0.0)), start, end
+                      order: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+  """The delay model (`reference_models.simulate_delay`) with each device running its ops in
+  `order`, a topological order: (makespan, start [o], end [o])."""
+  schedule = reference_models.simulate_delay(graph, devices, placement,
+                                             order_priorities(order))
+  return float(schedule.makespan), schedule.op_start, schedule.op_end
 
 
 def critical_path_assignment(graph: Graph, devices: DeviceSpec, doppler_repository: bool = False

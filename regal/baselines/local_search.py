@@ -20,26 +20,10 @@ from __future__ import annotations
 
 import time
 
-import jax.numpy as jnp
 import numpy as np
 
 from regal.baselines.common import MethodResult, finish
 from regal.scoring import performance
-
-
-def _chromosomes(placement: np.ndarray, rank: np.ndarray, num_devices: int,
-                 num_tensors: int) -> np.ndarray:
-  """[B, n] chromosomes of placements [B, o] and priority ranks [B, o] (0 runs first)."""
-  batch, num_ops = placement.shape
-  affinity = np.zeros((batch, num_ops, num_devices), np.float32)
-  np.put_along_axis(affinity, placement[..., None], 1.0, axis=-1)
-  transfer = np.full((batch, num_tensors * num_devices), 0.5, np.float32)
-  return np.concatenate([affinity.reshape(batch, -1), _priorities(rank), transfer], axis=1)
-
-
-def _priorities(rank: np.ndarray) -> np.ndarray:
-  """Priority keys [B, o] of ranks (0 runs first): falling evenly from 1."""
-  return (1.0 - rank / max(rank.shape[-1], 1)).astype(np.float32)
 
 
 def _neighbours(placement: np.ndarray, rank: np.ndarray, moves: np.ndarray, num_devices: int
@@ -59,42 +43,6 @@ def _neighbours(placement: np.ndarray, rank: np.ndarray, moves: np.ndarray, num_
   first, second = by_rank[position], by_rank[position + 1]
   ranks[rows, first], ranks[rows, second] = rank[second], rank[first]
   return placements, ranks
-
-
-class _BatchScorer:
-  """The problem's batched model on placements and priority ranks, counting evaluations: the
-  native engines' host scorer directly (no compile), else the jitted fitness on fixed-size
-  batches (one compile)."""
-
-  def __init__(self, problem: performance.Problem, batch_size: int):
-    self.host = (performance.host_scorer(problem)
-                 if performance.scoring_engine(problem) == "native" and problem.noise_sigma == 0
-                 and problem.pinned is None else None)
-    self.fitness = None if self.host else performance.make_fitness_fn(problem)
-    self.batch_size = batch_size
-    self.num_devices = problem.devices.num_devices
-    self.num_tensors = problem.graph.num_tensors
-    self.evaluations = 0
-
-  def __call__(self, placements: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    self.evaluations += len(placements)
-    if self.host is not None:  # What `_chromosomes` would decode to, without the genes.
-      priority = _priorities(ranks)
-      transfer = np.full((len(placements), self.num_tensors, self.num_devices), 0.5, np.float32)
-      return np.asarray(self.host(placements, priority, transfer), np.float64)
-    values = []
-    for begin in range(0, len(placements), self.batch_size):
-      chunk_placements = placements[begin:begin + self.batch_size]
-      chunk_ranks = ranks[begin:begin + self.batch_size]
-      rows = len(chunk_placements)
-      pad = self.batch_size - rows
-      chunk_placements = np.concatenate([chunk_placements,
-                                         np.repeat(chunk_placements[:1], pad, 0)])
-      chunk_ranks = np.concatenate([chunk_ranks, np.repeat(chunk_ranks[:1], pad, 0)])
-      scored = self.fitness(jnp.asarray(_chromosomes(chunk_placements, chunk_ranks,
-                                                     self.num_devices, self.num_tensors)))
-      values.append(np.asarray(scored, np.float64)[:rows])
-    return np.concatenate(values)
 
 
 def heuristic_seeds(problem: performance.Problem) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -123,7 +71,7 @@ def hill_climb(problem: performance.Problem, evals: int = 5000, seed: int = 0,
   num_ops, num_devices = problem.graph.num_ops, problem.devices.num_devices
   num_moves = num_ops * (num_devices - 1) + max(num_ops - 1, 0)
   batch_size = max(1, min(batch_size, num_moves, evals))
-  score = _BatchScorer(problem, max(batch_size, len(seeds)))
+  score = performance.AssignmentScorer(problem, max(batch_size, len(seeds)))
   names = list(seeds)
   seed_ranks = [np.argsort(order) for _, order in seeds.values()]
   seed_values = score(np.stack([placement for placement, _ in seeds.values()]),
@@ -160,7 +108,7 @@ def local_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,
   rng = np.random.default_rng(seed)
   num_moves = num_ops * (num_devices - 1) + max(num_ops - 1, 0)
   batch_size = max(1, min(batch_size, num_moves, evals))
-  evaluate = _BatchScorer(problem, batch_size)
+  evaluate = performance.AssignmentScorer(problem, batch_size)
 
   def fresh_start() -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty(num_ops, np.int64)

@@ -21,7 +21,7 @@ import numpy as np
 from flax import struct
 
 from datasets import analysis
-from datasets.analysis import CONTROL_ONLY, Dependencies, mean_transfer_time
+from datasets.analysis import Dependencies, mean_transfer_time
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from datasets.padding import bucket_size
@@ -127,9 +127,7 @@ def episode_graph(graph: Graph, devices: DeviceSpec, num_nodes: int | None = Non
 
 
 def transfer_times(pred_bytes, src_device, latency, bandwidth, num_devices: int):
-  """Arrival delay [..., D] of predecessors' tensors on every device: 0 on the producer's own
-  device or for a control dependency, else latency + bytes / bandwidth."""
-  dst = jnp.arange(num_devices)
-  src = src_device[..., None]
-  delay = latency[src, dst] + jnp.maximum(pred_bytes, 0.0)[..., None] / bandwidth[src, dst]
-  return jnp.where((src == dst) | (pred_bytes == CONTROL_ONLY)[..., None], 0.0, delay)
+  """Arrival delay [..., D] of predecessors' tensors on every device (`analysis.link_time`
+  traced: 0 on the producer's own device or for a control dependency)."""
+  return analysis.link_time(latency, bandwidth, pred_bytes[..., None], src_device[..., None],
+                            jnp.arange(num_devices), xp=jnp)

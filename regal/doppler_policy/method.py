@@ -29,6 +29,7 @@ from regal.baselines.common import MethodResult, finish, score
 from regal.doppler_policy import training
 from regal.learning import checkpoint
 from regal.scoring import performance
+from regal.scoring.schedule import Schedule
 
 POLICY_KIND = "doppler"  # The checkpoint metadata's "policy".
 
@@ -84,13 +85,13 @@ def train(problem: performance.Problem, evals: int, seed: int = 0,
 
 
 def best_by_reference(problem: performance.Problem, best: training.Best
-                      ) -> tuple[np.ndarray, np.ndarray, float]:
-  """The kept assignment the reference model scores best: (placement, order, objective)."""
-  scored = [(score(problem, placement, order)[0], k)
-            for k, (_, placement, order) in enumerate(best.ranked())]
-  value, k = min(scored)
+                      ) -> tuple[np.ndarray, np.ndarray, tuple[float, Schedule]]:
+  """The kept assignment the reference model scores best: (placement, order, (objective,
+  schedule))."""
+  scored = [score(problem, placement, order) for _, placement, order in best.ranked()]
+  k = min(range(len(scored)), key=lambda i: (scored[i][0], i))
   _, placement, order = best.ranked()[k]
-  return placement, order, value
+  return placement, order, scored[k]
 
 
 def doppler(problem: performance.Problem, evals: int, seed: int = 0,
@@ -110,12 +111,13 @@ def doppler(problem: performance.Problem, evals: int, seed: int = 0,
                          "critical_path_seconds": summary["reference_makespan"],
                          "best_seconds": best.makespan,
                          "executions": getattr(measured, "executions", None)}
+    scored = None
   else:
-    placement, order, _ = best_by_reference(problem, best)
+    placement, order, scored = best_by_reference(problem, best)
   if save:
     save_checkpoint(save, params, config, problem.devices.num_devices)
     details["saved"] = save
-  return finish("doppler", problem, placement, order, started,
+  return finish("doppler", problem, placement, order, started, scored=scored,
                 evaluations=reward.evaluations, rescored=len(best.entries), **details)
 
 

@@ -105,7 +105,7 @@ class Agent:
     return padded_nodes, padded_devices
 
 
-def _episodes(agent: Agent, mode: str):
+def episode_runner(agent: Agent, mode: str):
   """jit(vmap) of run_episode over keys (and forced actions in forced mode)."""
   config, g = agent.config.network, agent.graph
 
@@ -121,7 +121,7 @@ def init_params(key: jax.Array, agent: Agent) -> dict:
 
 
 def imitation_loss(params, agent: Agent, nodes, devices):
-  episodes = _episodes(agent, episode_lib.FORCED)(params, jax.random.split(
+  episodes = episode_runner(agent, episode_lib.FORCED)(params, jax.random.split(
       jax.random.key(0), 1), 0.0, nodes[None], devices[None])
   valid = episodes.valid
   log_prob = jnp.sum((episodes.sel_log_prob + episodes.plc_log_prob) * valid)
@@ -217,7 +217,7 @@ def _reinforce_functions(agent: Agent, config: DopplerConfig):
     return agent.compiled[cache_key]
   optimizer = optax.chain(optax.clip_by_global_norm(config.clip_norm), optax.scale_by_adam())
   sample = _batched(agent, episode_lib.SAMPLE)
-  replay = _episodes(agent, episode_lib.FORCED)
+  replay = episode_runner(agent, episode_lib.FORCED)
 
   def loss_fn(params, keys, nodes, devices, advantages):
     episodes = replay(params, keys, 0.0, nodes, devices)
@@ -289,7 +289,7 @@ def reinforce(params, agent: Agent, config: DopplerConfig, reward: RewardSource,
 def _batched(agent: Agent, mode: str):
   """jit(vmap(run_episode)) in `mode`, compiled once per agent."""
   if mode not in agent.compiled:
-    agent.compiled[mode] = jax.jit(_episodes(agent, mode))
+    agent.compiled[mode] = jax.jit(episode_runner(agent, mode))
   return agent.compiled[mode]
 
 

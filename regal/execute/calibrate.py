@@ -70,7 +70,7 @@ def main(argv: Sequence[str]) -> None:
   if _DEVICES.value < 1 or _PLACEMENTS.value < 2 or _REPEATS.value < 1 or _SIZE.value < 8:
     raise errors.ConfigError("--devices and --repeats must be >= 1, --placements >= 2, "
                              "--size >= 8")
-  from regal.app import parallel
+  from regal.scoring import parallel
   parallel.use_host_devices(_DEVICES.value)  # Before JAX starts.
   from datasets import atomic
   from datasets import devices as devices_lib

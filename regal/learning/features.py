@@ -23,6 +23,7 @@ import numpy as np
 
 import brkga
 from datasets.graph import Graph
+from datasets.padding import bucket_size
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 
@@ -87,21 +88,37 @@ def brkga_features(graph: Graph, placement: np.ndarray, priority: np.ndarray,
   return np.concatenate([share, position[:, None]], axis=1)
 
 
+def feature_params(problem: performance.Problem, evals: int = BRKGA_FEATURE_EVALS
+                   ) -> brkga.Params:
+  """The BRKGA of the feature run, sized by the size bucket of the graph's own chromosome
+  (never by the padding a training batch shares), so training and inference draw the same
+  population for a graph, and similar graphs share one compiled run."""
+  return brkga.goncalves_resende(min(bucket_size(problem.layout.size), evals))
+
+
+def feature_run(fitness, key: jax.Array, params: brkga.Params, evals: int,
+                layout: chromosome_lib.Layout) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """(placement [P, ops], priority [P, ops]) of the final population of a uniform BRKGA run
+  of `evals` evaluations on chromosomes of `layout` (the graph's own, or a padded bucket of
+  it); traceable, so training jits it over a padded graph and inference over the graph."""
+  result = brkga.run(fitness, key, params, evals, layout.size)
+  population = result.final_population.reshape(-1, layout.size)
+  decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout))(population)
+  return decoded.placement, decoded.op_priority
+
+
 def run_brkga_features(problem: performance.Problem, seed: int = 0,
                        evals: int = BRKGA_FEATURE_EVALS) -> np.ndarray:
-  """`brkga_features` of the final population of a uniform BRKGA run of `evals` evaluations."""
-  layout = problem.layout
-  params = brkga.goncalves_resende(min(layout.size, evals))  # One population fits the budget.
+  """`brkga_features` of a graph, for a trained policy at inference (training runs the same
+  `feature_run` with the same `feature_params` in its rollout workers)."""
   fitness = performance.make_fitness_fn(performance.Problem(
       problem.graph, problem.devices,
       model=problem.model,
       objective=problem.objective, memory_limit=problem.memory_limit))
-  result = jax.jit(lambda key: brkga.run(fitness, key, params, evals, layout.size))(
-      jax.random.key(seed))
-  population = jnp.asarray(result.final_population).reshape(-1, layout.size)
-  decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout))(population)
-  return brkga_features(problem.graph, np.asarray(decoded.placement),
-                        np.asarray(decoded.op_priority), layout.num_devices)
+  placement, priority = jax.jit(lambda key: feature_run(
+      fitness, key, feature_params(problem, evals), evals, problem.layout))(jax.random.key(seed))
+  return brkga_features(problem.graph, np.asarray(placement), np.asarray(priority),
+                        problem.layout.num_devices)
 
 
 def edge_features(graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import brkga
+from regal.learning import features as features_lib
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance, sync_model, wc_model
 from regal.scoring.sim_graph import SimGraph, build_sim_graph
@@ -106,19 +107,16 @@ class RolloutWorker:
     """(placement [P, o], priority [P, o]) of the final population of a uniform BRKGA run of
     `evals` evaluations on graph `index` (REGAL's BRKGA features), on the graph's own ops."""
     problem, layout = self.problems[index], self.layouts[index]
-    key = ("features", layout, evals, str(jax.tree_util.tree_map(lambda x: x.shape,
-                                                                  self.sims[index])),
-           problem.model, problem.objective)
+    params = features_lib.feature_params(problem, evals)
+    shapes = str(jax.tree_util.tree_map(lambda x: x.shape, self.sims[index]))
+    key = ("features", layout, params.population_size, evals, shapes, problem.model,
+           problem.objective)
     if key not in self._searches:
-      params = brkga.goncalves_resende(min(layout.size, evals))
 
       @jax.jit
       def search(sim, key):
         fitness = lambda c: _simulate(problem, sim, c, layout)
-        result = brkga.run(fitness, key, params, evals, layout.size)
-        population = result.final_population.reshape(-1, layout.size)
-        decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout))(population)
-        return decoded.placement, decoded.op_priority
+        return features_lib.feature_run(fitness, key, params, evals, layout)
 
       self._searches[key] = search
     placement, priority = self._searches[key](self.sims[index], jax.random.key(seed))

@@ -16,7 +16,8 @@ the measured time of uniform BRKGA's best solution on the graph (cached in the w
 
 Workdir: `checkpoint.msgpack` (`regal.learning.checkpoint`: the state with its step, config
 fingerprint, config and validation history in one file, written atomically after every step,
-so a killed run resumes where it stopped; a checkpoint from another config is refused), `metrics.csv`, TensorBoard events in `tb/`, the per-graph caches
+so a killed run resumes where it stopped; a checkpoint from another config is refused),
+`metrics.csv`, TensorBoard events in `tb/`, the per-graph caches
 `features-<config>.npz` and `uniform-<config>.json` (named by `cache_fingerprint`; a
 fine-tuning run reads its source's), and at the end `report.json` and `reward_curve.png`.
 """
@@ -106,8 +107,8 @@ class Trainer:
                                f"feature evaluations, got {config.evals}")
     self.config, self.workdir = config, workdir
     os.makedirs(workdir, exist_ok=True)
-    dataset = dataset_lib.load_or_build_synthetic(dataset_lib.SyntheticDatasetConfig(
-        num_train=config.num_train, num_valid=config.num_valid, num_test=config.num_test))
+    dataset = dataset_lib.for_training(config.dataset, config.num_train, config.num_valid,
+                                       config.num_test)
     devices = devices_lib.homogeneous(config.num_devices)
     self.splits = {}
     problems = []
@@ -190,9 +191,7 @@ class Trainer:
   def measure(self, index: int, chromosome: np.ndarray) -> float:
     """Median wall time of a solution of graph `index` executed on the devices."""
     problem = self.problems[index]
-    decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), problem.layout)
-    placement = np.asarray(decoded.placement)
-    order = chromosome_lib.priority_order(np.asarray(decoded.op_priority))
+    placement, order = chromosome_lib.assignment(chromosome, problem.layout)
     if index not in self.measured_rewards:
       from regal.execute import choose_program, executor
       from regal.execute.measured import MeasuredReward
@@ -464,7 +463,11 @@ def _final_report(trainer: Trainer, state, history, workdir: str) -> dict[str, A
   jax.block_until_ready(trainer.apply_policy(state.policy_params, graph))
   inference = (time.perf_counter() - start) / min(len(test), trainer.config.batch_size)
   result = trainer.evaluate(state.policy_params, test)
-  report = {"test": result, "test_graphs": len(test), "history": history,
+  # Which graphs each split held (training never saw the test ones).
+  names = {split: [trainer.problems[i].graph.name for i in indices]
+           for split, indices in trainer.splits.items()}
+  report = {"dataset": trainer.config.dataset, "split_graphs": names,
+            "test": result, "test_graphs": len(test), "history": history,
             "inference_seconds_per_graph": inference, "steps": int(state.step),
             "evals": trainer.config.evals, "reward": trainer.config.reward}
   atomic.write_text(os.path.join(workdir, "report.json"), json.dumps(report, indent=1))

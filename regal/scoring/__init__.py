@@ -12,5 +12,6 @@ devices, model and objective, and `performance` picks the engine that scores a p
 | delay (task-scheduling literature) | `reference_models.simulate_delay` | `delay_model` | `native_delay` |
 
 The JAX engines walk the padded work lists of `sim_graph` (shared steps in `sim_shared`,
-bit-set helpers in `ranked_sets`); `list_decoder` is the list-scheduling decoder.
+bit-set helpers in `ranked_sets`); `list_decoder` is the list-scheduling decoder; `parallel`
+spreads a population over the host's cores (one host device per core).
 """

@@ -77,6 +77,15 @@ def priority_order(op_priority: np.ndarray) -> np.ndarray:
   return np.lexsort((np.arange(len(op_priority)), -np.asarray(op_priority)))
 
 
+def assignment(chromosome: np.ndarray, layout: Layout, pinned: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+  """(placement [o], op order [o]) one chromosome decodes to on the host, both int64: what
+  results report, executors run and `encode` turns back into a chromosome."""
+  decoded = decode(np.asarray(chromosome, np.float32), layout, pinned)
+  return (np.asarray(decoded.placement, np.int64),
+          priority_order(np.asarray(decoded.op_priority)).astype(np.int64))
+
+
 def encode(placement: np.ndarray, order: np.ndarray, layout: Layout,
            transfer_priority: np.ndarray | None = None) -> np.ndarray:
   """A chromosome that decodes to `placement` and whose priority order is `order`.

@@ -44,7 +44,7 @@ def _exact(value: float):
   return int(value) if float(value).is_integer() else float(value)
 
 
-def _networkx_edge_order(graph: Graph) -> list[tuple[int, int, int]]:
+def networkx_edge_order(graph: Graph) -> list[tuple[int, int, int]]:
   """(src, dst, edge index) in the order a networkx MultiDiGraph iterates its edges."""
   by_source: dict[int, dict[int, list[int]]] = collections.defaultdict(dict)
   for index, (src, dst) in enumerate(zip(graph.edge_src.tolist(), graph.edge_dst.tolist())):
@@ -73,7 +73,7 @@ def simulate_doppler(graph: Graph, devices: DeviceSpec, placement: np.ndarray) -
     return env.now
 
   deliveries: dict[tuple[int, int], simpy.Process] = {}
-  for src, dst, edge in _networkx_edge_order(graph):
+  for src, dst, edge in networkx_edge_order(graph):
     deliveries[(src, dst)] = env.process(communicate(finished[src], delay(edge)))
 
   inputs_of: dict[int, dict] = collections.defaultdict(dict)

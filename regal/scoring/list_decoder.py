@@ -33,8 +33,8 @@ import numpy as np
 
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import native_common
+from regal.scoring.native_common import heap_key, heap_pop, heap_push
 from regal.scoring.native_delay import NativeDelayGraph, reset_ready
-from regal.scoring.native_wc import _key, _pop, _push
 
 DEFAULT_BIAS = 0.0
 
@@ -127,7 +127,7 @@ def _decode(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, spe
     reset_ready(in_degree, bits, heap, heap_size, missing, free)
     position = 0
     while heap_size[0] > 0:
-      op = np.int32(_pop(heap, heap_size, num_ops, 0) & 0x7FFFFFFF)
+      op = np.int32(heap_pop(heap, heap_size, num_ops, 0) & 0x7FFFFFFF)
       for d in range(num_devices):
         arrival[d] = np.float32(0)
       for k in range(preds_ptr[op], preds_ptr[op + 1]):
@@ -165,7 +165,7 @@ def _decode(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, spe
         succ = succs[k]
         missing[succ] -= 1
         if missing[succ] == 0:
-          _push(heap, heap_size, num_ops, 0, _key(bits[succ], succ))
+          heap_push(heap, heap_size, num_ops, 0, heap_key(bits[succ], succ))
 
 
 def decode(graph: NativeDelayGraph, chromosomes: np.ndarray, layout: chromosome_lib.Layout,

@@ -8,6 +8,7 @@ import functools
 import os
 from typing import Callable
 
+import numba
 import numpy as np
 
 
@@ -58,3 +59,60 @@ def makespan_callback(score: Callable[..., np.ndarray], *operands):
 
   return jax.pure_callback(host, jax.ShapeDtypeStruct(batch, jnp.float32), *operands,
                            vmap_method="broadcast_all")
+
+
+# ----- binary min-heaps of keys, heap k in heaps[k * capacity:], sizes[k] ------------------
+@numba.njit(inline="always")
+def heap_push(heaps, sizes, capacity, row, value):
+  base = row * capacity
+  i = sizes[row]
+  sizes[row] = i + 1
+  while i > 0:
+    parent = (i - 1) >> 1
+    above = heaps[base + parent]
+    if above <= value:
+      break
+    heaps[base + i] = above
+    i = parent
+  heaps[base + i] = value
+
+
+@numba.njit(inline="always")
+def heap_pop(heaps, sizes, capacity, row):
+  base = row * capacity
+  top = heaps[base]
+  size = sizes[row] - 1
+  sizes[row] = size
+  last = heaps[base + size]
+  i = 0
+  while True:
+    child = 2 * i + 1
+    if child >= size:
+      break
+    smaller = heaps[base + child]
+    if child + 1 < size:
+      right = heaps[base + child + 1]
+      if right < smaller:
+        child += 1
+        smaller = right
+    if last <= smaller:
+      break
+    heaps[base + i] = smaller
+    i = child
+  heaps[base + i] = last
+  return top
+
+
+@numba.njit(inline="always")
+def heap_key(priority_bits, index):
+  """A heap key ordering items by larger priority first, ties to the lower index.
+
+  `priority_bits` is a float32's bit pattern: mapped to an unsigned int with the float's
+  order (negatives flipped, -0.0 equal to 0.0), inverted for descending order, and placed
+  above the index; 31 bits for the index keep the key a non-negative int64.
+  """
+  bits = np.int64(priority_bits) & 0xFFFFFFFF
+  if bits == 0x80000000:
+    bits = 0
+  ordered = (bits ^ 0xFFFFFFFF) if bits & 0x80000000 else (bits | 0x80000000)
+  return ((ordered ^ 0xFFFFFFFF) << 31) | index

@@ -18,7 +18,7 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.scoring import native_common
 from regal.scoring.delay_model import build_delay_graph
-from regal.scoring.native_wc import _key, _pop, _push
+from regal.scoring.native_common import heap_key, heap_pop, heap_push
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +68,7 @@ def reset_ready(in_degree, bits, heap, heap_size, missing, free):
   for v in range(num_ops):
     missing[v] = in_degree[v]
     if missing[v] == 0:
-      _push(heap, heap_size, num_ops, 0, _key(bits[v], v))
+      heap_push(heap, heap_size, num_ops, 0, heap_key(bits[v], v))
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -88,7 +88,7 @@ def _simulate(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, s
     reset_ready(in_degree, bits, heap, heap_size, missing, free)
     makespan = np.float32(0)
     while heap_size[0] > 0:
-      op = np.int32(_pop(heap, heap_size, num_ops, 0) & 0x7FFFFFFF)
+      op = np.int32(heap_pop(heap, heap_size, num_ops, 0) & 0x7FFFFFFF)
       device = place[op]
       ready = np.float32(0)
       for k in range(preds_ptr[op], preds_ptr[op + 1]):
@@ -108,7 +108,7 @@ def _simulate(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, s
         succ = succs[k]
         missing[succ] -= 1
         if missing[succ] == 0:
-          _push(heap, heap_size, num_ops, 0, _key(bits[succ], succ))
+          heap_push(heap, heap_size, num_ops, 0, heap_key(bits[succ], succ))
     makespan_out[p] = makespan
     if record:
       for v in range(num_ops):

@@ -41,7 +41,7 @@ import numpy as np
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.scoring import native_common
-from regal.scoring.doppler_sim import _networkx_edge_order
+from regal.scoring.doppler_sim import networkx_edge_order
 
 COND, REQ, TOUT_C, RELFIN, TOUT_T, PROC_T = range(6)
 
@@ -74,7 +74,7 @@ def build_doppler_graph(graph: Graph, devices: DeviceSpec) -> DopplerGraph:
   carried = np.where(graph.edge_is_control, -1.0, graph.edge_bytes).astype(np.float64)
   # SimPy's creation order; an op waits for the last-created process of each pair.
   kept: dict[tuple[int, int], int] = {}
-  for src, dst, edge in _networkx_edge_order(graph):
+  for src, dst, edge in networkx_edge_order(graph):
     kept[(src, dst)] = edge
   by_source = sorted(((src, position, edge) for position, ((src, _), edge)
                       in enumerate(kept.items())))

@@ -25,6 +25,7 @@ import numpy as np
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.scoring import native_common
+from regal.scoring.native_common import heap_key, heap_pop, heap_push
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,63 +87,6 @@ def build_native_graph(graph: Graph, devices: DeviceSpec, memory: bool = True) -
       memory=memory)
 
 
-# ----- binary min-heaps of keys, heap k in heaps[k * capacity:], sizes[k] ------------------
-@numba.njit(inline="always")
-def _push(heaps, sizes, capacity, row, value):
-  base = row * capacity
-  i = sizes[row]
-  sizes[row] = i + 1
-  while i > 0:
-    parent = (i - 1) >> 1
-    above = heaps[base + parent]
-    if above <= value:
-      break
-    heaps[base + i] = above
-    i = parent
-  heaps[base + i] = value
-
-
-@numba.njit(inline="always")
-def _pop(heaps, sizes, capacity, row):
-  base = row * capacity
-  top = heaps[base]
-  size = sizes[row] - 1
-  sizes[row] = size
-  last = heaps[base + size]
-  i = 0
-  while True:
-    child = 2 * i + 1
-    if child >= size:
-      break
-    smaller = heaps[base + child]
-    if child + 1 < size:
-      right = heaps[base + child + 1]
-      if right < smaller:
-        child += 1
-        smaller = right
-    if last <= smaller:
-      break
-    heaps[base + i] = smaller
-    i = child
-  heaps[base + i] = last
-  return top
-
-
-@numba.njit(inline="always")
-def _key(priority_bits, index):
-  """A heap key ordering items by larger priority first, ties to the lower index.
-
-  `priority_bits` is a float32's bit pattern: mapped to an unsigned int with the float's
-  order (negatives flipped, -0.0 equal to 0.0), inverted for descending order, and placed
-  above the index; 31 bits for the index keep the key a non-negative int64.
-  """
-  bits = np.int64(priority_bits) & 0xFFFFFFFF
-  if bits == 0x80000000:
-    bits = 0
-  ordered = (bits ^ 0xFFFFFFFF) if bits & 0x80000000 else (bits | 0x80000000)
-  return ((ordered ^ 0xFFFFFFFF) << 31) | index
-
-
 @numba.njit(inline="always")
 def _arrive(tensor, device, readers_ptr, readers, place, missing, ready, ready_size, op_bits):
   """Tensor present on `device`: its readers there have one requirement fewer."""
@@ -151,7 +95,7 @@ def _arrive(tensor, device, readers_ptr, readers, place, missing, ready, ready_s
     if place[reader] == device:
       missing[reader] -= 1
       if missing[reader] == 0:
-        _push(ready, ready_size, missing.shape[0], device, _key(op_bits[reader], reader))
+        heap_push(ready, ready_size, missing.shape[0], device, heap_key(op_bits[reader], reader))
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -209,7 +153,7 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
     for op in range(num_ops):
       missing[op] = in_degree[op]
       if in_degree[op] == 0:
-        _push(ready, ready_size, num_ops, place[op], _key(op_bits[op], op))
+        heap_push(ready, ready_size, num_ops, place[op], heap_key(op_bits[op], op))
     device_op[:] = -1
     channel_tensor[:] = -1
     resident[:] = zero
@@ -221,7 +165,7 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
       # Dispatch: idle devices in id order, then idle channels in (src, dst) order.
       for d in range(num_devices):
         if device_op[d] < 0 and ready_size[d] > 0:
-          op = _pop(ready, ready_size, num_ops, d) & index_mask
+          op = heap_pop(ready, ready_size, num_ops, d) & index_mask
           duration = compute_cost[op] / speed[d]
           if scaled:
             duration = duration * op_scale[p, op]
@@ -236,7 +180,7 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
         for dst in range(num_devices):
           c = src * num_devices + dst
           if channel_tensor[c] < 0 and waiting_size[c] > 0:
-            t = _pop(waiting, waiting_size, num_tensors, c) & index_mask
+            t = heap_pop(waiting, waiting_size, num_tensors, c) & index_mask
             duration = latency[src, dst] + tensor_size[t] / bandwidth[src, dst]
             if scaled:
               duration = duration * transfer_scale[p, t, dst]
@@ -283,14 +227,14 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
           succ = control[i]
           missing[succ] -= 1
           if missing[succ] == 0:
-            _push(ready, ready_size, num_ops, place[succ], _key(op_bits[succ], succ))
+            heap_push(ready, ready_size, num_ops, place[succ], heap_key(op_bits[succ], succ))
         for i in range(outputs_ptr[op], outputs_ptr[op + 1]):
           t = outputs[i]
           _arrive(t, d, readers_ptr, readers, place, missing, ready, ready_size, op_bits)
           for dst in range(num_devices):
             if needs_transfer[t, dst]:
-              _push(waiting, waiting_size, num_tensors, d * num_devices + dst,
-                    _key(transfer_bits[t, dst], t))
+              heap_push(waiting, waiting_size, num_tensors, d * num_devices + dst,
+                    heap_key(transfer_bits[t, dst], t))
       for src in range(num_devices):
         for dst in range(num_devices):
           c = src * num_devices + dst

@@ -28,7 +28,7 @@ import numpy as np
 from datasets import errors, padding
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
-from regal.app import parallel
+from regal.scoring import parallel
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import (delay_model, doppler_sim, list_decoder, native_common, native_delay,
                            native_doppler, native_wc, reference_models, sync_model, wc_model)
@@ -37,8 +37,8 @@ from regal.scoring.sim_graph import SimGraph, build_sim_graph
 
 MODELS = ("wc", "sync", "doppler", "delay")
 # How batched scoring runs: "jax" (the JAX models, any backend), "native" (compiled host loops:
-# `regal.scoring.native_wc`, 3-6x faster on a CPU, `regal.scoring.native_delay`, and `regal.scoring.native_doppler`,
-# the doppler model's only batched scorer), "auto" (native for the doppler model, and for the
+# `regal.scoring.native_wc`, 3-6x faster on a CPU, `regal.scoring.native_delay`, and
+# `regal.scoring.native_doppler`, the doppler model's only batched scorer), "auto" (native for the doppler model, and for the
 # wc and delay models in float32 when JAX runs on a CPU; else jax).
 ENGINES = ("auto", "jax", "native")
 WC_CHUNK = 8  # Work entries per loop step (both JAX models): fewer steps beat narrower ones.
@@ -156,6 +156,29 @@ def score_reference(problem: Problem, chromosome: np.ndarray) -> tuple[float, Sc
 
 
 # ----- batched JAX scoring -----------------------------------------------------------------
+class ReferenceScores:
+  """`score_reference` of one problem's chromosomes, each computed once: a search's answer,
+  its seeds and the candidates a result chooses from share one reference run each."""
+
+  def __init__(self, problem: Problem):
+    self.problem = problem
+    self._scores: dict[bytes, tuple[float, Schedule]] = {}
+
+  @staticmethod
+  def _key(chromosome: np.ndarray) -> bytes:
+    return np.asarray(chromosome, np.float32).tobytes()
+
+  def __call__(self, chromosome: np.ndarray) -> tuple[float, Schedule]:
+    key = self._key(chromosome)
+    if key not in self._scores:
+      self._scores[key] = score_reference(self.problem, chromosome)
+    return self._scores[key]
+
+  def remember(self, chromosome: np.ndarray, objective: float, schedule: Schedule) -> None:
+    """Records a score computed elsewhere by `score_reference` on this problem."""
+    self._scores[self._key(chromosome)] = (objective, schedule)
+
+
 def _placement_model_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
                                 ) -> Callable[..., jnp.ndarray]:
   """Batched fitness of the delay and doppler models: decode (in JAX, or on the host for the
@@ -217,7 +240,8 @@ def host_scorer(problem: Problem) -> Callable[[np.ndarray, np.ndarray, np.ndarra
   return score
 
 
-DECODERS = ("direct", "list")  # `regal.scoring.chromosome.decode`, `regal.scoring.list_decoder.decode`.
+# `regal.scoring.chromosome.decode`, `regal.scoring.list_decoder.decode`.
+DECODERS = ("direct", "list")
 
 
 def host_decoder(problem: Problem, decoder: str = "direct", bias: float = 0.0
@@ -354,7 +378,7 @@ def scoring_graph(problem: Problem) -> SimGraph | native_wc.NativeGraph:
   return jax.tree_util.tree_map(jnp.asarray, sim_graph_for(problem))
 
 
-def _padded_inputs(problem: Problem, sim: SimGraph | native_wc.NativeGraph,
+def padded_inputs(problem: Problem, sim: SimGraph | native_wc.NativeGraph,
                    chromosomes: jnp.ndarray, decoded: chromosome_lib.Decoded | None = None):
   layout = problem.layout
   pinned = None if problem.pinned is None else jnp.asarray(problem.pinned, jnp.int32)
@@ -402,7 +426,7 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph | native_wc.NativeGraph
                              f"make_fitness_fn scores it")
   if record_times and isinstance(sim, native_wc.NativeGraph):
     raise errors.ConfigError("the native engine records no times; score with engine='jax'")
-  placement, op_priority, transfer_priority = _padded_inputs(problem, sim, chromosomes, decoded)
+  placement, op_priority, transfer_priority = padded_inputs(problem, sim, chromosomes, decoded)
   if problem.noise_sigma == 0:
     return _simulate(problem, sim, placement, op_priority, transfer_priority,
                      record_times=record_times)
@@ -453,3 +477,55 @@ def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
     return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(shared, chromosomes)
 
   return fitness
+
+
+def assignment_chromosomes(placement: np.ndarray, rank: np.ndarray, num_devices: int,
+                           num_tensors: int) -> np.ndarray:
+  """[B, n] chromosomes of placements [B, o] and priority ranks [B, o] (0 runs first)."""
+  batch, num_ops = placement.shape
+  affinity = np.zeros((batch, num_ops, num_devices), np.float32)
+  np.put_along_axis(affinity, placement[..., None], 1.0, axis=-1)
+  transfer = np.full((batch, num_tensors * num_devices), 0.5, np.float32)
+  return np.concatenate([affinity.reshape(batch, -1), rank_priorities(rank), transfer], axis=1)
+
+
+def rank_priorities(rank: np.ndarray) -> np.ndarray:
+  """Priority keys [B, o] of ranks (0 runs first): falling evenly from 1."""
+  return (1.0 - rank / max(rank.shape[-1], 1)).astype(np.float32)
+
+
+class AssignmentScorer:
+  """The problem's batched model on placements and priority ranks [B, o] (0 runs first),
+  counting evaluations: the native engines' host scorer directly (no compile), else the
+  jitted fitness on fixed-size batches (one compile). Local search and the hill climb score
+  their moves with it."""
+
+  def __init__(self, problem: Problem, batch_size: int):
+    self.host = (host_scorer(problem)
+                 if scoring_engine(problem) == "native" and problem.noise_sigma == 0
+                 and problem.pinned is None else None)
+    self.fitness = None if self.host else make_fitness_fn(problem)
+    self.batch_size = batch_size
+    self.num_devices = problem.devices.num_devices
+    self.num_tensors = problem.graph.num_tensors
+    self.evaluations = 0
+
+  def __call__(self, placements: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    self.evaluations += len(placements)
+    if self.host is not None:  # What `assignment_chromosomes` decode to, without the genes.
+      priority = rank_priorities(ranks)
+      transfer = np.full((len(placements), self.num_tensors, self.num_devices), 0.5, np.float32)
+      return np.asarray(self.host(placements, priority, transfer), np.float64)
+    values = []
+    for begin in range(0, len(placements), self.batch_size):
+      chunk_placements = placements[begin:begin + self.batch_size]
+      chunk_ranks = ranks[begin:begin + self.batch_size]
+      rows = len(chunk_placements)
+      pad = self.batch_size - rows
+      chunk_placements = np.concatenate([chunk_placements,
+                                         np.repeat(chunk_placements[:1], pad, 0)])
+      chunk_ranks = np.concatenate([chunk_ranks, np.repeat(chunk_ranks[:1], pad, 0)])
+      scored = self.fitness(jnp.asarray(assignment_chromosomes(
+          chunk_placements, chunk_ranks, self.num_devices, self.num_tensors)))
+      values.append(np.asarray(scored, np.float64)[:rows])
+    return np.concatenate(values)

@@ -344,11 +344,7 @@ def simulate_delay(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
   bandwidth of the largest tensor read from it (a control edge at its end). Transfers never
   contend. No memory is tracked (peak NaN)."""
   placement = np.asarray(placement, np.int64)
-  largest: dict[tuple[int, int], float] = {}
-  for src, dst, is_control, size in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(),
-                                        graph.edge_is_control.tolist(),
-                                        graph.edge_bytes.tolist()):
-    largest[(src, dst)] = max(largest.get((src, dst), -1.0), -1.0 if is_control else size)
+  deps = analysis.Dependencies.of(graph)  # The largest tensor read from each predecessor.
   order = (graph.topological_order.tolist() if op_priority is None
            else priority_topological_order(graph, np.asarray(op_priority)))
   start = np.zeros(graph.num_ops, dtype)
@@ -357,13 +353,11 @@ def simulate_delay(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
   for op in order:
     device = int(placement[op])
     ready = dtype(0)
-    for (src, dst), size in largest.items():
-      if dst != op:
-        continue
+    for src, size in zip(deps.preds[op], deps.pred_bytes[op]):
       arrival = end[src]
-      if placement[src] != device and size >= 0:
-        arrival = dtype(arrival + analysis.transfer_time(devices, size, int(placement[src]), device,
-                                                 dtype))
+      if placement[src] != device and size != analysis.CONTROL_ONLY:
+        arrival = dtype(arrival + analysis.transfer_time(devices, size, int(placement[src]),
+                                                         device, dtype))
       ready = max(ready, arrival)
     duration = _compute_time(devices, graph.compute_cost[op], device, dtype)
     start[op] = max(free[device], ready) if duration > 0 else ready

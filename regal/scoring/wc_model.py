@@ -165,7 +165,8 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
   return context, state
 
 
-def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: bool) -> _State:
+def event_step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: bool
+               ) -> _State:
   """One loop step for a whole population (every array has a leading population axis).
 
   Propagate up to `chunk` work entries; then, with nothing left to propagate, dispatch if no
@@ -322,7 +323,7 @@ def initial_state(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndar
                   transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None,
                   transfer_time_scale: jnp.ndarray | None,
                   record_times: bool) -> tuple[_Context, _State]:
-  """The population's tables and the loop's starting state (large state flat, see `_step`)."""
+  """The population's tables and the loop's starting state (large state flat, see `event_step`)."""
   scales = _default_scales(graph, op_time_scale, transfer_time_scale,
                            batch=placement.shape[:1])
   ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0, 0, 0, None))(
@@ -347,7 +348,7 @@ def simulate_batch(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.nda
   ctx, state = initial_state(graph, placement, op_priority, transfer_priority, op_time_scale,
                              transfer_time_scale, record_times)
   final = jax.lax.while_loop(lambda s: jnp.any(s.ops_left > 0),
-                             lambda s: _step(graph, ctx, s, chunk, record_times), state)
+                             lambda s: event_step(graph, ctx, s, chunk, record_times), state)
   population = placement.shape[0]
   final = final._replace(pending=final.pending.reshape(population, -1),
                          uses_left=final.uses_left.reshape(population, -1))

@@ -1,11 +1,15 @@
 """Training configurations for `python -m regal.train` (ml_collections).
 
-  --config=regal/learning/configs/default.py          the quick default: ~6 minutes on 2 CPU cores
-  --config=regal/learning/configs/default.py:paper    REGAL's synthetic setting (hours to days)
-  --config=regal/learning/configs/default.py:long     an hour on 2 CPU cores: REGAL at 5K evaluations
-                                             against BRKGA 5K on a filtered test split
+  --config=regal/learning/configs/default.py         the quick default: ~6 minutes on 2 cores
+  --config=regal/learning/configs/default.py:paper   REGAL's synthetic setting (hours to days)
+  --config=regal/learning/configs/default.py:long    an hour on 2 CPU cores: REGAL at 5K
+                                                     evaluations against BRKGA 5K on a filtered
+                                                     test split
+  --config=regal/learning/configs/default.py:test    seconds: the test suite's tiny run
   --config.reward=measured --config.finetune_from=runs/regal   fine-tunes a trained policy
-                                             on measured run times (regal.execute)
+                                                     on measured run times (regal.execute)
+  --dataset synthetic | DATASET_DIR | GRAPH_FOLDER   what to train on (config.dataset; see
+                                                     `datasets.dataset.for_training`)
 """
 from __future__ import annotations
 
@@ -75,6 +79,17 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
     config.num_eval_graphs = 16
     config.log_every = 5
     config.test_filter_pct = 18.0
+  elif preset == "test":  # Seconds: what the test suite trains.
+    config.num_train, config.num_valid, config.num_test = 4, 2, 2
+    config.evals = 500
+    config.batch_size = 2
+    config.num_steps = 2
+    config.eval_every = 2
+    config.num_eval_graphs = 2
+    config.num_actors = 0
+    config.policy.hidden = 8
+    config.policy.rounds = 1
+    config.samples_per_graph = 2  # Exercises the leave-one-out path at half the default cost.
   elif preset:
-    raise ValueError(f"unknown preset {preset!r}; known: paper, long")
+    raise ValueError(f"unknown preset {preset!r}; known: paper, long, test")
   return config
