@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 from typing import Callable, Iterator, Mapping
 
 import numpy as np
@@ -190,7 +191,11 @@ def load_or_build_synthetic(config: SyntheticDatasetConfig = SyntheticDatasetCon
                            f"synthetic-{config_fingerprint(config, filter_id)}")
   record = synthetic_record(config, filter_id)
   if os.path.exists(os.path.join(directory, "config.json")):
-    dataset, stored = load(directory)
+    try:
+      dataset, stored = load(directory)
+    except errors.FormatError as error:  # A cache: rebuilt, not fatal.
+      print(f"rebuilding the dataset cache: {error}", file=sys.stderr)
+      stored = None
     if stored == record:
       return dataset
   dataset = build_synthetic(config, filter_fn, progress)

@@ -40,8 +40,7 @@ class DeviceSpec:
     if np.ndim(self.speed) != 1:
       raise errors.DeviceSpecError("device spec: speed must list one value per device")
     num = len(self.speed)
-    if num < 1:
-      raise errors.DeviceSpecError("device count must be at least 1, got 0")
+    _check_count(num)
     set_field = functools.partial(object.__setattr__, self)
     set_field("memory_capacity", _vector(self.memory_capacity, num, "memory_capacity"))
     set_field("speed", _vector(self.speed, num, "speed"))
@@ -147,9 +146,15 @@ def nvlink_two_groups(group_size: int = 4, memory_capacity: float | None = None,
       latency=np.where(same, intra_latency, inter_latency), name=f"nvlink_two_groups{num}")
 
 
+MAX_DEVICES = 1024  # Candidates hold D x D link and channel state: past this, memory runs out.
+
+
 def _check_count(num_devices: Any) -> None:
   if not isinstance(num_devices, (int, np.integer)) or num_devices < 1:
     raise errors.DeviceSpecError(f"device count must be an integer >= 1, got {num_devices!r}")
+  if num_devices > MAX_DEVICES:
+    raise errors.DeviceSpecError(f"device count {num_devices} is above {MAX_DEVICES}, the most "
+                                 f"the performance models hold")
 
 
 def from_json_dict(data: Any) -> DeviceSpec:

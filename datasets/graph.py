@@ -261,9 +261,17 @@ def _check_unique_names(graph: Graph) -> None:
     seen.add(name)
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _check_costs(graph: Graph) -> None:
   for field, owner in (("compute_cost", "op"), ("extra_memory", "op"), ("tensor_size", "tensor")):
     values = getattr(graph, field)
+    total = float(np.sum(values, dtype=np.float64)) if np.isfinite(values).all() else 0.0
+    if total > FLOAT32_MAX:  # The models sum them in float32: the sum would be inf.
+      raise errors.InvalidCostError(
+          f"graph {graph.name!r}: the {field.replace('_', ' ')}s add up to {total:.3g}, beyond "
+          f"float32's {FLOAT32_MAX:.3g}, in which the models compute; scale the units down")
     bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
     if len(bad):
       index = int(bad[0])

@@ -93,7 +93,18 @@ def parse_graph(text: str, source: str = "<text>", format: str | None = None) ->
   if name is None:
     raise errors.FormatError(f"{source}: cannot tell the graph format from its content; "
                              f"name it ({', '.join(FORMATS)})")
-  return _PARSERS[name](text, source)
+  try:
+    return _PARSERS[name](text, source)
+  except errors.RegalError:
+    raise
+  except (ValueError, TypeError, AttributeError, KeyError, IndexError, OverflowError,
+          RecursionError) as error:
+    # A parser's own checks name most problems; whatever input they did not foresee (numbers
+    # past float range, nesting past Python's stack, a scalar where a message belongs) is
+    # still a malformed file, not a bug to show as a traceback.
+    detail = "nested too deeply" if isinstance(error, RecursionError) else (
+        f"{type(error).__name__}: {' '.join(str(error).split())[:200]}")
+    raise errors.FormatError(f"{source}: malformed {name} file ({detail})") from None
 
 
 def load_graph(path: str, format: str | None = None) -> Graph:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from typing import Any, Sequence
 
 import numpy as np
@@ -62,8 +63,11 @@ def graph_from_json_dict(data: Any, source: str = "<json>") -> Graph:
   if data.get("version") != JSON_VERSION:
     raise errors.FormatError(f"{source}: unsupported regal graph version "
                              f"{data.get('version')!r} (this build reads {JSON_VERSION})")
-  builder = GraphBuilder(name=str(data.get("name", "graph")),
-                         metadata=data.get("metadata") or {})
+  metadata = data.get("metadata") or {}
+  if not isinstance(metadata, dict):
+    raise errors.FormatError(f"{source}: \"metadata\" must be a JSON object, got "
+                             f"{type(metadata).__name__}")
+  builder = GraphBuilder(name=str(data.get("name", "graph")), metadata=metadata)
   where = ""
   try:
     for i, op in enumerate(_records(data, "ops", source)):
@@ -152,7 +156,7 @@ def load_graphs(path: str) -> list[Graph]:
     with np.load(path, allow_pickle=False) as npz:
       arrays = {key: npz[key] for key in npz.files}
     header = json.loads(arrays.pop("header").tobytes().decode())
-  except (OSError, ValueError, KeyError) as error:
+  except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
     if isinstance(error, FileNotFoundError):
       raise
     raise errors.FormatError(f"{path}: not a regal dataset file ({error})") from None

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from typing import Sequence
 
 from datasets import errors
@@ -228,6 +229,10 @@ def generate(workload: str, num_devices: int = 4, grid_style: str = "3d", dtype_
     raise errors.ConfigError(f"grid style must be 2d or 3d, got {grid_style!r}")
   if min(dtype_bytes, seq_len, hidden, heads, mlp, ffnn_batch, ffnn_width) < 1 or hidden % heads:
     raise errors.ConfigError("sizes must be positive and hidden a multiple of heads")
+  if size is not None and size < 1:
+    raise errors.ConfigError(f"size must be positive, got {size}")
+  if not (math.isfinite(flops_per_byte) and flops_per_byte > 0):
+    raise errors.ConfigError(f"flops_per_byte must be positive and finite, got {flops_per_byte}")
   b = ShardedBuilder(f"{workload}_{num_devices}dev", num_devices, grid_style, dtype_bytes,
                      flops_per_byte)
   rows, cols = _row_col_parts(num_devices)

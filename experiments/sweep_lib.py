@@ -59,6 +59,9 @@ def _draw(rng: np.random.Generator, spec: tuple) -> Any:
 def expand(sweep: Sweep, quick: bool = False, subsample: int = 0) -> list[dict[str, Any]]:
   """Every trial's parameters, in a fixed order; `subsample` > 0 keeps that many of them drawn
   at random (seeded by the sweep, so a rerun draws the same ones): a reduced sweep."""
+  if subsample < 0:
+    raise errors.ConfigError(f"--subsample must be 0 (every trial) or a positive count, got "
+                             f"{subsample}")
   grid = sweep.quick_grid if quick and sweep.quick_grid is not None else sweep.grid
   names = sorted(grid)
   points = [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
@@ -97,6 +100,19 @@ def load(path: str) -> dict[str, dict]:
       if isinstance(record, dict) and "key" in record:
         records[record["key"]] = record
   return records
+
+
+def repair_partial_line(path: str) -> bool:
+  """Cuts a last line that a killed run left without its newline, so the next record starts on
+  a line of its own instead of being glued to it (and lost with it); True if it cut one."""
+  if not os.path.exists(path):
+    return False
+  with open(path, "rb+") as f:
+    data = f.read()
+    if not data or data.endswith(b"\n"):
+      return False
+    f.truncate(data.rfind(b"\n") + 1)
+  return True
 
 
 def _append(path: str, record: dict) -> None:
@@ -144,6 +160,7 @@ def run(sweep: Sweep, out_dir: str, quick: bool = False, local: bool = False,
   os.makedirs(out_dir, exist_ok=True)
   path = results_path(sweep, out_dir, quick, subsample)
   trials = expand(sweep, quick, subsample)
+  repair_partial_line(path)
   finished = load(path)
   todo = [p for p in trials if finished.get(trial_key(p), {}).get("status") != "ok"]
   progress(f"sweep {sweep.name}: {len(trials)} trials, {len(trials) - len(todo)} already "

@@ -19,7 +19,10 @@ r"""Optimizes one graph's placement and schedule (BRKGA or a baseline) and repor
       --stage3_steps 5                            # Doppler stage III on measured times
 
 Writes a summary to the terminal and, with --out, a JSON result (schema in
-regal/app/optimize_lib.py). Compiled functions are cached on disk, so a second run on a graph of
+regal/app/optimize_lib.py). Exit codes: 0 done; 2 bad input (one `error:` line); 3 objective
+runtime_under_memory found no solution within the limit (the result is still written, with
+`feasible: false`); 130 / 143 SIGINT / SIGTERM (during BRKGA the first one stops the search at
+a generation boundary and the best found so far is reported and written). Compiled functions are cached on disk, so a second run on a graph of
 the same size bucket starts faster.
 """
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags  # noqa: E402
 
+from datasets import atomic  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors  # noqa: E402
@@ -104,8 +108,9 @@ _STAGE3_STEPS = flags.DEFINE_integer("stage3_steps", 5, "Stage III batches of ep
 _OUT = flags.DEFINE_string("out", None, "Write the result JSON here (atomically).")
 _OUT_DIR = flags.DEFINE_string("out_dir", None, "With several graphs: write DIR/<file stem>.json "
                                "for each (and with --gantt a chart beside it).")
-_GANTT = flags.DEFINE_string("gantt", None, "Write a Gantt chart here (.png or .svg); with "
-                             "several graphs the format (png or svg) of one chart per graph.")
+_GANTT = flags.DEFINE_string("gantt", None, "Write a Gantt chart here (.png, .pdf or .svg); "
+                             "with several graphs the format (png, pdf or svg) of one chart "
+                             "per graph.")
 devices_lib.define_flags()
 
 
@@ -121,6 +126,24 @@ def load_graph():
     raise errors.ConfigError(f"--index {_INDEX.value} is outside split {_SPLIT.value!r} "
                              f"(0..{len(graphs) - 1})")
   return graphs[_INDEX.value], f"synthetic/{_SPLIT.value}/{_INDEX.value}"
+
+
+def check_outputs() -> None:
+  """Output paths are refused before any search: clobbering an input, an unwritable place,
+  a chart extension that is not a chart format."""
+  inputs = [p for p in (_GRAPH.value or "").split(",") + [
+      flags.FLAGS.device_spec, _POLICY.value, _DOPPLER_CHECKPOINT.value] if p]
+  named = [(flag, path) for flag, path in (("--out", _OUT.value),
+                                           ("--doppler_save", _DOPPLER_SAVE.value)) if path]
+  several = _OUT_DIR.value or len(inputs) > 1 or (_GRAPH.value and os.path.isdir(_GRAPH.value))
+  if _GANTT.value and not several:
+    named.append(("--gantt", _GANTT.value))
+    atomic.check_output(_GANTT.value, "--gantt", inputs, atomic.CHART_EXTENSIONS)
+  for flag, path in named:
+    atomic.check_output(path, flag, inputs)
+  paths = [os.path.abspath(path) for _, path in named]
+  if len(set(paths)) < len(paths):
+    raise errors.ConfigError("--out, --gantt and --doppler_save must name different files")
 
 
 def enable_compilation_cache() -> None:
@@ -145,6 +168,10 @@ def main(argv: Sequence[str]) -> None:
   if _REWARD.value == "measured" and _METHOD.value != "doppler":
     raise errors.ConfigError("--reward measured serves Doppler's stage III: use it with "
                              "--method doppler")
+  if _MEMORY_LIMIT.value is not None and _OBJECTIVE.value != "runtime_under_memory":
+    raise errors.ConfigError(f"--memory_limit is read by --objective runtime_under_memory "
+                             f"only; objective {_OBJECTIVE.value} would ignore it")
+  check_outputs()
   devices = devices_lib.from_flags()
   on_devices = _EXECUTE.value or _REWARD.value == "measured"
   if on_devices:
@@ -158,6 +185,9 @@ def main(argv: Sequence[str]) -> None:
     if len(paths) > 1 or _OUT_DIR.value:
       return run_many(paths, devices, arms, doppler)
   graph, source = load_graph()
+  if devices.num_devices > graph.num_ops:
+    raise errors.ConfigError(f"{devices.num_devices} devices for a graph of {graph.num_ops} "
+                             f"ops: at most {graph.num_ops} devices can be used")
   enable_compilation_cache()
   program = measured = None
   if on_devices:
@@ -183,12 +213,17 @@ def main(argv: Sequence[str]) -> None:
         graph, program, report.assignments, device_list, _EXECUTE_REPEATS.value,
         _EXECUTE_MODE.value)
     print(compare.summary(report.data["execution"]))
+  if _GANTT.value:  # First: a chart that fails leaves no result file behind either.
+    gantt.draw(graph, report.placement, report.schedule, _GANTT.value)
+    print(f"wrote {_GANTT.value}")
   if _OUT.value:
     optimize_lib.write_json(report, _OUT.value)
     print(f"wrote {_OUT.value}")
-  if _GANTT.value:
-    gantt.draw(graph, report.placement, report.schedule, _GANTT.value)
-    print(f"wrote {_GANTT.value}")
+  if not (_OUT.value or _GANTT.value):
+    print("nothing saved: --out result.json keeps the result, --gantt chart.png its chart")
+  if not report.data["feasible"]:
+    errors.exit_infeasible("no solution found fits the memory limit (the result says "
+                           "feasible: false, with the excess per device)")
 
 
 def run_many(paths, devices, arms, doppler) -> None:
@@ -200,9 +235,9 @@ def run_many(paths, devices, arms, doppler) -> None:
   chart = None
   if _GANTT.value:
     chart = _GANTT.value.rsplit(".", 1)[-1].lower()
-    if chart not in ("png", "svg"):
+    if chart not in atomic.CHART_EXTENSIONS:
       raise errors.ConfigError(f"--gantt {_GANTT.value!r}: with several graphs give the "
-                               f"chart format, png or svg")
+                               f"chart format: {', '.join(atomic.CHART_EXTENSIONS)}")
   enable_compilation_cache()
   failures = optimize_lib.run_many(
       paths, devices, _OUT_DIR.value, chart, _FORMAT.value, model=_MODEL.value,

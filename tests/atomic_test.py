@@ -20,3 +20,48 @@ def test_successful_write_replaces(tmp_path):
   with atomic.open_for_write(str(target), "wb") as f:
     f.write(b"\x00new")
   assert target.read_bytes() == b"\x00new"
+
+
+def test_written_files_take_the_umask_mode_or_keep_the_replaced_ones(tmp_path):
+  import os
+  old = os.umask(0o022)
+  try:
+    fresh = tmp_path / "fresh.json"
+    atomic.write_text(str(fresh), "x")
+    assert fresh.stat().st_mode & 0o777 == 0o644
+    kept = tmp_path / "kept.json"
+    kept.write_text("old")
+    kept.chmod(0o640)
+    atomic.write_text(str(kept), "new")
+    assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_text() == "new"
+  finally:
+    os.umask(old)
+
+
+def test_temp_files_of_dead_writers_are_removed_by_the_next_write(tmp_path):
+  import subprocess
+  import sys
+  dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                        capture_output=True, text=True).stdout.strip()
+  stale = tmp_path / f".result.json.{dead}.abc123.tmp"  # What a SIGKILL midway leaves.
+  live = tmp_path / f".result.json.{1}.xyz789.tmp"  # pid 1 runs: a writer still at work.
+  stale.write_text("")
+  live.write_text("")
+  atomic.write_text(str(tmp_path / "result.json"), "{}")
+  assert not stale.exists() and live.exists()
+
+
+@pytest.mark.parametrize("make, flag, inputs, extensions, message", [
+    (lambda d: d / "graph.json", "--out", ["graph.json"], (), "which it would overwrite"),
+    (lambda d: d / "chart.pdf.txt", "--gantt", [], atomic.CHART_EXTENSIONS, "use one of"),
+    (lambda d: d / "file" / "r.json", "--out", [], (), "is a file, not a directory"),
+    (lambda d: d, "--out", [], (), "is a directory"),
+])
+def test_outputs_are_checked_before_any_work(tmp_path, make, flag, inputs, extensions, message):
+  (tmp_path / "graph.json").write_text("{}")
+  (tmp_path / "file").write_text("")
+  with pytest.raises(atomic.errors.ConfigError, match=message):
+    atomic.check_output(str(make(tmp_path)), flag,
+                        [str(tmp_path / name) for name in inputs], extensions)
+  atomic.check_output(str(tmp_path / "new" / "deeper" / "r.json"), "--out",
+                      [str(tmp_path / "graph.json")])  # Creatable: fine.

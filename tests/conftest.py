@@ -33,3 +33,15 @@ def shared_graphs() -> pathlib.Path:
     pytest.skip(f"reference graphs not found at {SHARED_GRAPHS} (../shared/graphs beside the "
                 f"repository); these tests need them")
   return SHARED_GRAPHS
+
+
+@pytest.fixture(scope="session")
+def golden_training(tmp_path_factory):
+  """(workdir, report) of the `:test` preset's 2-step REGAL training on the synthetic
+  generator, run once per session: the golden test pins it bit for bit, and the training test
+  goes on from a copy of its workdir (resume, kills, the policy in regal.optimize)."""
+  from regal.learning import train_lib
+  from regal.learning.configs import default as default_config
+  workdir = str(tmp_path_factory.mktemp("golden_training") / "run")
+  report = train_lib.train_and_evaluate(default_config.get_config("test"), workdir)
+  return workdir, report

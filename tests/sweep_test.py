@@ -118,3 +118,28 @@ def test_search_preset_takes_each_models_decoder_from_its_training_group():
                      "decoder": {"doppler": "list", "wc": "list", "delay": "list",
                                  "sync": "direct"}}
   assert chosen["chosen_per_model"]["sync"]["score"] == 0.80
+
+
+def test_a_partial_last_line_is_cut_before_the_next_record(tmp_path):
+  """A sweep killed mid-append leaves half a line; the rerun must not glue its first record
+  onto it (which would lose that trial and run it again)."""
+  sweep = sweeps.SWEEPS["selftest"]
+  path = tmp_path / "selftest.jsonl"
+  complete = sweep_lib.run(sweep, str(tmp_path), local=True, progress=lambda line: None)
+  lines = path.read_text().splitlines(keepends=True)
+  path.write_text("".join(lines[:3]) + lines[3][:len(lines[3]) // 2])  # Killed mid-write.
+  assert sweep_lib.repair_partial_line(str(path))
+  assert path.read_text() == "".join(lines[:3])
+  path.write_text("".join(lines[:3]) + lines[3][:len(lines[3]) // 2])
+  again = sweep_lib.run(sweep, str(tmp_path), local=True, progress=lambda line: None)
+  records = [json.loads(line) for line in path.read_text().splitlines()]
+  finished = [r["key"] for r in records if r["status"] == "ok"]
+  assert len(finished) == len(set(finished)) == 7  # Each finished trial exactly once.
+  assert {r["key"] for r in records} == set(complete)  # (A failed trial is retried.)
+  assert {k: r["status"] for k, r in again.items()} == {
+      k: r["status"] for k, r in complete.items()}
+
+
+def test_negative_subsample_is_refused():
+  with pytest.raises(sweep_lib.errors.ConfigError, match="got -3"):
+    sweep_lib.expand(sweeps.SWEEPS["brkga_tuning"], subsample=-3)

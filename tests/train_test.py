@@ -2,13 +2,13 @@
 and survive a killed actor; training runs, writes its report and resumes from its workdir."""
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
 
 from datasets import devices as devices_lib
 from datasets import errors
-from datasets import io as graph_io
 from datasets.synthetic import sized_graph
 from regal.app import optimize_lib
 from regal.learning import checkpoint, train_lib
@@ -44,20 +44,49 @@ def _tiny_config(dataset: str = "synthetic"):
   return config
 
 
-def _graph_folder(folder) -> str:
-  """40 graphs of 50 ops as files (one size, so the feature runs share one compile)."""
-  folder.mkdir()
-  for i in range(40):
-    graph_io.save_graph(sized_graph(50, seed=100 + i), str(folder / f"g{i}.json"))
-  return str(folder)
+class _Killed(BaseException):
+  """A SIGKILL at a chosen instant: nothing after it runs."""
 
 
-def test_training_runs_reports_and_resumes(tmp_path):
-  """On a folder of graph files (the golden test trains on the synthetic generator)."""
+def _metrics_rows(workdir: str) -> list[str]:
+  with open(os.path.join(workdir, "metrics.csv")) as f:
+    return f.read().splitlines()
+
+
+def _tensorboard_scalars(workdir: str) -> dict[str, dict[int, float]]:
+  """Every scalar in the run's event files, read back record by record (TFRecord framing:
+  length, its CRC, an `Event` protobuf, its CRC), the newest event per step winning unless a
+  later file's purge dropped it."""
+  import glob
+  import struct
+
+  from tensorboardX.proto import event_pb2
+  scalars: dict[str, dict[int, float]] = {}
+  for path in sorted(glob.glob(os.path.join(workdir, "tb", "events.out.tfevents.*"))):
+    with open(path, "rb") as f:
+      data = f.read()
+    position = 0
+    while position < len(data):
+      (length,) = struct.unpack("<Q", data[position:position + 8])
+      event = event_pb2.Event.FromString(data[position + 12:position + 12 + length])
+      position += 12 + length + 4
+      if event.HasField("session_log") and event.step:  # A resumed run purges from here.
+        for steps in scalars.values():
+          for step in [s for s in steps if s >= event.step]:
+            del steps[step]
+      for value in event.summary.value:
+        scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+  return scalars
+
+
+def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_training):
+  """Goes on from the session's 2-step run (conftest's `golden_training`, which the golden
+  test pins), in a copy of its workdir."""
   workdir = str(tmp_path / "run")
-  config = _tiny_config(_graph_folder(tmp_path / "graphs"))
-  report = train_lib.train_and_evaluate(config, workdir)
-  assert report["steps"] == 2 and len(report["history"]) == 2
+  shutil.copytree(golden_training[0], workdir)
+  config = _tiny_config()
+  report = golden_training[1]
+  assert report["steps"] == 2 and len(report["history"]) == 2 and report["dataset"] == "synthetic"
   held_apart = set(report["split_graphs"]["test"])
   assert len(held_apart) == 2 and not held_apart & set(report["split_graphs"]["train"])
   assert np.isfinite(report["test"]["improvement_pct"])
@@ -65,12 +94,36 @@ def test_training_runs_reports_and_resumes(tmp_path):
                "reward_curve.png", f"features-{train_lib.fingerprint(config)}.npz",
                f"uniform-{train_lib.fingerprint(config)}.json"):
     assert os.path.exists(os.path.join(workdir, name)), name
-  # A longer run in the same workdir continues from step 2 instead of starting over.
+  # A longer run in the same workdir continues from step 2 instead of starting over. It is
+  # killed after appending step 3's metrics row and before saving step 3's checkpoint (with a
+  # half-written temp file of that checkpoint and half a row behind), then rerun.
   config.num_steps = 3
+
+  def killed_while_saving(path, *args):
+    with open(os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.999999999."
+                           f"killed.tmp"), "wb") as f:
+      f.write(b"half a checkpoint")
+    raise _Killed
+
+  monkeypatch.setattr(checkpoint, "save", killed_while_saving)
+  with pytest.raises(_Killed):
+    train_lib.train_and_evaluate(config, workdir)
+  monkeypatch.undo()
+  killed_rows = _metrics_rows(workdir)
+  assert [row.split(",")[0] for row in killed_rows[1:]] == ["1", "2", "3"]
+  with open(os.path.join(workdir, "metrics.csv"), "a") as f:
+    f.write("4,0.1")  # A kill mid-append.
+  assert checkpoint.read_meta(checkpoint.in_workdir(workdir))["step"] == 2
   report = train_lib.train_and_evaluate(config, workdir)
-  with open(os.path.join(workdir, "metrics.csv")) as f:
-    steps = [line.split(",")[0] for line in f.read().splitlines()[1:]]
-  assert steps == ["1", "2", "3"] and report["steps"] == 3
+  assert _metrics_rows(workdir) == killed_rows  # Step 3 logged once, as the killed run had it.
+  assert report["steps"] == 3 and [h["step"] for h in report["history"]] == [0, 2, 3]
+  assert not [n for n in os.listdir(workdir) if n.endswith(".tmp")]
+  # TensorBoard reads what metrics.csv holds (the killed run's step-3 events purged).
+  scalars = _tensorboard_scalars(workdir)
+  for row in killed_rows[1:]:
+    step, loss = row.split(",")[:2]
+    assert scalars["loss"][int(step)] == pytest.approx(float(loss), rel=1e-6)
+  assert sorted(scalars["loss"]) == [1, 2, 3]
   # The REGAL table reads a workdir back: its config, its policy, the policy's Betas.
   restored = train_lib.workdir_config(workdir)
   assert train_lib.fingerprint(restored) == train_lib.fingerprint(config)

@@ -37,6 +37,13 @@ def _tokens(text: str, source: str) -> list[tuple[str, str, int]]:
   return tokens
 
 
+def _escape(text: str) -> str:
+  """Every character `_unquote` reads back, escaped: a raw CR or tab would not survive a reader
+  that translates line endings."""
+  reverse = {value: key for key, value in _ESCAPES.items() if key != "'"}
+  return "".join("\\" + reverse[c] if c in reverse else c for c in text)
+
+
 def _unquote(token: str) -> str:
   body = token[1:-1]
   return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
@@ -134,7 +141,7 @@ def format_message(fields: dict[str, list[Any]], indent: int = 0) -> str:
           lines.append(body)
         lines.append(f"{pad}}}")
       elif isinstance(item, str):
-        escaped = item.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        escaped = _escape(item)
         lines.append(f'{pad}{name}: "{escaped}"')
       elif isinstance(item, bool):
         lines.append(f"{pad}{name}: {'true' if item else 'false'}")

@@ -7,9 +7,11 @@ device), and those ops and transfers get a thick outline.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from datasets import atomic
+from datasets import atomic, errors
 from datasets.graph import Graph
 from regal.scoring.schedule import Schedule
 
@@ -56,7 +58,11 @@ def critical_path(graph: Graph, placement: np.ndarray, schedule: Schedule,
 
 def draw(graph: Graph, placement: np.ndarray, schedule: Schedule, path: str,
          title: str = "") -> None:
-  """Writes the chart to `path` (.png or .svg), atomically."""
+  """Writes the chart to `path` (.png, .pdf or .svg, by its extension), atomically."""
+  fmt = os.path.splitext(path)[1].lstrip(".").lower()
+  if fmt not in atomic.CHART_EXTENSIONS:
+    raise errors.ConfigError(f"{path}: a chart is written as "
+                             f"{', '.join('.' + e for e in atomic.CHART_EXTENSIONS)}")
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
@@ -93,7 +99,6 @@ def draw(graph: Graph, placement: np.ndarray, schedule: Schedule, path: str,
   handles = [plt.Rectangle((0, 0), 1, 1, color=colours(i % 20)) for i in range(len(types))]
   ax.legend(handles, [t or "op" for t in types], loc="upper right", fontsize="small")
   fig.tight_layout()
-  fmt = "svg" if path.lower().endswith(".svg") else "png"
   with atomic.open_for_write(path, "wb") as f:
     fig.savefig(f, format=fmt, dpi=110)
   plt.close(fig)

@@ -18,6 +18,10 @@ Result JSON schema (`format: "regal.result"`, version 1):
                   coarse_objective (the best on the group graph), seconds} (the method ran on
                   the group graph; everything else reported is for the original graph)
   objective       the best solution's objective value
+  feasible        false when objective runtime_under_memory found no solution within the
+                  limit (the objective is then the penalty score; `regal.optimize` exits 3),
+                  with memory_excess [D] (bytes over the limit per device) for that objective
+  interrupted     true when SIGINT or SIGTERM stopped the search early (exit 130 or 143)
   makespan        its makespan, and peak_memory [D] per device (null for the doppler model)
   placement       [{op, name, device}] in the input file's op order
   schedule        op names in priority order (first runs first when ready)
@@ -243,6 +247,9 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
   scored = {name: scores(c) for name, c in candidates.items()}
   best_name = min(scored, key=lambda name: scored[name][0])  # Ties: the method's own answer.
   best_value, schedule = scored[best_name]
+  if not np.isfinite(best_value):
+    raise errors.ConfigError(f"graph {graph.name!r}: the objective overflowed float32 "
+                             f"({best_value}); scale the costs or sizes down")
   chosen = candidates[best_name]
   seed_scores = {name: value for name, (value, _) in scored.items() if name != method}
   placement, order = chromosome_lib.assignment(chosen, problem.layout, problem.pinned)
@@ -259,6 +266,8 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
                    "seed": seed, **method_settings},
       "details": details,
       "objective": best_value,
+      **_feasibility(problem, schedule),
+      "interrupted": errors.stop_requested(),
       "makespan": float(schedule.makespan),
       "peak_memory": _nan_to_none(schedule.peak_memory),
       "placement": [{"op": i, "name": graph.op_names[i], "device": int(placement[i])}
@@ -292,6 +301,14 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
       assignments[name] = (*chromosome_lib.assignment(chromosome, problem.layout, problem.pinned),
                            float(scored[name][1].makespan))
   return Report(data=data, schedule=schedule, placement=placement, assignments=assignments)
+
+
+def _feasibility(problem: performance.Problem, schedule: Schedule) -> dict[str, Any]:
+  """With a memory limit: whether the best fits, and by how much each device is over."""
+  if problem.objective != "runtime_under_memory":
+    return {"feasible": True}
+  excess = np.maximum(np.asarray(schedule.peak_memory, float) - problem.memory_limits, 0.0)
+  return {"feasible": bool((excess == 0).all()), "memory_excess": excess.tolist()}
 
 
 def _nan_to_none(values: np.ndarray) -> list[float | None]:
@@ -344,7 +361,7 @@ def summary(report: Report) -> str:
                  f"BRKGA {d['details']['uniform_brkga_objective']:.6g} at the same budget")
   if "seed_arms" in d["details"]:
     arms = ", ".join(f"{arm} {value:.6g}" for arm, value in d["details"]["seed_arms"].items())
-    lines.append(f"seed arms:     {arms}; winner descends from "
+    lines.append(f"seed arms:     {arms}; the search's answer descends from "
                  f"{d['details']['winner_origin'] or 'no seed'}")
   if "coarsening" in d["details"]:
     c = d["details"]["coarsening"]
@@ -354,6 +371,12 @@ def summary(report: Report) -> str:
   if "lower_bound" in d["details"]:
     lines.append(f"lower bound:   {d['details']['lower_bound']:.6g} "
                  f"({d['details']['status']})")
+  if not d["feasible"]:
+    excess = ", ".join(f"{e:.6g}" for e in d["memory_excess"])
+    lines.append(f"INFEASIBLE:    no solution found fits the memory limit (excess per device "
+                 f"[{excess}]); the objective is the penalty score")
+  if d["interrupted"]:
+    lines.append("interrupted:   the search stopped early; this is the best found so far")
   return "\n".join(lines + [
       f"improvement {d['improvement_pct']:.2f}% over single device; {d['evaluations']} "
       f"evaluations; compile {wall['compile']:.2f} s, search {wall['search']:.2f} s, "

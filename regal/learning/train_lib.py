@@ -29,6 +29,7 @@ import io
 import json
 import os
 import time
+import zipfile
 from typing import Any
 
 import jax
@@ -63,6 +64,34 @@ _LATER_DEFAULTS = {"reward": "model", "finetune_from": "", "standin_seconds": 0.
 
 
 _REWARD_SETTINGS = ("reward", "finetune_from", "standin_seconds", "measure_repeats")
+
+
+_POSITIVE = ("num_train", "num_valid", "num_test", "num_devices", "evals", "batch_size",
+             "samples_per_graph", "eval_every", "num_eval_graphs", "log_every",
+             "measure_repeats", "policy.hidden", "policy.rounds", "policy.placement_bins",
+             "policy.priority_bins")
+_NOT_NEGATIVE = ("num_steps", "num_actors", "clip_norm", "entropy_weight", "test_filter_pct",
+                 "standin_seconds")
+
+
+def check_config(config: ml_collections.ConfigDict) -> None:
+  """Refuses, before any work, counts and sizes that cannot run: one line naming the field."""
+  def value(name):
+    node = config
+    for part in name.split("."):
+      node = node[part]
+    return node
+  for name in _POSITIVE + _NOT_NEGATIVE:
+    number = value(name)
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not np.isfinite(
+        number) or number < 0 or (name in _POSITIVE and number == 0):
+      raise errors.ConfigError(f"config.{name} must be "
+                               f"{'positive' if name in _POSITIVE else 'non-negative'}, "
+                               f"got {number!r}")
+  if not config.learning_rate > 0:
+    raise errors.ConfigError(f"config.learning_rate must be positive, got "
+                             f"{config.learning_rate!r}")
+  devices_lib.homogeneous(config.num_devices)  # The device-count ceiling.
 
 
 def fingerprint(config: ml_collections.ConfigDict, ignore: tuple[str, ...] = ()) -> str:
@@ -153,10 +182,14 @@ class Trainer:
   def _features(self) -> list:
     name = f"features-{cache_fingerprint(self.config)}.npz"
     path = self._cached(name)
+    parts = None
     if path:
-      stored = np.load(path)
-      parts = [stored[f"g{i}"] for i in range(len(self.problems))]
-    else:
+      try:
+        with np.load(path) as stored:
+          parts = [stored[f"g{i}"] for i in range(len(self.problems))]
+      except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        logging.warning("recomputing the features: cache %s unreadable (%s)", path, error)
+    if parts is None:
       logging.info("BRKGA features for %d graphs (%d evaluations each)", len(self.problems),
                    features_lib.BRKGA_FEATURE_EVALS)
       populations = self.pool.feature_populations(
@@ -339,6 +372,25 @@ def _start_from(source: str, template: reinforce.TrainState) -> reinforce.TrainS
                           baseline_params=state.baseline_params)
 
 
+def truncate_metrics(path: str, step: int) -> None:
+  """Keeps the rows of `metrics.csv` up to the checkpoint's `step`: a run killed after a row
+  was appended but before its checkpoint was saved reruns that step, and must not log it
+  twice (a partial last line goes too)."""
+  if not os.path.exists(path):
+    return
+  with open(path, newline="") as f:
+    lines = f.read().splitlines(keepends=True)
+  keep = lines[:1] if lines and lines[0].endswith("\n") else []
+  for line in lines[1:]:
+    first = line.split(",", 1)[0]
+    if line.endswith("\n") and first.isdigit() and int(first) <= step:
+      keep.append(line)
+  if not keep:
+    os.unlink(path)
+  elif keep != lines:
+    atomic.write_text(path, "".join(keep))
+
+
 def _append_csv(path: str, row: dict) -> None:
   new = not os.path.exists(path)
   with open(path, "a", newline="") as f:
@@ -376,6 +428,7 @@ def trained_policy(trainer: Trainer, workdir: str):
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  check_config(config)
   config_id = fingerprint(config)
   meta = _checkpoint_meta(workdir, config_id)  # Refuse another config's workdir first.
   start = _finetune_source(config) if config.finetune_from and meta is None else None
@@ -392,7 +445,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   if not history:
     history.append({"step": 0, **trainer.evaluate(state.policy_params, valid)})
     logging.info("step 0: validation improvement %.2f%%", history[-1]["improvement_pct"])
-  writer = _tensorboard(workdir)
+  truncate_metrics(os.path.join(workdir, "metrics.csv"), int(state.step))
+  writer = _tensorboard(workdir, int(state.step))
   train = trainer.splits["train"]
   started, done = time.perf_counter(), 0
   while int(state.step) < config.num_steps:
@@ -429,10 +483,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       row["valid_improvement_pct"] = history[-1]["improvement_pct"]
     _append_csv(os.path.join(workdir, "metrics.csv"), {**row, "valid_improvement_pct":
                                                        row.get("valid_improvement_pct", "")})
-    if writer is not None:
-      for name, value in row.items():
-        if name != "step":
-          writer.add_scalar(name, value, step + 1)
+    for name, value in row.items():
+      if name != "step":
+        writer.add_scalar(name, value, step + 1)
+    writer.flush()
     checkpoint.save(checkpoint.in_workdir(workdir), state,
                     {"step": step + 1, "config": config_id, "config_values": config.to_dict(),
                      "history": history})
@@ -443,17 +497,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                    done * trainer.graphs_per_step / elapsed, row["reward"], row["loss"],
                    f", validation improvement {row['valid_improvement_pct']:.2f}%"
                    if "valid_improvement_pct" in row else "")
+  writer.close()
   report = _final_report(trainer, state, history, workdir)
   trainer.pool.shutdown()
   return report
 
 
-def _tensorboard(workdir: str):
-  try:
-    from tensorboardX import SummaryWriter
-  except ImportError:  # Optional: metrics.csv has everything.
-    return None
-  return SummaryWriter(os.path.join(workdir, "tb"))
+def _tensorboard(workdir: str, step: int):
+  """TensorBoard events in `workdir/tb`; on resume, events a killed run logged past the
+  checkpoint's `step` are purged (TensorBoard drops them when it reads the new file)."""
+  from tensorboardX import SummaryWriter
+  return SummaryWriter(os.path.join(workdir, "tb"), purge_step=step + 1 if step else None)
 
 
 def _final_report(trainer: Trainer, state, history, workdir: str) -> dict[str, Any]:

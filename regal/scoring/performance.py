@@ -36,6 +36,7 @@ from regal.scoring.schedule import Schedule
 from regal.scoring.sim_graph import SimGraph, build_sim_graph
 
 MODELS = ("wc", "sync", "doppler", "delay")
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 # How batched scoring runs: "jax" (the JAX models, any backend), "native" (compiled host loops:
 # `regal.scoring.native_wc`, 3-6x faster on a CPU, `regal.scoring.native_delay`, and
 # `regal.scoring.native_doppler`, the doppler model's only batched scorer), "auto" (native for the doppler model, and for the
@@ -84,6 +85,11 @@ class Problem:
                                "and the doppler model")
     if self.engine == "jax" and self.model == "doppler":
       raise errors.ConfigError("the doppler model is scored by the native engine only")
+    if np.dtype(self.dtype) == np.float32 and not self.duration_bound() < FLOAT32_MAX:
+      raise errors.ConfigError(
+          f"graph {self.graph.name!r} on these devices: running every op and transfer in a row "
+          f"takes {self.duration_bound():.3g}, beyond float32's {FLOAT32_MAX:.3g}, in which the "
+          f"models compute; scale the costs or sizes down")
 
   @property
   def layout(self) -> chromosome_lib.Layout:

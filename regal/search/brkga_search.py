@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import brkga
+from datasets import errors
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 from regal.search import local_moves
@@ -146,11 +147,13 @@ _DEADLINES: dict[int, float] = {}  # Time-limit token -> perf_counter deadline (
 
 def _time_up(token, generation) -> np.ndarray:
   del generation  # An operand only so the check runs every generation.
-  return np.bool_(time.perf_counter() >= _DEADLINES.get(int(token), np.inf))
+  return np.bool_(errors.stop_requested()
+                  or time.perf_counter() >= _DEADLINES.get(int(token), np.inf))
 
 
 def _stop_fn(token):
-  """`brkga.run`'s stop: whether the deadline registered under `token` has passed."""
+  """`brkga.run`'s stop: whether the deadline registered under `token` has passed, or SIGINT
+  or SIGTERM asked the search to stop (`datasets.errors.stoppable`)."""
   return lambda state: jax.pure_callback(_time_up, jax.ShapeDtypeStruct((), jnp.bool_), token,
                                          state.generation)
 
@@ -163,6 +166,8 @@ class _deadline:
     self.seconds = seconds
 
   def __enter__(self) -> int:
+    self.stoppable = errors.stoppable()
+    self.stoppable.__enter__()
     _deadline._next += 1
     self.token = _deadline._next
     _DEADLINES[self.token] = (np.inf if self.seconds is None
@@ -171,6 +176,7 @@ class _deadline:
 
   def __exit__(self, *exc) -> None:
     del _DEADLINES[self.token]
+    self.stoppable.__exit__(*exc)
 
 
 def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
@@ -226,7 +232,15 @@ def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
              settings: SearchSettings = SearchSettings(),
              time_limit: float | None = None) -> SearchResult:
   """BRKGA with `evals` fitness evaluations; `seeds` name chromosomes for the first population.
-  `time_limit` seconds end the search early, at a generation boundary."""
+  `time_limit` seconds end the search early, at a generation boundary, as does SIGINT or
+  SIGTERM under `errors.run_cli` (during the compile too: the search then stops at once)."""
+  with errors.stoppable():
+    return _optimize(problem, evals, seed, params, seeds, settings, time_limit)
+
+
+def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga.Params | None,
+              seeds: dict[str, np.ndarray] | None, settings: SearchSettings,
+              time_limit: float | None) -> SearchResult:
   params = params or default_params(problem, evals)
   seeds = {"single_device": single_device_seed(problem), **(seeds or {})}
   swaps = swap_fraction(problem, settings)
