@@ -28,7 +28,7 @@ def priority_order_by_hand(graph, priority):
   return order
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(dags(max_ops=12, max_outputs=2), device_sets, st.integers(0, 2**31))
 def test_three_delay_models_agree_bit_for_bit(graph, devices, seed):
   rng = np.random.default_rng(seed)

@@ -61,7 +61,7 @@ def _counting_search(budget: int, interval: int, climbers: int, batch: int):
   return result, scored
 
 
-@settings(max_examples=5, deadline=None)  # Each example compiles a search.
+@settings(max_examples=3, deadline=None)  # Each example compiles a search.
 @given(st.integers(40, 400), st.integers(1, 3), st.integers(1, 4), st.integers(1, 5))
 def test_hook_evaluations_are_counted_exactly_and_stay_in_budget(budget, interval, climbers,
                                                                  batch):
@@ -213,7 +213,7 @@ def _reference_clusters(graph, size):
   return breadth, best
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)  # Each example compiles; CI draws new ones per run.
 @given(dags(max_ops=10, max_outputs=3), st.integers(2, 4), st.integers(0, 2**31),
        st.integers(2, local_moves.CLUSTER_SIZE), st.integers(0, local_moves.CLUSTER_KINDS - 1))
 def test_cluster_moves_match_a_slow_reference(graph, num_devices, seed, size, kind):
