@@ -125,8 +125,7 @@ def _exit_with(message: str, code: int = EXIT_BAD_INPUT) -> None:
 
 
 def exit_infeasible(message: str) -> None:
-  print("error: " + message, file=sys.stderr)
-  sys.exit(EXIT_INFEASIBLE)
+  _exit_with(message, EXIT_INFEASIBLE)
 
 
 def _exit_on_signal(message: str) -> None:
