@@ -22,8 +22,8 @@ Writes a summary to the terminal and, with --out, a JSON result (schema in
 regal/app/optimize_lib.py). Exit codes: 0 done; 2 bad input (one `error:` line); 3 objective
 runtime_under_memory found no solution within the limit (the result is still written, with
 `feasible: false`); 130 / 143 SIGINT / SIGTERM (during BRKGA the first one stops the search at
-a generation boundary and the best found so far is reported and written). Compiled functions are cached on disk, so a second run on a graph of
-the same size bucket starts faster.
+a generation boundary and the best found so far is reported and written). Compiled functions
+are cached on disk, so a second run on a graph of the same size bucket starts faster.
 """
 from __future__ import annotations
 
@@ -133,15 +133,13 @@ def check_outputs() -> None:
   a chart extension that is not a chart format."""
   inputs = [p for p in (_GRAPH.value or "").split(",") + [
       flags.FLAGS.device_spec, _POLICY.value, _DOPPLER_CHECKPOINT.value] if p]
-  named = [(flag, path) for flag, path in (("--out", _OUT.value),
-                                           ("--doppler_save", _DOPPLER_SAVE.value)) if path]
   several = _OUT_DIR.value or len(inputs) > 1 or (_GRAPH.value and os.path.isdir(_GRAPH.value))
-  if _GANTT.value and not several:
-    named.append(("--gantt", _GANTT.value))
-    atomic.check_output(_GANTT.value, "--gantt", inputs, atomic.CHART_EXTENSIONS)
-  for flag, path in named:
-    atomic.check_output(path, flag, inputs)
-  paths = [os.path.abspath(path) for _, path in named]
+  named = [(flag, path, extensions) for flag, path, extensions in (
+      ("--out", _OUT.value, ()), ("--doppler_save", _DOPPLER_SAVE.value, ()),
+      ("--gantt", None if several else _GANTT.value, atomic.CHART_EXTENSIONS)) if path]
+  for flag, path, extensions in named:
+    atomic.check_output(path, flag, inputs, extensions)
+  paths = [os.path.abspath(path) for _, path, _ in named]
   if len(set(paths)) < len(paths):
     raise errors.ConfigError("--out, --gantt and --doppler_save must name different files")
 

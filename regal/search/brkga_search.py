@@ -166,8 +166,6 @@ class _deadline:
     self.seconds = seconds
 
   def __enter__(self) -> int:
-    self.stoppable = errors.stoppable()
-    self.stoppable.__enter__()
     _deadline._next += 1
     self.token = _deadline._next
     _DEADLINES[self.token] = (np.inf if self.seconds is None
@@ -176,7 +174,6 @@ class _deadline:
 
   def __exit__(self, *exc) -> None:
     del _DEADLINES[self.token]
-    self.stoppable.__exit__(*exc)
 
 
 def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
