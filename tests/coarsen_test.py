@@ -185,6 +185,25 @@ def test_a_coarse_schedule_maps_back_with_the_same_makespan(graph, target, data)
                                                         abs=1e-9)
 
 
+def test_a_group_ends_exactly_where_the_coarse_model_ends_it():
+  """1/0.75 + 25/0.75 rounds one ulp above 26/0.75: the group's last (zero-cost) member must
+  not start inside the next group on that device (found by the test above)."""
+  graph = _graph([0, 0, 0, 0, 1, 0, 1, 25, 0], [(0, 1), (0, 2), (0, 3), (0, 4), (0, 7),
+                                                (0, 8)])
+  coarsening = coarsen.Coarsening(group_of=np.array([0, 0, 0, 0, 0, 1, 2, 0, 0]),
+                                  members=[[0, 1, 2, 3, 4, 7, 8], [5], [6]])
+  coarse = _check(graph, coarsening)
+  devices = devices_lib.DeviceSpec(memory_capacity=np.full(3, np.inf),
+                                   speed=np.array([0.75, 1.0, 1.0]), bandwidth=np.ones((3, 3)),
+                                   latency=np.zeros((3, 3)))
+  placement = np.zeros(3, np.int64)
+  schedule = reference_models.simulate_wc(coarse, devices, placement, np.array([1.0, 2.0, 0.0]),
+                                          np.zeros((coarse.num_tensors, 3)))
+  times = coarsen.expand_schedule(graph, devices, coarsening, placement, schedule.op_start,
+                                  schedule.transfer_start, schedule.transfer_end)
+  _check_timed_schedule(graph, devices, np.zeros(graph.num_ops, np.int64), *times)
+
+
 def test_tensors_that_stay_inside_a_group_become_its_memory():
   # 0 -> 1 -> 2 with 0 also feeding 2; 0 and 1 grouped: tensor 0 leaves only for 2, tensor 1
   # too, so both travel as one message of 3 + 5 bytes; the sink's output stays inside.

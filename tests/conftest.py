@@ -12,18 +12,26 @@ hypothesis.settings.register_profile("default", deadline=None, max_examples=50)
 
 
 def pytest_configure(config):
-  """One persistent JAX compilation cache per test session: tests that rebuild the same
-  search (training resumed in the same workdir, CLI subprocesses) compile it once."""
+  """One persistent JAX compilation cache per test session, every compile kept: tests that
+  rebuild the same program (a search on the same bucket, training resumed in the same
+  workdir, CLI subprocesses, which inherit the environment) compile it once."""
   import tempfile
 
   import jax
   cache = os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                                 tempfile.mkdtemp(prefix="regal-test-jax-cache-"))
+  min_seconds = os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+  # XLA without its costly optimization passes, as JAX's own test suite compiles: the
+  # suite's programs are tiny, so the passes cost seconds per compile and save microseconds
+  # per run. Results stay bit for bit (the golden test and every model-versus-reference test
+  # compare exactly); `JAX_DISABLE_MOST_OPTIMIZATIONS=0` runs the suite fully optimized.
+  fast_compile = os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
   # Two host devices, as `regal.optimize` has on a 2-core machine; the executor's tests
   # place ops on both.
   jax.config.update("jax_num_cpu_devices", 2)
   jax.config.update("jax_compilation_cache_dir", cache)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_seconds))
+  jax.config.update("jax_disable_most_optimizations", fast_compile not in ("0", "false"))
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
@@ -45,3 +53,13 @@ def golden_training(tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("golden_training") / "run")
   report = train_lib.train_and_evaluate(default_config.get_config("test"), workdir)
   return workdir, report
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+  """One local Ray cluster (2 CPUs) for every test that needs one: starting Ray costs
+  seconds."""
+  ray = pytest.importorskip("ray")
+  ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+  yield ray
+  ray.shutdown()

@@ -63,13 +63,9 @@ def test_a_sweep_killed_halfway_finishes_only_the_missing_trials(tmp_path):
       sweep_lib.trial_key(p) for p in sweep_lib.expand(sweep)}
 
 
-def test_ray_tasks_match_local_runs(tmp_path):
-  ray = pytest.importorskip("ray")
-  try:
-    remote = sweep_lib.run(sweeps.SWEEPS["selftest"], str(tmp_path / "ray"), num_cpus=2,
-                           progress=lambda line: None)
-  finally:
-    ray.shutdown()
+def test_ray_tasks_match_local_runs(tmp_path, ray_cluster):
+  remote = sweep_lib.run(sweeps.SWEEPS["selftest"], str(tmp_path / "ray"),
+                         progress=lambda line: None)
   local = sweep_lib.run(sweeps.SWEEPS["selftest"], str(tmp_path / "local"), local=True,
                         progress=lambda line: None)
   assert {k: (r["status"], r.get("result")) for k, r in remote.items()} == {

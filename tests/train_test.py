@@ -24,18 +24,16 @@ def problems():
                               model="sync") for n in (8, 10, 12)]
 
 
-def test_ray_actors_match_the_driver_and_survive_a_killed_actor(problems):
-  ray = pytest.importorskip("ray")
+def test_ray_actors_match_the_driver_and_survive_a_killed_actor(problems, ray_cluster):
   tasks = [Task(i % 3, None, None, seed=i, evals=120) for i in range(6)]
   local = RolloutPool(problems, evals=120, num_actors=0).map(tasks)
-  pool = RolloutPool(problems, evals=120, num_actors=2, num_cpus=2)
+  pool = RolloutPool(problems, evals=120, num_actors=2)
   try:
     assert pool.map(tasks) == local
     pool.kill_actor(0)  # Its share of the next step must be rerun on a replacement.
     assert pool.map(tasks) == local
   finally:
     pool.shutdown()
-    ray.shutdown()
 
 
 def _tiny_config(dataset: str = "synthetic"):

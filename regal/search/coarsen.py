@@ -383,13 +383,19 @@ def expand_schedule(graph: Graph, devices: DeviceSpec, coarsening: Coarsening,
   transfer_end [t, D]), NaN where a tensor is not sent; the makespan is the coarse one."""
   starts = np.empty(graph.num_ops)
   ends = np.empty(graph.num_ops)
+  # The group's end as the coarse model computes it (summed cost over speed): the members'
+  # own sum can round an ulp past it, into the next op on that device.
+  group_cost = np.bincount(coarsening.group_of, weights=graph.compute_cost,
+                           minlength=coarsening.num_groups)
   for group, members in enumerate(coarsening.members):
     now = float(op_start[group])
     speed = float(devices.speed[coarse_placement[group]])
+    group_end = now + group_cost[group] / speed
     for op in members:
       starts[op] = now
-      now += graph.compute_cost[op] / speed
+      now = min(now + graph.compute_cost[op] / speed, group_end)
       ends[op] = now
+    ends[members[-1]] = group_end
   message_of = coarse_tensors(graph, coarsening).message_of
   shape = (graph.num_tensors, devices.num_devices)
   sent_start, sent_end = np.full(shape, np.nan), np.full(shape, np.nan)
