@@ -281,6 +281,9 @@ def test_fusion_theorem_other_path_iff_cycle(graph, data):
   contracted = [(relabel[a], relabel[b], 0.0) for a, b, _ in contracted]
   creates_cycle = not _is_acyclic(graph.num_ops - 1, contracted)
   assert coarsen.has_other_path(succ, u, v) == creates_cycle
+  # Pruned by top levels (nodes starting after v cannot lead to it), the answer stays.
+  top = dict(enumerate(analysis.top_levels(graph, graph.compute_cost).tolist()))
+  assert coarsen.has_other_path(succ, u, v, top) == creates_cycle
 
 
 # ----- the Doppler graphs: the repository's critical path, reproduced ----------------------
