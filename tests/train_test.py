@@ -1,5 +1,6 @@
 """regal.learning.rollout_pool and regal.learning.train_lib: Ray actors agree with the driver
 and survive a killed actor; training runs, writes its report and resumes from its workdir."""
+import fnmatch
 import json
 import os
 import shutil
@@ -7,6 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
+from datasets import atomic
 from datasets import devices as devices_lib
 from datasets import errors
 from datasets.synthetic import sized_graph
@@ -163,6 +165,74 @@ def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_trainin
   tuned_config.policy.hidden = 16
   with pytest.raises(errors.ConfigError, match="differs from this config"):
     train_lib.train_and_evaluate(tuned_config, str(tmp_path / "other"))
+
+
+def _kill_when_replacing(monkeypatch, pattern: str) -> None:
+  """A SIGKILL just before an atomic write's rename onto a file matching `pattern`: the
+  whole temp file stays behind, named as a dead writer's."""
+  real_replace = os.replace
+
+  def replace(src, dst):
+    if fnmatch.fnmatch(os.path.basename(dst), pattern):
+      real_replace(src, os.path.join(os.path.dirname(dst),
+                                     f".{os.path.basename(dst)}.999999999.killed.tmp"))
+      raise _Killed
+    return real_replace(src, dst)
+
+  monkeypatch.setattr(atomic.os, "replace", replace)
+
+
+def _kill_mid_row(monkeypatch, step: int) -> None:
+  """A SIGKILL halfway through appending step `step`'s metrics row."""
+  real_append = train_lib._append_csv
+
+  def append(path, row):
+    if row["step"] != step:
+      return real_append(path, row)
+    with open(path, "a") as f:
+      f.write(f"{row['step']},{row['loss']}"[:6])
+    raise _Killed
+
+  monkeypatch.setattr(train_lib, "_append_csv", append)
+
+
+def _run_state(workdir: str) -> dict:
+  """What must not depend on kills: metrics rows, TensorBoard scalars, the report (but its
+  timing), the checkpoint's step, history and every state leaf."""
+  with open(os.path.join(workdir, "report.json")) as f:
+    report = json.load(f)
+  del report["inference_seconds_per_graph"]
+  meta = checkpoint.read_meta(checkpoint.in_workdir(workdir))
+  state = checkpoint.read_state_dict(checkpoint.in_workdir(workdir))
+  import jax
+  leaves = {jax.tree_util.keystr(path): np.asarray(leaf).tobytes()
+            for path, leaf in jax.tree_util.tree_leaves_with_path(state)}
+  return {"metrics": _metrics_rows(workdir), "tensorboard": _tensorboard_scalars(workdir),
+          "report": report, "step": meta["step"], "history": meta["history"],
+          "state": leaves}
+
+
+def test_kills_at_any_instant_resume_to_the_uninterrupted_run(tmp_path, monkeypatch,
+                                                              golden_training):
+  """The session's 2-step run (conftest's `golden_training`) again, in a fresh workdir,
+  killed four times: mid-write of the first checkpoint (after its metrics row: between
+  files), mid-append of the second metrics row, between report.json and the reward curve,
+  and (with nothing left to train) mid-write of report.json. Each rerun resumes; the end
+  state is the uninterrupted run's, bit for bit."""
+  workdir = str(tmp_path / "killed")
+  config = _tiny_config()
+  kills = (lambda: _kill_when_replacing(monkeypatch, "checkpoint.msgpack"),
+           lambda: _kill_mid_row(monkeypatch, 2),
+           lambda: _kill_when_replacing(monkeypatch, "reward_curve.png"),
+           lambda: _kill_when_replacing(monkeypatch, "report.json"))
+  for kill in kills:
+    kill()
+    with pytest.raises(_Killed):
+      train_lib.train_and_evaluate(config, workdir)
+    monkeypatch.undo()
+  train_lib.train_and_evaluate(config, workdir)
+  assert not [n for n in os.listdir(workdir) if n.endswith(".tmp")]
+  assert _run_state(workdir) == _run_state(golden_training[0])
 
 
 def test_rollout_returns_the_best_solution_it_scored(problems):

@@ -446,7 +446,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     history.append({"step": 0, **trainer.evaluate(state.policy_params, valid)})
     logging.info("step 0: validation improvement %.2f%%", history[-1]["improvement_pct"])
   truncate_metrics(os.path.join(workdir, "metrics.csv"), int(state.step))
-  writer = _tensorboard(workdir, int(state.step))
+  events = ScalarEvents(os.path.join(workdir, "tb"), int(state.step))
   train = trainer.splits["train"]
   started, done = time.perf_counter(), 0
   while int(state.step) < config.num_steps:
@@ -483,10 +483,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       row["valid_improvement_pct"] = history[-1]["improvement_pct"]
     _append_csv(os.path.join(workdir, "metrics.csv"), {**row, "valid_improvement_pct":
                                                        row.get("valid_improvement_pct", "")})
-    for name, value in row.items():
-      if name != "step":
-        writer.add_scalar(name, value, step + 1)
-    writer.flush()
+    events.add({name: value for name, value in row.items() if name != "step"}, step + 1)
     checkpoint.save(checkpoint.in_workdir(workdir), state,
                     {"step": step + 1, "config": config_id, "config_values": config.to_dict(),
                      "history": history})
@@ -497,17 +494,43 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                    done * trainer.graphs_per_step / elapsed, row["reward"], row["loss"],
                    f", validation improvement {row['valid_improvement_pct']:.2f}%"
                    if "valid_improvement_pct" in row else "")
-  writer.close()
+  events.close()
   report = _final_report(trainer, state, history, workdir)
   trainer.pool.shutdown()
   return report
 
 
-def _tensorboard(workdir: str, step: int):
-  """TensorBoard events in `workdir/tb`; on resume, events a killed run logged past the
-  checkpoint's `step` are purged (TensorBoard drops them when it reads the new file)."""
-  from tensorboardX import SummaryWriter
-  return SummaryWriter(os.path.join(workdir, "tb"), purge_step=step + 1 if step else None)
+class ScalarEvents:
+  """TensorBoard scalars in an event file of `logdir`, each step's written and synced before
+  the checkpoint that covers it; on resume from `resume_step`, a START session log there makes
+  TensorBoard drop what a killed run logged past the checkpoint.
+
+  Not tensorboardX's SummaryWriter: it hands events to a background thread whose queue its
+  flush() does not wait for (a kill right after a step lost that step's events though
+  metrics.csv kept the row), and it names files by the second, so a rerun within the same
+  second replaced the killed run's file. The event file format is still tensorboardX's."""
+
+  def __init__(self, logdir: str, resume_step: int):
+    from tensorboardX.event_file_writer import EventsWriter
+    from tensorboardX.proto.event_pb2 import Event, SessionLog
+    os.makedirs(logdir, exist_ok=True)
+    self._event = Event
+    self._writer = EventsWriter(os.path.join(logdir, "events"),
+                                f".{os.getpid()}.{os.urandom(4).hex()}")
+    if resume_step:
+      self._writer.write_event(Event(wall_time=time.time(), step=resume_step + 1,
+                                     session_log=SessionLog(status=SessionLog.START)))
+    self._writer.flush()
+
+  def add(self, values: dict[str, float], step: int) -> None:
+    from tensorboardX.proto.summary_pb2 import Summary
+    summary = Summary(value=[Summary.Value(tag=name, simple_value=float(value))
+                             for name, value in values.items()])
+    self._writer.write_event(self._event(wall_time=time.time(), step=step, summary=summary))
+    self._writer.flush()  # Flushed and fsynced.
+
+  def close(self) -> None:
+    self._writer.close()
 
 
 def _final_report(trainer: Trainer, state, history, workdir: str) -> dict[str, Any]:
