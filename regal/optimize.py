@@ -76,9 +76,10 @@ _DECODER = flags.DEFINE_enum("decoder", None, ["direct", "list"], "How BRKGA rea
                              "scheduler by earliest finish time; regal/scoring/list_decoder.py). "
                              "Default: the preset's.")
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
-_COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph and map the answer "
-                               "back: off, auto (graphs above 500 ops: QuickP fusion, then "
-                               "heavy edges to 256 groups, keeping the critical path short) or a group count.")
+_COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph, map the answer "
+                               "back and (brkga) refine it on the original graph: off, auto "
+                               "(graphs above 500 ops: QuickP fusion, then heavy edges to 256 "
+                               "groups, keeping the critical path short) or a group count.")
 _POLICY = flags.DEFINE_string("policy", None, "A regal.train workdir: run REGAL (the trained "
                               "policy's mutant distributions) and report uniform BRKGA too.")
 _BRKGA_PRESET = flags.DEFINE_string(

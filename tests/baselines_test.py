@@ -195,6 +195,31 @@ def test_hill_climb_starts_from_the_best_seed_and_climbs_on_the_exact_model():
   assert result.objective == optimum < min(seed_values.values())
 
 
+def test_climb_from_starts_at_the_best_start_and_stops_when_told(small_problem):
+  """Every start scored by the readable reference, the climb from the best of them (the
+  first of ties) ends where the reference scores its answer, never worse, after exactly the
+  budget; told to stop, it makes no move."""
+  from regal.baselines import local_search
+  graph = small_problem.graph
+  rng = np.random.default_rng(5)
+  starts = {f"random{k}": (rng.integers(0, 2, graph.num_ops), rng.permutation(graph.num_ops))
+            for k in range(4)}
+  reference = {name: baselines.score(small_problem, p, o)[0] for name, (p, o) in starts.items()}
+  best = min(reference, key=reference.get)
+  climb = local_search.climb_from(small_problem, starts, 200, seed=3, batch_size=2)
+  assert climb.start_objectives == pytest.approx(reference, rel=0, abs=0)
+  assert climb.start == best and climb.start_objective == reference[best]
+  assert climb.evaluations == 200 and 0 < climb.accepted
+  answer = baselines.score(small_problem, climb.placement, np.argsort(climb.rank))[0]
+  assert answer == climb.objective < reference[best]
+  calls = []
+  stopped = local_search.climb_from(small_problem, starts, 200, seed=3, batch_size=2,
+                                    should_stop=lambda: calls.append(1) or True)
+  assert stopped.evaluations == len(starts) and len(calls) == 1
+  assert stopped.objective == reference[best] and stopped.accepted == 0
+  np.testing.assert_array_equal(stopped.placement, starts[best][0])
+
+
 def test_unknown_method_and_memory_objective_are_refused(small_problem):
   from datasets import errors
   with pytest.raises(errors.ConfigError, match="unknown method"):
@@ -213,6 +238,47 @@ def test_heft_uses_the_faster_device():
   placement, _ = list_scheduling.heft_assignment(graph, devices)
   # Both 6-cost ops fit better on the 3x device (2 + 2 = 4 < 6), and so does the join.
   assert placement.tolist() == [1, 1, 1]
+
+
+def _slow_earliest_gap(intervals, ready, duration):
+  """The first time >= ready at which [t, t + duration] overlaps no busy interval (one of zero
+  length is an instant an op holds), tried at ready and at every interval's end (where a gap
+  can open)."""
+  for t in sorted({ready} | {e for _, e in intervals if e >= ready}):
+    if all(t + duration <= s or t >= e for s, e in intervals):
+      return t
+  raise AssertionError("the last end always fits")
+
+
+def _scan_earliest_gap(intervals, ready, duration):
+  """HEFT's insertion slot as the textbook scans for it: every busy interval in order."""
+  candidate = ready
+  for busy_start, busy_end in intervals:
+    if candidate + duration <= busy_start:
+      return candidate
+    candidate = max(candidate, busy_end)
+  return candidate
+
+
+@hypothesis.settings(max_examples=300)
+@hypothesis.given(pieces=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=8),
+                  ready=st.integers(0, 30), duration=st.integers(0, 4), scale=st.sampled_from(
+                      [1.0, 0.1, 1 / 3]))
+def test_heft_gap_search_matches_a_scan_and_a_slow_search(pieces, ready, duration, scale):
+  """HEFT's insertion slot (busy intervals as HEFT keeps them: sorted, touching at most, some
+  of zero length), searched from the first interval that ends after `ready` with array
+  operations, is bit for bit the scan of every interval, and the first fitting time a slow
+  search finds."""
+  intervals, now = [], 0.0
+  for gap, length in pieces:
+    intervals.append((now + gap * scale, now + gap * scale + length * scale))
+    now = intervals[-1][1]
+  ready, duration = ready * scale, duration * scale
+  found = list_scheduling._earliest_gap(np.array([s for s, _ in intervals]),
+                                        np.array([e for _, e in intervals]), ready, duration)
+  assert found == _scan_earliest_gap(intervals, ready, duration)
+  assert found == _slow_earliest_gap(intervals, ready, duration)
+  assert type(found) is float
 
 
 def test_gp_dfs_splits_two_independent_chains():

@@ -11,7 +11,7 @@ from datasets import devices as devices_lib
 from datasets import io as graph_io
 from datasets import jax_import
 from datasets.synthetic import sized_graph
-from regal import baselines
+from regal import baselines, search
 from regal.app import optimize_lib
 from regal.scoring import doppler_sim, performance
 from regal.search import seed_arms
@@ -109,6 +109,35 @@ def test_coarsened_search_maps_back_to_the_original_graph(tmp_path):
   coarse = data["details"]["coarsening"]
   assert coarse["coarse_tensors"] >= 1 and np.isfinite(coarse["coarse_objective"])
   assert f"{graph.num_ops} ops to {coarse['coarse_ops']} groups" in result.stdout
+  assert "refinement" not in coarse  # The named method's answer, expanded as it is.
+
+
+def test_a_coarsened_search_is_refined_on_the_original_graph():
+  """Groups run whole on the group graph, so its answers idle where their members need not:
+  the climb on the original graph starts from the best expanded candidate, ends better, and
+  its answer is the search's, re-scored exactly; past the time limit it makes no move."""
+  graph = sized_graph(60, topology="barabasi_albert")
+  devices = devices_lib.homogeneous(4)
+  problem = performance.Problem(graph, devices)
+  report = optimize_lib.run(graph, devices, coarsen_spec="6", evals=500)
+  data = report.data
+  refinement = data["details"]["coarsening"]["refinement"]
+  order = [graph.op_names.index(name) for name in data["schedule"]]
+  placement = [entry["device"] for entry in data["placement"]]
+  assert baselines.score(problem, placement, order)[0] == data["objective"]
+  assert data["objective"] == data["search_objective"] == refinement["objective"]
+  assert refinement["start_objective"] == min(data["baselines"]["best_seed"]["objective"],
+                                              refinement["expanded_objective"])
+  assert refinement["objective"] < refinement["start_objective"]
+  assert refinement["evaluations"] == refinement["budget"] == search.refine_evals(problem)
+  assert data["evaluations"] > refinement["evaluations"]
+  assert f"to {refinement['objective']:.6g} in {refinement['evaluations']} evaluations" in (
+      optimize_lib.summary(report))
+  timed = optimize_lib.run(graph, devices, coarsen_spec="6", evals=500, time_limit=1e-6)
+  stopped = timed.data["details"]["coarsening"]["refinement"]
+  # Every candidate scored once: the search's answer and one seed per arm.
+  assert stopped["evaluations"] == 1 + len(timed.data["details"]["seed_arms"])
+  assert stopped["objective"] == stopped["start_objective"] == timed.data["objective"]
 
 
 @pytest.mark.parametrize("args, message", [

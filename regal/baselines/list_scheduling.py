@@ -14,7 +14,8 @@ real timing (`regal.baselines.common.finish`).
 """
 from __future__ import annotations
 
-import bisect
+import heapq
+import itertools
 import time
 
 import numpy as np
@@ -69,18 +70,23 @@ def critical_path_assignment(graph: Graph, devices: DeviceSpec, doppler_reposito
   deps = Dependencies.of(graph)
   level = analysis.mean_bottom_levels(graph, devices, deps)
   missing = np.array([len(p) for p in deps.preds])
-  ready = [op for op in range(graph.num_ops) if missing[op] == 0]  # In order of readiness.
+  # Ready ops keyed (negated level or, for the repository, nothing; when it became ready).
+  ready: list[tuple[float, int, int]] = []
+  became_ready = itertools.count()
+
+  def make_ready(op: int) -> None:
+    heapq.heappush(ready, (0.0 if doppler_repository else -level[op], next(became_ready), op))
+
+  for op in range(graph.num_ops):
+    if missing[op] == 0:
+      make_ready(op)
   placement = np.full(graph.num_ops, -1, np.int64)
   end = np.zeros(graph.num_ops)
   device_free = np.zeros(devices.num_devices)
   assigned_compute = np.zeros(devices.num_devices)
   order = []
   while ready:
-    if doppler_repository:
-      position = 0
-    else:
-      position = max(range(len(ready)), key=lambda k: (level[ready[k]], -k))
-    op = ready.pop(position)
+    op = heapq.heappop(ready)[2]
     starts = [max(device_free[d], input_ready_time(op, d, placement, end, deps, devices))
               for d in range(devices.num_devices)]
     device = int(np.argmin(starts))
@@ -94,7 +100,7 @@ def critical_path_assignment(graph: Graph, devices: DeviceSpec, doppler_reposito
     for succ in deps.succs[op]:
       missing[succ] -= 1
       if missing[succ] == 0:
-        ready.append(succ)
+        make_ready(succ)
   return placement, np.asarray(order, np.int64)
 
 
@@ -111,30 +117,43 @@ def heft_assignment(graph: Graph, devices: DeviceSpec) -> tuple[np.ndarray, np.n
   placement = np.full(graph.num_ops, -1, np.int64)
   start = np.zeros(graph.num_ops)
   end = np.zeros(graph.num_ops)
-  busy = [[] for _ in range(devices.num_devices)]  # Sorted (start, end) per device.
+  # Each device's busy intervals, sorted by (start, end); they never overlap, so the ends
+  # are sorted too.
+  starts = [np.zeros(0) for _ in range(devices.num_devices)]
+  ends = [np.zeros(0) for _ in range(devices.num_devices)]
   for op in by_rank.tolist():
     best = None
     for device in range(devices.num_devices):
       duration = graph.compute_cost[op] / devices.speed[device]
       ready = input_ready_time(op, device, placement, end, deps, devices)
-      slot = _earliest_gap(busy[device], ready, duration)
+      slot = _earliest_gap(starts[device], ends[device], ready, duration)
       if best is None or slot + duration < best[0]:
         best = (slot + duration, slot, device)
     finish_time, slot, device = best
     placement[op], start[op], end[op] = device, slot, finish_time
-    bisect.insort(busy[device], (slot, finish_time))
+    # After every interval that sorts before or equal to (slot, finish_time), as bisect.insort.
+    low, high = np.searchsorted(starts[device], slot, "left"), np.searchsorted(
+        starts[device], slot, "right")
+    position = low + np.searchsorted(ends[device][low:high], finish_time, "right")
+    starts[device] = np.insert(starts[device], position, slot)
+    ends[device] = np.insert(ends[device], position, finish_time)
   order = np.lexsort((topo_position, start))
   return placement, order
 
 
-def _earliest_gap(intervals: list[tuple[float, float]], ready: float, duration: float) -> float:
-  """The earliest time >= ready where `duration` fits between the sorted busy intervals."""
-  candidate = ready
-  for busy_start, busy_end in intervals:
-    if candidate + duration <= busy_start:
-      return candidate
-    candidate = max(candidate, busy_end)
-  return candidate
+def _earliest_gap(starts: np.ndarray, ends: np.ndarray, ready: float, duration: float) -> float:
+  """The earliest time >= ready where `duration` fits between the busy intervals [starts,
+  ends] (sorted, not overlapping): the first interval k whose start leaves room after the
+  later of ready and interval k - 1's end, else after the last. Intervals ending by `ready`
+  leave no gap that the later ones would not, so the search starts past them (bit for bit
+  the scan of every interval: `test_heft_gap_search_matches_a_scan_and_a_slow_search`)."""
+  first = int(np.searchsorted(ends, ready, "right"))
+  if first == len(ends):
+    return ready
+  candidates = np.maximum(ready, np.concatenate(([ready], ends[first:-1])))
+  fits = candidates + duration <= starts[first:]
+  k = int(np.argmax(fits))
+  return float(candidates[k]) if fits[k] else max(ready, float(ends[-1]))
 
 
 def critical_path(problem: performance.Problem) -> MethodResult:

@@ -18,7 +18,9 @@ name the seed it started from and that seed's objective beside what the climb re
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -68,21 +70,49 @@ def hill_climb(problem: performance.Problem, evals: int = 5000, seed: int = 0,
   if evals < len(seeds):
     raise ValueError(f"hill_climb needs at least {len(seeds)} evaluations (its seeds), got "
                      f"{evals}")
+  result = climb_from(problem, seeds, evals, seed, batch_size)
+  return finish("hill_climb", problem, result.placement, np.argsort(result.rank), started,
+                evaluations=result.evaluations, start_seed=result.start,
+                seed_objective=result.start_objective, searched_objective=result.objective,
+                accepted_moves=result.accepted, improving_moves=result.improved)
+
+
+@dataclasses.dataclass(frozen=True)
+class Climb:
+  """Where a climb started (the best start's name and objective) and what it reached."""
+  start: str
+  start_objective: float
+  start_objectives: dict[str, float]  # Every start's.
+  objective: float
+  placement: np.ndarray
+  rank: np.ndarray  # Priority ranks (0 runs first).
+  evaluations: int  # The starts' scores included.
+  accepted: int
+  improved: int
+
+
+def climb_from(problem: performance.Problem, starts: dict[str, tuple[np.ndarray, np.ndarray]],
+               evals: int, seed: int = 0, batch_size: int = 64,
+               should_stop: Callable[[], bool] = lambda: False) -> Climb:
+  """Scores every start {name: (placement, op order)} and climbs from the best (the first of
+  ties) with batches of distinct random moves (`_neighbours`), keeping a batch's best move
+  when it does not worsen the objective, until `evals` evaluations (the starts' included) are
+  spent or `should_stop()` says so between batches."""
   num_ops, num_devices = problem.graph.num_ops, problem.devices.num_devices
   num_moves = num_ops * (num_devices - 1) + max(num_ops - 1, 0)
   batch_size = max(1, min(batch_size, num_moves, evals))
-  score = performance.AssignmentScorer(problem, max(batch_size, len(seeds)))
-  names = list(seeds)
-  seed_ranks = [np.argsort(order) for _, order in seeds.values()]
-  seed_values = score(np.stack([placement for placement, _ in seeds.values()]),
-                      np.stack(seed_ranks))
-  start = int(np.argmin(seed_values))
-  value = float(seed_values[start])
-  placement = np.asarray(seeds[names[start]][0], np.int64)
-  rank = seed_ranks[start]
+  score = performance.AssignmentScorer(problem, max(batch_size, len(starts)))
+  names = list(starts)
+  start_ranks = [np.argsort(order) for _, order in starts.values()]
+  start_values = score(np.stack([placement for placement, _ in starts.values()]),
+                       np.stack(start_ranks))
+  start = int(np.argmin(start_values))
+  value = float(start_values[start])
+  placement = np.asarray(starts[names[start]][0], np.int64)
+  rank = start_ranks[start]
   rng = np.random.default_rng(seed)
   accepted = improved = 0
-  while score.evaluations < evals and num_moves > 0:
+  while score.evaluations < evals and num_moves > 0 and not should_stop():
     take = min(batch_size, evals - score.evaluations, num_moves)
     placements, ranks = _neighbours(placement, rank, rng.choice(num_moves, take, replace=False),
                                     num_devices)
@@ -92,10 +122,11 @@ def hill_climb(problem: performance.Problem, evals: int = 5000, seed: int = 0,
       improved += int(values[winner] < value)
       accepted += 1
       value, placement, rank = float(values[winner]), placements[winner], ranks[winner]
-  return finish("hill_climb", problem, placement, np.argsort(rank), started,
-                evaluations=score.evaluations, start_seed=names[start],
-                seed_objective=float(seed_values[start]), searched_objective=value,
-                accepted_moves=accepted, improving_moves=improved)
+  return Climb(start=names[start], start_objective=float(start_values[start]),
+               start_objectives={name: float(v) for name, v in zip(names, start_values)},
+               objective=value,
+               placement=placement, rank=rank, evaluations=score.evaluations,
+               accepted=accepted, improved=improved)
 
 
 def local_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,

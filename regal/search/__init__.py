@@ -4,10 +4,11 @@ graph coarsening for large graphs (`coarsen`).
 
 `regal.search.optimize(problem, ...)` is the search `regal.optimize --method brkga` runs.
 """
-from regal.search.brkga_search import (MIN_DEFAULT_EVALS, Memetic, SearchResult, SearchSettings,
-                                       default_evals, default_params, optimize, search_layout,
+from regal.search.brkga_search import (MIN_DEFAULT_EVALS, REFINE_BATCH, Memetic, SearchResult,
+                                       SearchSettings, bucketed, default_evals, default_params,
+                                       optimize, refine_evals, search_layout,
                                        single_device_seed, swap_fraction)
 
-__all__ = ["MIN_DEFAULT_EVALS", "Memetic", "SearchResult", "SearchSettings", "default_evals",
-           "default_params", "optimize", "search_layout", "single_device_seed",
-           "swap_fraction"]
+__all__ = ["MIN_DEFAULT_EVALS", "REFINE_BATCH", "Memetic", "SearchResult", "SearchSettings",
+           "bucketed", "default_evals", "default_params", "optimize", "refine_evals",
+           "search_layout", "single_device_seed", "swap_fraction"]

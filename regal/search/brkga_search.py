@@ -136,6 +136,27 @@ def default_evals(problem: performance.Problem) -> int:
   return int(np.clip(evals, MIN_DEFAULT_EVALS, MAX_DEFAULT_EVALS))
 
 
+REFINE_UNITS = 6.5e7  # Half of what `default_evals` gives a search: 2-3 s.
+MIN_REFINE_EVALS = 2_000
+MAX_REFINE_EVALS = 20_000
+# Moves the refining climb scores per step. Fewer moves per step take more steps for the
+# same evaluations: from a coarsened search's answer on 20,000-op graphs (4 devices, WC;
+# Barabasi-Albert and a deep random DAG) 2,000 evaluations gained 0.4% / 0.4% with 64 moves a
+# step, 1.3% / 1.3% with 16, 2.2% / 4.1% with 4, 2.2% / 5.6% with 2; two keep both of a 2-core
+# machine's cores busy (one took twice as long for 2.2% / 7.0%).
+REFINE_BATCH = 2
+
+
+def refine_evals(problem: performance.Problem) -> int:
+  """The budget of the climb that refines a coarsened search's answer on the original graph
+  (`regal.app.optimize_lib`): half of what `default_evals` sizes for the graph before its
+  limits (2-3 s of the native scorers on a 2-core CPU), within 2,000..20,000."""
+  graph, devices = problem.graph, problem.devices.num_devices
+  units = graph.num_ops * devices + 0.4 * len(graph.edge_src)
+  evals = int(np.ceil(REFINE_UNITS / max(units, 1.0) / 1000.0)) * 1000
+  return int(np.clip(evals, MIN_REFINE_EVALS, MAX_REFINE_EVALS))
+
+
 def default_params(problem: performance.Problem, evals: int | None = None) -> brkga.Params:
   """Goncalves & Resende's parameters for the searched layout and a budget of `evals`."""
   return brkga.goncalves_resende(search_layout(problem).size, evals=evals)
