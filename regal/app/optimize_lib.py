@@ -196,7 +196,8 @@ def _refine(problem: performance.Problem, candidates: dict[str, np.ndarray], met
   the original graph's heuristics reach. The climb's answer becomes the method's. The JAX
   engines would score the original graph one compiled call at a time, too slowly: skipped."""
   if not search.bucketed(problem):
-    return candidates, {"skipped": "the original graph is scored by the JAX engine"}
+    return candidates, {"skipped": "no native scorer for the original graph (the JAX engine, "
+                                   "pinned ops or noisy scores)"}
   from regal.baselines import local_search
   started = time.perf_counter()
   budget = search.refine_evals(problem)
@@ -410,6 +411,8 @@ def summary(report: Report) -> str:
                  f"({c['coarse_tensors']} messages) in {c['seconds']:.2f} s; objective on the "
                  f"group graph {c['coarse_objective']:.6g}")
     refinement = c.get("refinement", {})
+    if "skipped" in refinement:
+      lines.append(f"not refined:   {refinement['skipped']}")
     if "objective" in refinement:
       lines.append(f"refined:       on the original graph from {refinement['start']} "
                    f"{refinement['start_objective']:.6g} to {refinement['objective']:.6g} in "
