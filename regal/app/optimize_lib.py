@@ -190,11 +190,12 @@ def _refine(problem: performance.Problem, candidates: dict[str, np.ndarray], met
   """The last step of a coarsened search (multilevel refinement, as partitioners uncoarsen):
   a climb on the original graph (`baselines.local_search.climb_from`: single-op device moves
   and adjacent priority swaps on the exact native scorer, `search.REFINE_BATCH` a step) from
-  the best expanded candidate, for `search.refine_evals` evaluations or until `deadline` (perf_counter) or a signal. Groups
-  run whole on the group graph, so its best answers idle where their members need not: on a
-  10,000-op Barabasi-Albert graph every expanded answer was 5-7% above the load bound that
-  the original graph's heuristics reach. The climb's answer becomes the method's. The JAX
-  engines would score the original graph one compiled call at a time, too slowly: skipped."""
+  the best expanded candidate, for `search.refine_evals` evaluations or until `deadline`
+  (perf_counter) or a signal. Groups run whole on the group graph, so its best answers idle
+  where their members need not: on a 10,000-op Barabasi-Albert graph every expanded answer
+  was 5-7% above the load bound that the original graph's heuristics reach. The climb's
+  answer becomes the method's. Without the native scorer (the JAX engines would score the
+  original graph one compiled call at a time, too slowly) the step is skipped."""
   if not search.bucketed(problem):
     return candidates, {"skipped": "no native scorer for the original graph (the JAX engine, "
                                    "pinned ops or noisy scores)"}

@@ -124,9 +124,8 @@ def climb_from(problem: performance.Problem, starts: dict[str, tuple[np.ndarray,
       value, placement, rank = float(values[winner]), placements[winner], ranks[winner]
   return Climb(start=names[start], start_objective=float(start_values[start]),
                start_objectives={name: float(v) for name, v in zip(names, start_values)},
-               objective=value,
-               placement=placement, rank=rank, evaluations=score.evaluations,
-               accepted=accepted, improved=improved)
+               objective=value, placement=placement, rank=rank,
+               evaluations=score.evaluations, accepted=accepted, improved=improved)
 
 
 def local_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,

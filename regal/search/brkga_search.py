@@ -120,6 +120,12 @@ MAX_DEFAULT_EVALS = 200_000
 JAX_SLOWDOWN = 40.0  # Native scorer evaluations per second / the JAX models' on a 2-core CPU.
 
 
+def _cost_units(problem: performance.Problem) -> float:
+  """What one evaluation costs the native scorers, in units of ~0.06 us (at least 1)."""
+  graph = problem.graph
+  return max(graph.num_ops * problem.devices.num_devices + 0.4 * len(graph.edge_src), 1.0)
+
+
 def default_evals(problem: performance.Problem) -> int:
   """The default budget, in evaluations (so a run is deterministic for its seed), sized from
   the graph so the search takes up to ~8-10 s on a 2-core CPU: one evaluation costs about
@@ -128,8 +134,7 @@ def default_evals(problem: performance.Problem) -> int:
   engines (the sync model; any model off a CPU) score ~40x fewer per second on this CPU, so
   they get a 40th. Rounded up to a thousand, within 5,000..200,000."""
   graph, devices = problem.graph, problem.devices.num_devices
-  units = graph.num_ops * devices + 0.4 * len(graph.edge_src)
-  evals = min(1.3e8 / max(units, 1.0), 500.0 * graph.num_ops * devices)
+  evals = min(1.3e8 / _cost_units(problem), 500.0 * graph.num_ops * devices)
   if performance.scoring_engine(problem) == "jax":
     evals /= JAX_SLOWDOWN
   evals = int(np.ceil(evals / 1000.0)) * 1000
@@ -151,9 +156,7 @@ def refine_evals(problem: performance.Problem) -> int:
   """The budget of the climb that refines a coarsened search's answer on the original graph
   (`regal.app.optimize_lib`): half of what `default_evals` sizes for the graph before its
   limits (2-3 s of the native scorers on a 2-core CPU), within 2,000..20,000."""
-  graph, devices = problem.graph, problem.devices.num_devices
-  units = graph.num_ops * devices + 0.4 * len(graph.edge_src)
-  evals = int(np.ceil(REFINE_UNITS / max(units, 1.0) / 1000.0)) * 1000
+  evals = int(np.ceil(REFINE_UNITS / _cost_units(problem) / 1000.0)) * 1000
   return int(np.clip(evals, MIN_REFINE_EVALS, MAX_REFINE_EVALS))
 
 
