@@ -221,3 +221,48 @@ def test_measured_reward_needs_doppler():
   from cli_test import assert_one_line_error, run
   assert_one_line_error(run("regal.optimize", "--reward", "measured", "--devices", "2"),
                         "--method doppler")
+
+
+def test_an_op_without_inputs_that_costs_time_runs_first():
+  """Input ops with a compute cost (every op of a Doppler file's first layer) wait for
+  nothing; the executor stalled on them, as only an arrival ever made an op ready."""
+  builder = GraphBuilder("costly_inputs")
+  builder.add_op("load", 5.0)  # No inputs, a cost: a kernel ready at the start.
+  builder.add_op("free", 0.0)  # No inputs, no cost: a source, present before the clock.
+  builder.add_op("use", 1.0)
+  builder.add_data_edge(builder.add_tensor("load", 64.0), "use")
+  builder.add_data_edge(builder.add_tensor("free", 64.0), "use")
+  graph = builder.build()
+  program = choose_program.program_for(graph, standin_seconds=0.01)
+  assert not program.kernels[0].is_source and program.kernels[1].is_source
+  measured = executor.execute(graph, program, np.array([1, 0, 0]), repeats=1, warmup=0)
+  assert measured.op_devices.tolist() == [1, 0, 0]
+
+
+def test_cost_only_graphs_execute_and_calibrate_from_the_cli(tmp_path, shared_graphs):
+  """`regal.optimize --execute` on a Doppler file, a DOT task graph and a JSON graph (stand-in
+  kernels), and calibration on the Doppler file, whose predictions must read the bytes the
+  stand-ins moved (the file's own sizes are ~1e12 and made every prediction ~1e5 x too long)."""
+  from bad_input_test import run_module
+  from cli_test import run
+  from datasets import io as graph_io
+  from datasets.synthetic import sized_graph
+  graph_io.save_graph(sized_graph(12, seed=1), str(tmp_path / "g.json"))
+  graphs = {"doppler": str(shared_graphs / "doppler" / "chain_mm_112nodes.txt"),
+            "dot": str(next((shared_graphs / "sinnen").glob("*Nodes_10_*.dot"))),
+            "json": str(tmp_path / "g.json")}
+  cases = [(name, ["--graph", path, "--devices", "2", "--method", "heft", "--execute",
+                   "--execute_repeats", "1", "--out", str(tmp_path / f"{name}.out.json")])
+           for name, path in graphs.items()]
+  results = run_module("regal.optimize", cases, tmp_path)
+  for name in graphs:
+    assert results[name]["code"] == 0, results[name]
+    execution = json.loads((tmp_path / f"{name}.out.json").read_text())["execution"]
+    assert execution["program"] == "standin", name
+    for row in execution["assignments"].values():
+      assert row["ops_on_named_device"] and row["median_seconds"] > 0, name
+  report = tmp_path / "cal.json"
+  result = run("regal.execute.calibrate", "--graph", graphs["doppler"], "--devices", "2",
+               "--placements", "3", "--repeats", "1", "--report", str(report))
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert 0.01 < json.loads(report.read_text())["median_measured_over_predicted"] < 100

@@ -180,10 +180,21 @@ def predict_shared(graph: Graph, spec: DeviceSpec, placement: np.ndarray) -> flo
   return compute + transfer
 
 
+def executed_graph(graph: Graph, program: Program) -> Graph:
+  """The graph as it runs: stand-in kernels move buffers scaled to fit the machine
+  (`Program.facts["tensor_bytes"]`), and the calibrated links price bytes that moved, so
+  predictions must read those sizes, not the graph's (a Doppler file's are ~1e12)."""
+  executed = program.facts.get("tensor_bytes")
+  if executed is None:
+    return graph
+  return graph.replace(tensor_size=np.asarray(executed, np.float64))
+
+
 def prediction_report(graph: Graph, program: Program, spec: DeviceSpec, devices,
                       placements: int = 50, seed: int = 0, repeats: int = 3,
                       mode: str = "async", progress=None) -> dict:
   executor = Executor(graph, program, devices, mode)
+  graph = executed_graph(graph, program)
   rows = []
   for k, (placement, order) in enumerate(random_placements(graph.num_ops, len(devices),
                                                            placements, seed)):

@@ -181,6 +181,10 @@ class Executor:
           heapq.heappush(ready[placement[successor]], (ranks[successor], successor))
 
     start = time.perf_counter()
+    # Ops that wait for nothing but are not sources (an input op with a compute cost, as in
+    # the Doppler files) are ready at the start; arrivals only ever make their consumers ready.
+    for op in np.flatnonzero(waiting == 0):
+      heapq.heappush(ready[placement[op]], (ranks[op], int(op)))
     for op in sorted(sources, key=lambda o: ranks[o]):
       finished(op)
     remaining = graph.num_ops - len(sources)
