@@ -1,10 +1,14 @@
 """Gantt charts and the critical path they outline."""
+import signal
+
 import numpy as np
+import pytest
 
 from datasets import devices as devices_lib
 from datasets.graph import GraphBuilder
 from regal.app import gantt
 from regal.scoring import reference_models as rm
+from regal.scoring.schedule import Schedule
 
 
 def chain_with_side_op():
@@ -38,3 +42,78 @@ def test_draw_png_and_svg(tmp_path):
     gantt.draw(graph, placement, schedule, str(tmp_path / name))
   assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   assert b"<svg" in (tmp_path / "chart.svg").read_bytes()[:500]
+
+
+def _zero_length_ops_on_a_busy_device():
+  """b runs 0-2 on device 0; z1 and z2 take no time at 2 (as a coarsened answer's grouped
+  ops do); `last` has no inputs and starts at 2 only because the device was busy."""
+  b = GraphBuilder("zeros")
+  for name, cost in (("z1", 0), ("z2", 0), ("b", 2), ("last", 1)):
+    b.add_op(name, cost)
+  graph = b.build()
+  nan = np.full((0, 1), np.nan)
+  schedule = Schedule(makespan=np.float64(3), peak_memory=np.zeros(1),
+                      op_start=np.array([2.0, 2.0, 0.0, 2.0]),
+                      op_end=np.array([2.0, 2.0, 2.0, 3.0]), transfer_start=nan,
+                      transfer_end=nan)
+  return graph, np.zeros(4, int), schedule
+
+
+def test_critical_path_ends_among_zero_length_ops_sharing_a_device_and_start():
+  """The walk circled between z1 and z2 forever (each "ended" when the other started)."""
+  graph, placement, schedule = _zero_length_ops_on_a_busy_device()
+  previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the walk did not end"))
+  signal.alarm(10)
+  try:
+    ops, transfers = gantt.critical_path(graph, placement, schedule)
+    from_z2 = gantt.critical_path(graph, placement, schedule._replace(
+        op_end=np.array([2.0, 2.0, 2.0, 2.0]), makespan=np.float64(2)))
+  finally:
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+  assert ops == [2, 3] and transfers == []  # last waited for b, the op with a length.
+  assert len(set(from_z2[0])) == len(from_z2[0])  # No op twice.
+
+
+def test_chart_names_every_mark_and_the_units(tmp_path):
+  """Legend entries for transfers and the critical path, the rarest op types grouped once
+  colours run out, op names on wide bars, times in the unit given."""
+  b = GraphBuilder("many_types")
+  for k in range(24):
+    b.add_op(f"w{k}", 100.0 + k, op_type=f"type{k}")
+    if k:
+      b.add_data_edge(b.add_tensor(f"w{k - 1}", 50.0), f"w{k}")
+  graph = b.build()
+  placement = np.arange(24) % 2
+  schedule = rm.simulate_wc(graph, devices_lib.homogeneous(2), placement, -np.arange(24.0),
+                            np.zeros((23, 2)))
+  path = tmp_path / "chart.svg"
+  gantt.draw(graph, placement, schedule, str(path), time_scale=1e-10, time_unit="Doppler units")
+  svg = path.read_text()
+  for text in ("transfer", "critical path", "other (7 types)", "time (Doppler units)",
+               "<!-- w23 -->", "type23"):
+    assert text in svg, text
+  assert "type0<" not in svg  # The shortest types share "other": 17 colours and a grey.
+  legend, colours = gantt.type_colours(graph, schedule)
+  assert len(legend) == 18 and len({str(c) for c in colours.values()}) == 18
+
+
+def test_a_coarsened_zoo_model_is_charted(tmp_path):
+  """The reported case in small: a coarsened BERT layer's answer holds groups of zero-cost ops
+  sharing a device and a start time; its chart is drawn (the walk through them ends)."""
+  from datasets import zoo
+  from regal.app import optimize_lib
+  graph = zoo.model_graph("bert_base", layers=1, seq_len=16)
+  report = optimize_lib.run(graph, devices_lib.homogeneous(4), method="heft", coarsen_spec="12")
+  ends = report.schedule.op_end
+  zero = np.flatnonzero(graph.compute_cost == 0)
+  shared = {(int(report.placement[o]), float(ends[o])) for o in zero}
+  assert len(shared) < len(zero)  # Zero-length ops share a device and an instant.
+  previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the chart never ended"))
+  signal.alarm(60)
+  try:
+    gantt.draw(graph, report.placement, report.schedule, str(tmp_path / "c.png"))
+  finally:
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+  assert (tmp_path / "c.png").stat().st_size > 0
