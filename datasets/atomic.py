@@ -1,21 +1,29 @@
 """Atomic file writes: a reader never sees a half-written output or checkpoint.
 
-A write goes to `.NAME.PID.RANDOM.tmp` beside the target and is renamed onto it only when
-complete. A process killed midway leaves that temp file behind; the next write beside it
-removes temp files of processes that no longer run. Written files get the mode a plain
-`open()` would give (the umask's, or the mode of the file replaced), not mkstemp's 0600.
+A write goes to `.NAME.PID.RANDOM.tmp` beside the target (NAME cut so the temp name stays
+within the file system's limit) and is renamed onto it only when complete. A process killed
+midway leaves that temp file behind; the next write beside it removes temp files of processes
+that no longer run. Written files get the mode a plain `open()` would give (the umask's, or the
+mode of the file replaced), not mkstemp's 0600. As with `open()`, a symlink is written through
+(its target gets the new content; the link stays) and a device node or FIFO such as /dev/null
+is written in place, never replaced by a regular file. Errors name the path asked for, not the
+temp file.
 """
 from __future__ import annotations
 
 import contextlib
 import glob
 import os
+import stat
 import tempfile
 from typing import IO, Iterator, Sequence
 
 from datasets import errors
 
 CHART_EXTENSIONS = ("png", "pdf", "svg")
+# ".NAME.PID.RANDOM.tmp" must fit NAME_MAX (255 bytes on Linux): PID up to 7 digits, mkstemp's
+# 8 random characters, three dots and ".tmp" leave this much of the name.
+_TEMP_NAME_BYTES = 255 - (1 + 7 + 1 + 8 + 4) - 8
 
 
 def _umask() -> int:
@@ -34,12 +42,25 @@ def _process_alive(pid: int) -> bool:
   return True
 
 
+def _temp_stem(name: str) -> str:
+  """The part of a file name its temp files start with: whole, or cut to fit the limit at a
+  character boundary (names are bytes on disk)."""
+  encoded = os.fsencode(name)
+  if len(encoded) <= _TEMP_NAME_BYTES:
+    return name
+  stem = os.fsdecode(encoded[:_TEMP_NAME_BYTES])
+  while stem and "\udc80" <= stem[-1] <= "\udcff":  # A character cut in two: drop its bytes.
+    stem = stem[:-1]
+  return stem
+
+
 def remove_stale_temp_files(path: str) -> list[str]:
   """Removes the temp files a killed writer of `path` left behind; returns their paths."""
   directory, name = os.path.split(os.path.abspath(path))
+  stem = _temp_stem(name)
   removed = []
-  for temp in glob.glob(os.path.join(glob.escape(directory), f".{glob.escape(name)}.*.tmp")):
-    parts = os.path.basename(temp)[len(name) + 2:].split(".")
+  for temp in glob.glob(os.path.join(glob.escape(directory), f".{glob.escape(stem)}.*.tmp")):
+    parts = os.path.basename(temp)[len(stem) + 2:].split(".")
     if len(parts) == 3 and parts[0].isdigit() and not _process_alive(int(parts[0])):
       with contextlib.suppress(FileNotFoundError):
         os.unlink(temp)
@@ -54,29 +75,60 @@ def _target_mode(path: str) -> int:
     return 0o666 & ~_umask()
 
 
+def _target(path: str) -> tuple[str, bool]:
+  """(the file a write of `path` lands in, whether it is written in place): symlinks are
+  followed; a device node or FIFO cannot be replaced, only written."""
+  real = os.path.realpath(path)
+  try:
+    mode = os.stat(real).st_mode
+  except OSError:  # Absent (or a name too long to exist): a new regular file.
+    return real, False
+  return real, not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _cannot_write(path: str, error: OSError) -> errors.ConfigError:
+  return errors.ConfigError(f"{path}: cannot write it ({error.strerror or error})")
+
+
 @contextlib.contextmanager
 def open_for_write(path: str, mode: str = "w") -> Iterator[IO]:
   """Yields a temp file beside `path`; renames it onto `path` only if the block succeeds."""
-  if os.path.isdir(path):
+  if os.path.isdir(path) or path.endswith(os.sep):
     raise errors.ConfigError(f"{path}: is a directory, cannot write a file there")
-  directory = os.path.dirname(os.path.abspath(path))
+  target, in_place = _target(path)
+  if in_place:
+    try:
+      f = open(target, mode)  # pylint: disable=consider-using-with
+    except OSError as error:
+      raise _cannot_write(path, error) from None
+    with f:
+      yield f
+    return
+  directory = os.path.dirname(target)
   try:
     os.makedirs(directory, exist_ok=True)
   except (FileExistsError, NotADirectoryError):
     raise errors.ConfigError(f"{path}: a parent of it is a file, not a directory") from None
-  remove_stale_temp_files(path)
-  prefix = f".{os.path.basename(path)}.{os.getpid()}."
-  fd, temp_path = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")
+  except OSError as error:
+    raise _cannot_write(path, error) from None
+  remove_stale_temp_files(target)
+  prefix = f".{_temp_stem(os.path.basename(target))}.{os.getpid()}."
   try:
-    os.fchmod(fd, _target_mode(path))
+    fd, temp_path = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")
+  except OSError as error:
+    raise _cannot_write(path, error) from None
+  try:
+    os.fchmod(fd, _target_mode(target))
     with os.fdopen(fd, mode) as f:
       yield f
       f.flush()
       os.fsync(f.fileno())
-    os.replace(temp_path, path)
-  except BaseException:
+    os.replace(temp_path, target)
+  except BaseException as error:
     with contextlib.suppress(FileNotFoundError):
       os.unlink(temp_path)
+    if isinstance(error, OSError) and error.filename in (None, temp_path):
+      raise _cannot_write(path, error) from None
     raise
 
 
@@ -100,6 +152,9 @@ def check_output(path: str, flag: str, inputs: Sequence[str] = (),
     raise errors.ConfigError(f"{flag}: empty path")
   if os.path.isdir(path):
     raise errors.ConfigError(f"{where}: is a directory")
+  if path.endswith(os.sep):
+    raise errors.ConfigError(f"{where}: names a directory (it ends with {os.sep}); give a file "
+                             f"name")
   for source in inputs:
     if source and os.path.exists(source) and os.path.exists(path) and (
         os.path.samefile(source, path)):
@@ -109,10 +164,62 @@ def check_output(path: str, flag: str, inputs: Sequence[str] = (),
     if extension not in extensions:
       raise errors.ConfigError(f"{where}: the extension names the format; use one of "
                                f"{', '.join('.' + e for e in extensions)}")
-  ancestor = os.path.dirname(os.path.abspath(path))
+  target, in_place = _target(path)
+  if in_place:
+    if not os.access(target, os.W_OK):
+      raise errors.ConfigError(f"{where}: is not writable")
+    return
+  ancestor = os.path.dirname(target)
   while not os.path.exists(ancestor):
     ancestor = os.path.dirname(ancestor)
   if not os.path.isdir(ancestor):
     raise errors.ConfigError(f"{where}: {ancestor} is a file, not a directory")
   if not os.access(ancestor, os.W_OK | os.X_OK):
     raise errors.ConfigError(f"{where}: {ancestor} is not writable")
+  _probe(where, ancestor, os.path.basename(target) if ancestor == os.path.dirname(target)
+         else "probe")
+
+
+def check_outputs(named: Sequence[tuple[str, str | None, Sequence[str]]],
+                  inputs: Sequence[str] = ()) -> None:
+  """`check_output` of each (flag, path or None, extensions), and no two on one file."""
+  given = [(flag, path, extensions) for flag, path, extensions in named if path]
+  for flag, path, extensions in given:
+    check_output(path, flag, inputs, extensions)
+  paths = [os.path.realpath(path) for _, path, _ in given]
+  if len(set(paths)) < len(paths):
+    raise errors.ConfigError(f"{', '.join(flag for flag, _, _ in given)} must name different "
+                             f"files")
+
+
+def check_output_dir(path: str, flag: str) -> None:
+  """Refuses, before any work, a folder output that is a file, lies under one, or cannot be
+  written (tried by creating a file in it or its nearest existing parent)."""
+  where = f"{flag} {path}"
+  if not path:
+    raise errors.ConfigError(f"{flag}: empty path")
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise errors.ConfigError(f"{where}: is a file; it names a folder")
+  ancestor = os.path.abspath(path)
+  while not os.path.exists(ancestor):
+    ancestor = os.path.dirname(ancestor)
+  if not os.path.isdir(ancestor):
+    raise errors.ConfigError(f"{where}: {ancestor} is a file, not a directory")
+  _probe(where, ancestor, "probe")
+
+
+def _probe(where: str, directory: str, name: str) -> None:
+  """Creates and removes a temp file as the write will, so that what permissions alone do not
+  tell (a read-only or special file system, a name too long for it) fails now, not after the
+  work."""
+  try:
+    fd, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{_temp_stem(name)}.{os.getpid()}.",
+                                     suffix=".tmp")
+  except OSError as error:
+    raise errors.ConfigError(f"{where}: cannot write there ({error.strerror or error})") from None
+  os.close(fd)
+  os.unlink(temp_path)
+  name_max = os.pathconf(directory, "PC_NAME_MAX")
+  if len(os.fsencode(name)) > name_max:
+    raise errors.ConfigError(f"{where}: the file name is longer than the {name_max} bytes the "
+                             f"file system allows")

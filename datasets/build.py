@@ -11,22 +11,32 @@ import os
 import time
 from typing import Sequence
 
-from absl import flags
+from datasets import errors
 
-from datasets import dataset as dataset_lib
-from datasets import atomic, errors
+errors.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+
+from absl import flags  # noqa: E402
+
+from datasets import dataset as dataset_lib  # noqa: E402
+from datasets import atomic  # noqa: E402
 
 _DATASET = flags.DEFINE_enum("dataset", "synthetic", ["synthetic"], "Which dataset to build.")
 _OUT = flags.DEFINE_string("out", None, "Output folder (default: a folder in --data_dir named "
                            "by the config's fingerprint, as training looks it up).")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Dataset cache (default "
                                 "$REGAL_DATA_DIR or ~/.cache/regal/datasets).")
-_NUM_TRAIN = flags.DEFINE_integer("num_train", 64, "Distinct training graphs (paper: 10000).")
-_NUM_VALID = flags.DEFINE_integer("num_valid", 16, "Validation graphs (paper: 1000).")
-_NUM_TEST = flags.DEFINE_integer("num_test", 16, "Test graphs (paper: 1000).")
-_AUGMENTATIONS = flags.DEFINE_integer("augmentations", 1,
-                                      "Augmented copies per training graph.")
-_SEED = flags.DEFINE_integer("seed", 0, "Dataset seed.")
+# Every split is needed by regal.train; a million graphs is far past the paper's 12,000.
+_MOST = 1_000_000
+_NUM_TRAIN = flags.DEFINE_integer("num_train", 64, "Distinct training graphs (paper: 10000).",
+                                  lower_bound=1, upper_bound=_MOST)
+_NUM_VALID = flags.DEFINE_integer("num_valid", 16, "Validation graphs (paper: 1000).",
+                                  lower_bound=1, upper_bound=_MOST)
+_NUM_TEST = flags.DEFINE_integer("num_test", 16, "Test graphs (paper: 1000).", lower_bound=1,
+                                 upper_bound=_MOST)
+_AUGMENTATIONS = flags.DEFINE_integer("augmentations", 1, "Augmented copies per training graph.",
+                                      lower_bound=0, upper_bound=100)
+_SEED = flags.DEFINE_integer("seed", 0, "Dataset seed (0 to 2^32 - 1).", lower_bound=0,
+                             upper_bound=2 ** 32 - 1)
 
 
 def main(argv: Sequence[str]) -> None:
@@ -35,6 +45,12 @@ def main(argv: Sequence[str]) -> None:
   config = dataset_lib.SyntheticDatasetConfig(
       num_train=_NUM_TRAIN.value, num_valid=_NUM_VALID.value, num_test=_NUM_TEST.value,
       augmentations=_AUGMENTATIONS.value, seed=_SEED.value)
+  if _OUT.value:
+    atomic.check_output_dir(_OUT.value, "--out")
+    if _DATA_DIR.value:
+      raise errors.ConfigError("--data_dir would do nothing here: --out names the folder")
+  else:
+    atomic.check_output_dir(_DATA_DIR.value or dataset_lib.default_data_dir(), "--data_dir")
   start = time.perf_counter()
   if _OUT.value:
     dataset = dataset_lib.build_synthetic(config, progress=True)

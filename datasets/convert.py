@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from absl import flags
-
 from datasets import errors
-from datasets import io as graph_io
+
+errors.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+
+from absl import flags  # noqa: E402
+
+from datasets import atomic  # noqa: E402
+from datasets import io as graph_io  # noqa: E402
 
 _GRAPH = flags.DEFINE_string("graph", None, "Graph file to read.", required=True)
 _IN_FORMAT = flags.DEFINE_enum("in_format", None, list(graph_io.FORMATS),
@@ -26,6 +30,10 @@ _OUT_FORMAT = flags.DEFINE_enum("out_format", None, list(graph_io.FORMATS),
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  if _OUT.value:
+    atomic.check_output(_OUT.value, "--out", [_GRAPH.value])
+  elif _OUT_FORMAT.value:
+    raise errors.ConfigError("--out_format would do nothing here: it is the format of --out")
   graph = graph_io.load_graph(_GRAPH.value, _IN_FORMAT.value)
   print(f"{graph.name}: {graph.num_ops} ops, {graph.num_tensors} tensors, "
         f"{graph.num_data_edges} data edges, {graph.num_control_edges} control edges, "

@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -115,7 +117,8 @@ def _validate(spec: DeviceSpec) -> None:
       where = ", ".join(str(int(i)) for i in bad[0])
       raise errors.DeviceSpecError(
           f"device spec: {field}[{where}] = {float(values[tuple(bad[0])])} is invalid "
-          f"({'must be finite and non-negative' if field == 'latency' else 'must be positive'})")
+          f"({'must be finite and non-negative' if field == 'latency' else 'must be positive'}"
+          f"{' and finite' if field == 'speed' else ''})")
 
 
 def homogeneous(num_devices: int, memory_capacity: float | None = None, speed: float = 1.0,
@@ -150,10 +153,12 @@ MAX_DEVICES = 1024  # Candidates hold D x D link and channel state: past this, m
 
 
 def _check_count(num_devices: Any) -> None:
-  if not isinstance(num_devices, (int, np.integer)) or num_devices < 1:
-    raise errors.DeviceSpecError(f"device count must be an integer >= 1, got {num_devices!r}")
+  shown = errors.brief(num_devices)
+  if not isinstance(num_devices, (int, np.integer)) or isinstance(num_devices, bool) or (
+      num_devices < 1):
+    raise errors.DeviceSpecError(f"device count must be an integer >= 1, got {shown}")
   if num_devices > MAX_DEVICES:
-    raise errors.DeviceSpecError(f"device count {num_devices} is above {MAX_DEVICES}, the most "
+    raise errors.DeviceSpecError(f"device count {shown} is above {MAX_DEVICES}, the most "
                                  f"the performance models hold")
 
 
@@ -177,6 +182,8 @@ def from_json_dict(data: Any) -> DeviceSpec:
                       speed=_broadcast(data.get("speed", 1.0), num),
                       bandwidth=data.get("bandwidth", 1.0), latency=data.get("latency", 0.0),
                       name=str(data.get("name", f"devices{num}")))
+  except OverflowError:  # An integer past float64's range.
+    raise errors.DeviceSpecError("device spec: a number is beyond float64's range") from None
   except (TypeError, ValueError) as error:
     if isinstance(error, errors.RegalError):
       raise
@@ -194,13 +201,28 @@ def _broadcast(value: Any, num: int) -> np.ndarray:
 
 
 def load(path: str) -> DeviceSpec:
+  if os.path.isdir(path):
+    raise errors.DeviceSpecError(f"{path}: is a directory, expected a device description")
   try:
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
       data = json.load(f)
+  except FileNotFoundError:
+    raise errors.DeviceSpecError(f"{path}: no such file") from None
+  except UnicodeDecodeError:
+    raise errors.DeviceSpecError(f"{path}: not a text file (binary content)") from None
   except json.JSONDecodeError as error:
     raise errors.DeviceSpecError(f"{path}: not valid JSON ({error.msg} at line "
                                  f"{error.lineno})") from None
-  return from_json_dict(data)
+  except RecursionError:
+    raise errors.DeviceSpecError(f"{path}: not a device description (nested too "
+                                 f"deeply)") from None
+  except ValueError:  # An integer of more digits than Python converts.
+    raise errors.DeviceSpecError(f"{path}: a number has more digits than Python reads "
+                                 f"({sys.get_int_max_str_digits()})") from None
+  try:
+    return from_json_dict(data)
+  except errors.DeviceSpecError as error:
+    raise errors.DeviceSpecError(f"{path}: {error}") from None
 
 
 def save(spec: DeviceSpec, path: str) -> None:

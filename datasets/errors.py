@@ -60,6 +60,12 @@ class ConfigError(RegalError, ValueError):
   """Settings contradict each other or a stored artifact."""
 
 
+def brief(value) -> str:
+  """A value as a one-line message shows it: a number of hundreds of digits cut short."""
+  shown = repr(value) if isinstance(value, str) else str(value)
+  return shown if len(shown) <= 24 else f"{shown[:12]}... ({len(shown)} characters)"
+
+
 EXIT_BAD_INPUT = 2
 EXIT_INFEASIBLE = 3  # regal.optimize: no solution found meets the memory limit.
 EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number.
@@ -68,6 +74,27 @@ EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's
 _signals: list[int] = []  # Signals that asked a stoppable block to stop.
 _stoppable_depth = 0
 _watching = False
+_progress = ""  # Where a long run is, for the interrupt line (`note_progress`).
+_resume_hint = ""  # How to go on after an interrupt (`set_resume_hint`).
+_cleanups: list[Callable[[], None]] = []  # Run before exiting on a signal (`at_interrupt`).
+
+
+def note_progress(text: str) -> None:
+  """Records where a long run is ("step 12 of 100, saved"): an interrupt line names it."""
+  global _progress
+  _progress = text
+
+
+def set_resume_hint(text: str) -> None:
+  """What an interrupted run's user should do next: the interrupt line ends with it."""
+  global _resume_hint
+  _resume_hint = text
+
+
+def at_interrupt(cleanup: Callable[[], None]) -> None:
+  """Runs `cleanup` before the process exits on SIGINT or SIGTERM (it skips atexit): e.g. stop
+  the helper processes a local Ray cluster started, which would otherwise outlive the run."""
+  _cleanups.append(cleanup)
 
 
 def stop_requested() -> bool:
@@ -105,7 +132,9 @@ def _watch_signals(read_fd: int) -> None:
         _exit_on_signal(f"interrupted by {signal.Signals(_signals[0]).name}")
 
 
-def _install_signal_watch() -> None:
+def watch_signals() -> None:
+  """Takes SIGINT and SIGTERM from Python (see `_watch_signals`). Command-line modules call it
+  first, before their heavy imports, so an interrupt while they load also ends in one line."""
   global _watching
   if _watching:
     return
@@ -130,16 +159,68 @@ def exit_infeasible(message: str) -> None:
 
 def _exit_on_signal(message: str) -> None:
   """Exits at once: after an interrupt, threads of JAX, numba or Ray may be mid-call, and a
-  normal interpreter teardown can crash under them. Outputs are atomic, so none is partial."""
-  print("error: " + message, file=sys.stderr)
+  normal interpreter teardown can crash under them. Outputs are atomic, so none is partial.
+  The line says where the run was and how to go on, when the command recorded them."""
+  parts = [message] + [part for part in (_progress and f"during {_progress}", _resume_hint)
+                       if part]
+  print("error: " + "; ".join(parts), file=sys.stderr)
   sys.stdout.flush()
   sys.stderr.flush()
+  for cleanup in _cleanups:
+    cleanup_thread = threading.Thread(target=cleanup, daemon=True)
+    cleanup_thread.start()
+    cleanup_thread.join(timeout=10.0)  # A cleanup that hangs must not keep the process.
   os._exit(EXIT_ON_SIGNAL.get(_signals[0], 130) if _signals else 130)
 
 
-def _parse_flags(argv: Sequence[str]) -> list[str]:
-  """absl's flag parsing, with a bad flag reported like any bad input: one line, exit 2."""
+HELP_FLAGS = ("--help", "-help", "-h", "--h", "-?", "--helpshort", "-helpshort")
+FULL_HELP_FLAGS = ("--helpfull", "-helpfull")
+
+
+def _flag_line(flag, width: int = 100) -> str:
+  import textwrap
+  default = flag.default_as_str if flag.default is not None else None
+  text = " ".join((flag.help or "").split())
+  if default not in (None, "''", "'None'"):
+    text += f" (default: {default.strip(chr(39))})"
+  return textwrap.fill(text, width, initial_indent=f"  --{flag.name}: ",
+                       subsequent_indent="      ")
+
+
+def help_text(module, groups=None) -> str:
+  """A command's help: its docstring, then its flags by topic (`groups`: (title, flag
+  names)), or all of the module's own flags under one heading."""
   from absl import flags
+  registered = flags.FLAGS._flags()  # pylint: disable=protected-access
+  if groups is None:
+    own = flags.FLAGS.get_key_flags_for_module(module)
+    groups = (("flags", sorted(f.name for f in own)),)
+  listed = {name for _, names in groups for name in names}
+  unknown = sorted(listed - set(registered))
+  if unknown:  # A group naming a flag the module lacks is a bug of the module, not input.
+    raise RuntimeError(f"help groups name unknown flags: {unknown}")
+  parts = [(module.__doc__ or "").strip(), ""]
+  for title, names in groups:
+    parts.append(f"{title}:")
+    parts.extend(_flag_line(registered[name]) for name in names)
+    parts.append("")
+  parts.append("--helpfull lists every flag, absl's and JAX's included.")
+  return "\n".join(parts)
+
+
+def _parse_flags(argv: Sequence[str]) -> list[str]:
+  """absl's flag parsing, with a bad flag reported like any bad input: one line, exit 2.
+  `--help` prints the command's flags by topic and exits 0 (absl's own exits 1 and leaves
+  out flags defined in other modules, such as the device flags)."""
+  from absl import flags
+  asked = [arg.split("=", 1)[0] for arg in argv[1:]]
+  if any(arg in HELP_FLAGS for arg in asked):
+    module = sys.modules.get("__main__") if _help_module is None else _help_module
+    print(help_text(module, getattr(module, "FLAG_GROUPS", None)))
+    sys.exit(0)
+  if any(arg in FULL_HELP_FLAGS for arg in asked):
+    print(flags.FLAGS.get_help())
+    sys.exit(0)
   try:
     return flags.FLAGS(argv)
   except flags.Error as error:
@@ -147,21 +228,41 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
     if "Traceback (most recent call last)" in message:  # A config file raised: its last line.
       head = message.split(":", 1)[0]
       message = f"{head}: {message.strip().splitlines()[-1]}"
-    _exit_with(f"{message} (--helpshort lists the flags)")
+    _exit_with(f"{message} (--help lists the flags)")
   except RegalError as error:  # A config file's own validation, run while parsing.
     _exit_with(str(error))
+  except (AttributeError, KeyError, SyntaxError) as error:  # ml_collections' config file.
+    exit_bad_config(error, argv)
+
+
+def exit_bad_config(error: Exception, argv: Sequence[str]) -> None:
+  """One line for what ml_collections raises on a config flag: an override naming no field
+  (AttributeError or KeyError) or a config file that is not Python (SyntaxError)."""
+  if isinstance(error, SyntaxError):
+    _exit_with(f"{error.filename}, line {error.lineno}: {error.msg} (a config file)")
+  field = str(error).strip("\"'")
+  named = [arg.split("=", 1)[0] for arg in argv[1:] if arg.startswith("--config.")
+           and field in arg.split("=", 1)[0].split(".")]
+  _exit_with(f"{named[0] if named else '--config'}: the config has no field {field!r} "
+             f"(--help lists the flags)")
+
+
+_help_module = None  # The module whose --help `_parse_flags` prints (run_cli sets it).
 
 
 def run_cli(main: Callable[[Sequence[str]], None], argv: Sequence[str] | None = None) -> None:
   """Runs an absl main function: a `RegalError` becomes one line on stderr and exit 2; SIGINT
   or SIGTERM one line and exit 130 or 143 (inside a `stoppable` block, the first one ends the
-  block early and main reports what it has before that exit)."""
+  block early and main reports what it has before that exit); `--help` shows the flags of
+  main's module, grouped by its `FLAG_GROUPS` if it has them, and exits 0."""
   from absl import app  # Deferred: library users need not import absl.
+  global _help_module
+  _help_module = sys.modules.get(main.__module__)
 
   def guarded_main(argv: Sequence[str]) -> None:
     # JAX logs at INFO that it found no TPU on every machine without one: noise, not news.
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
-    _install_signal_watch()
+    watch_signals()
     try:
       main(argv)
     except RegalError as error:

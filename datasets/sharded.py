@@ -215,6 +215,10 @@ def _row_col_parts(num_devices: int) -> tuple[int, int]:
   return pm, pn
 
 
+MAX_DEVICES = 1024  # As datasets.devices: the most the performance models hold.
+MAX_DIMENSION = 2 ** 31 - 1  # Elements per side; every tensor's bytes stay within float32.
+
+
 def generate(workload: str, num_devices: int = 4, grid_style: str = "3d", dtype_bytes: int = 4,
              flops_per_byte: float = 1000.0, size: int | None = None,
              seq_len: int = 4096, hidden: int = 4096, heads: int = 32,
@@ -223,8 +227,15 @@ def generate(workload: str, num_devices: int = 4, grid_style: str = "3d", dtype_
   `ffnn_batch` / `ffnn_width` FFNN's rows of X and hidden width (scaled-down runs)."""
   if workload not in WORKLOADS:
     raise errors.ConfigError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
-  if num_devices < 1:
-    raise errors.DeviceSpecError(f"device count must be at least 1, got {num_devices}")
+  if not 1 <= num_devices <= MAX_DEVICES:
+    raise errors.DeviceSpecError(f"device count must be between 1 and {MAX_DEVICES} (the most "
+                                 f"the performance models hold), got {errors.brief(num_devices)}")
+  dimensions = dict(dtype_bytes=dtype_bytes, seq_len=seq_len, hidden=hidden, heads=heads, mlp=mlp,
+                    ffnn_batch=ffnn_batch, ffnn_width=ffnn_width, size=size or 1)
+  too_large = [name for name, value in dimensions.items() if value > MAX_DIMENSION]
+  if too_large:
+    raise errors.ConfigError(f"{too_large[0]} must be at most {MAX_DIMENSION} (2^31 - 1), got "
+                             f"{errors.brief(dimensions[too_large[0]])}")
   if grid_style not in ("2d", "3d"):
     raise errors.ConfigError(f"grid style must be 2d or 3d, got {grid_style!r}")
   if min(dtype_bytes, seq_len, hidden, heads, mlp, ffnn_batch, ffnn_width) < 1 or hidden % heads:
@@ -287,6 +298,9 @@ def main(argv: Sequence[str]) -> None:
   flag = flags.FLAGS
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  if flag.out:
+    from datasets import atomic
+    atomic.check_output(flag.out, "--out")
   graph = generate(flag.workload, flag.devices, flag.grid, flag.dtype_bytes,
                    flag.flops_per_byte, flag.size, flag.seq_len, flag.hidden, flag.heads,
                    flag.mlp, flag.ffnn_batch, flag.ffnn_width)
@@ -300,6 +314,7 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
+  errors.watch_signals()
   from absl import flags as _flags
   _flags.DEFINE_enum("workload", "chain_mm", list(WORKLOADS), "Workload.")
   _flags.DEFINE_integer("devices", 4, "Devices to shard for.")

@@ -21,16 +21,21 @@ import os
 import sys
 from typing import Sequence
 
-from absl import flags
-
 from datasets import errors
+
+errors.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+
+from absl import flags  # noqa: E402
+
+from datasets import atomic  # noqa: E402
 
 _SWEEP = flags.DEFINE_string("sweep", None, "Sweep name (experiments/sweeps.py).")
 _OUT = flags.DEFINE_string("out", "experiments/results/sweeps", "Results folder.")
 _QUICK = flags.DEFINE_bool("quick", False, "The sweep's reduced grid and trial size.")
 _LOCAL = flags.DEFINE_bool("local", False, "Run trials in this process, one after another.")
 _RAY_ADDRESS = flags.DEFINE_string("ray_address", None, "Join this Ray cluster.")
-_NUM_CPUS = flags.DEFINE_integer("num_cpus", None, "CPUs of the local Ray cluster.")
+_NUM_CPUS = flags.DEFINE_integer("num_cpus", None, "CPUs of the local Ray cluster "
+                                 "(default: all).", lower_bound=1, upper_bound=4096)
 _SUBSAMPLE = flags.DEFINE_integer("subsample", 0, "Run this many of the settings, drawn at "
                                   "random (0: all).")
 _PRESETS_FILE = flags.DEFINE_string("presets_file", None, "Where --save_preset writes (default: "
@@ -53,6 +58,23 @@ def main(argv: Sequence[str]) -> None:
       _SAVE_PRESET.value:
     raise errors.ConfigError("search_tuning saves the default preset's search settings "
                              "(--save_preset default); brkga_tuning saves other presets")
+  if _LOCAL.value:
+    for name in ("ray_address", "num_cpus"):
+      if flags.FLAGS[name].present:
+        raise errors.ConfigError(f"--{name} would do nothing here: --local runs the trials in "
+                                 f"this process, without Ray")
+  elif _RAY_ADDRESS.value and flags.FLAGS["num_cpus"].present:
+    raise errors.ConfigError("--num_cpus would do nothing here: it sizes a local Ray cluster, "
+                             "and --ray_address joins an existing one")
+  if _PRESETS_FILE.value and not _SAVE_PRESET.value:
+    raise errors.ConfigError("--presets_file would do nothing here: it is where --save_preset "
+                             "writes")
+  if _SAVE_PRESET.value:
+    from regal.search import brkga_presets
+    presets = _PRESETS_FILE.value or brkga_presets.PRESETS_FILE
+    atomic.check_output(presets, "--presets_file")
+    brkga_presets.load_all(presets)  # A malformed presets file is named before the trials.
+  atomic.check_output_dir(_OUT.value, "--out")
   records = sweep_lib.run(sweep, _OUT.value, quick=_QUICK.value, local=_LOCAL.value,
                           address=_RAY_ADDRESS.value, num_cpus=_NUM_CPUS.value,
                           progress=lambda line: print(line, flush=True),
@@ -66,7 +88,6 @@ def main(argv: Sequence[str]) -> None:
       if 0 < _SUBSAMPLE.value < grid_size else "")
   summary = sweep_lib.summary_markdown(sweep, records, command, date,
                                        os.path.basename(path), mode=mode)
-  from datasets import atomic
   atomic.write_text(path[:-len(".jsonl")] + ".md", summary)
   ok = [r for r in records.values() if r["status"] == "ok" and "score" in r["result"]]
   if ok:

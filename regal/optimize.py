@@ -27,10 +27,15 @@ are cached on disk, so a second run on a graph of the same size bucket starts fa
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import errors
+
+errors.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
+import math  # noqa: E402
 import os  # noqa: E402
 from typing import Sequence  # noqa: E402
 
@@ -39,7 +44,6 @@ from absl import flags  # noqa: E402
 from datasets import atomic  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from datasets import errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from regal.app import gantt, optimize_lib  # noqa: E402
 from regal.scoring import performance  # noqa: E402
@@ -52,7 +56,7 @@ _FORMAT = flags.DEFINE_enum("format", None, list(graph_io.FORMATS), "Graph forma
 _DATASET = flags.DEFINE_enum("dataset", None, ["synthetic"], "Take the graph from a dataset "
                              "(the default when --graph is not given).")
 _SPLIT = flags.DEFINE_enum("split", "test", list(dataset_lib.SPLITS), "Dataset split.")
-_INDEX = flags.DEFINE_integer("index", 0, "Graph index within the split.")
+_INDEX = flags.DEFINE_integer("index", 0, "Graph index within the split.", lower_bound=0)
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Dataset cache folder.")
 _MODEL = flags.DEFINE_enum("model", "wc", list(performance.MODELS), "Performance model.")
 _OBJECTIVE = flags.DEFINE_enum("objective", "runtime", list(performance.OBJECTIVES),
@@ -75,7 +79,8 @@ _DECODER = flags.DEFINE_enum("decoder", None, ["direct", "list"], "How BRKGA rea
                              "chromosomes: direct (device keys' argmax) or list (a list "
                              "scheduler by earliest finish time; regal/scoring/list_decoder.py). "
                              "Default: the preset's.")
-_SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
+_SEED = flags.DEFINE_integer("seed", 0, "Random seed (0 to 2^32 - 1).", lower_bound=0,
+                             upper_bound=optimize_lib.MAX_SEED)
 _COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph, map the answer "
                                "back and (brkga) refine it on the original graph: off, auto "
                                "(graphs above 500 ops: QuickP fusion, then heavy edges to 256 "
@@ -94,18 +99,21 @@ _DOPPLER_CHECKPOINT = flags.DEFINE_string(
 _DOPPLER_EVALS = flags.DEFINE_integer("doppler_evals", 1024, "Episodes the doppler seed arm "
                                       "trains for (taken from --evals).")
 _DOPPLER_SAMPLES = flags.DEFINE_integer("doppler_samples", 8, "Sampled Doppler assignments "
-                                        "seeded besides the greedy and the best one.")
+                                        "seeded besides the greedy and the best one.",
+                                        lower_bound=0, upper_bound=seed_arms.MAX_DOPPLER_SAMPLES)
 _DOPPLER_SAVE = flags.DEFINE_string("doppler_save", None, "With --method doppler: save the "
                                     "trained policy to this file (parameters and network config).")
 _EXECUTE = flags.DEFINE_bool("execute", False, "Run the winner and the baselines it was "
                              "compared with on the devices (regal.execute) and report measured "
                              "times next to predicted ones.")
-_EXECUTE_REPEATS = flags.DEFINE_integer("execute_repeats", 5, "Timed runs per placement.")
+_EXECUTE_REPEATS = flags.DEFINE_integer("execute_repeats", 5, "Timed runs per placement.",
+                                        lower_bound=1, upper_bound=10_000)
 _EXECUTE_MODE = flags.DEFINE_enum("execute_mode", "async", ["async", "strict"],
                                   "Executor discipline (regal/execute/executor.py).")
 _REWARD = flags.DEFINE_enum("reward", "model", ["model", "measured"], "With --method doppler: "
                             "measured adds stage III, REINFORCE on measured run times.")
-_STAGE3_STEPS = flags.DEFINE_integer("stage3_steps", 5, "Stage III batches of episodes.")
+_STAGE3_STEPS = flags.DEFINE_integer("stage3_steps", 5, "Stage III batches of episodes "
+                                     "(--reward measured).", lower_bound=1, upper_bound=100_000)
 _OUT = flags.DEFINE_string("out", None, "Write the result JSON here (atomically).")
 _OUT_DIR = flags.DEFINE_string("out_dir", None, "With several graphs: write DIR/<file stem>.json "
                                "for each (and with --gantt a chart beside it).")
@@ -113,6 +121,19 @@ _GANTT = flags.DEFINE_string("gantt", None, "Write a Gantt chart here (.png, .pd
                              "with several graphs the format (png, pdf or svg) of one chart "
                              "per graph.")
 devices_lib.define_flags()
+
+FLAG_GROUPS = (
+    ("Graph", ("graph", "format", "dataset", "split", "index", "data_dir")),
+    ("Devices", ("devices", "device_preset", "device_spec")),
+    ("Model and objective", ("model", "objective", "memory_limit", "engine")),
+    ("Method and budget", ("method", "evals", "time_limit", "seed", "coarsen")),
+    ("BRKGA", ("brkga_preset", "decoder", "seed_arms", "policy")),
+    ("Doppler's policy (--method doppler or the doppler seed arm)",
+     ("doppler_checkpoint", "doppler_evals", "doppler_samples", "doppler_save", "reward",
+      "stage3_steps")),
+    ("Running on devices", ("execute", "execute_repeats", "execute_mode")),
+    ("Output", ("out", "out_dir", "gantt")),
+)
 
 
 def load_graph():
@@ -135,14 +156,9 @@ def check_outputs() -> None:
   inputs = [p for p in (_GRAPH.value or "").split(",") + [
       flags.FLAGS.device_spec, _POLICY.value, _DOPPLER_CHECKPOINT.value] if p]
   several = _OUT_DIR.value or len(inputs) > 1 or (_GRAPH.value and os.path.isdir(_GRAPH.value))
-  named = [(flag, path, extensions) for flag, path, extensions in (
-      ("--out", _OUT.value, ()), ("--doppler_save", _DOPPLER_SAVE.value, ()),
-      ("--gantt", None if several else _GANTT.value, atomic.CHART_EXTENSIONS)) if path]
-  for flag, path, extensions in named:
-    atomic.check_output(path, flag, inputs, extensions)
-  paths = [os.path.abspath(path) for _, path, _ in named]
-  if len(set(paths)) < len(paths):
-    raise errors.ConfigError("--out, --gantt and --doppler_save must name different files")
+  atomic.check_outputs([("--out", _OUT.value, ()), ("--doppler_save", _DOPPLER_SAVE.value, ()),
+                        ("--gantt", None if several else _GANTT.value, atomic.CHART_EXTENSIONS)],
+                       inputs)
 
 
 def enable_compilation_cache() -> None:
@@ -153,23 +169,68 @@ def enable_compilation_cache() -> None:
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
-def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  if _TIME_LIMIT.value is not None and not _TIME_LIMIT.value > 0:
-    raise errors.ConfigError(f"--time_limit must be positive, got {_TIME_LIMIT.value}")
-  if _EVALS.value is not None and _EVALS.value < 1:
-    raise errors.ConfigError(f"--evals must be positive, got {_EVALS.value}")
-  if _DOPPLER_EVALS.value < 0 or _DOPPLER_SAMPLES.value < 0:
-    raise errors.ConfigError("--doppler_evals and --doppler_samples must not be negative")
-  if _EXECUTE_REPEATS.value < 1 or _STAGE3_STEPS.value < 1:
-    raise errors.ConfigError("--execute_repeats and --stage3_steps must be positive")
-  if _REWARD.value == "measured" and _METHOD.value != "doppler":
+def _given(name: str) -> bool:
+  return flags.FLAGS[name].present > 0
+
+
+def check_flags() -> None:
+  """Values out of range, and flags that the other flags would make do nothing, refused
+  before any work (absl cannot tell a flag given from one left at its default)."""
+  method, reads = _METHOD.value, optimize_lib.METHOD_READS
+  for name, value in (("time_limit", _TIME_LIMIT.value), ("memory_limit", _MEMORY_LIMIT.value)):
+    if value is not None and not (math.isfinite(value) and value > 0):
+      raise errors.ConfigError(f"--{name} must be a positive finite number, got {value}")
+  for name, value, lowest in (("evals", _EVALS.value, 1), ("doppler_evals", _DOPPLER_EVALS.value,
+                                                            0)):
+    if value is not None and not lowest <= value <= optimize_lib.MAX_EVALS:
+      raise errors.ConfigError(f"--{name} must be between {lowest} and "
+                               f"{optimize_lib.MAX_EVALS:,}, got {errors.brief(value)}")
+  if _REWARD.value == "measured" and method != "doppler":
     raise errors.ConfigError("--reward measured serves Doppler's stage III: use it with "
                              "--method doppler")
   if _MEMORY_LIMIT.value is not None and _OBJECTIVE.value != "runtime_under_memory":
     raise errors.ConfigError(f"--memory_limit is read by --objective runtime_under_memory "
                              f"only; objective {_OBJECTIVE.value} would ignore it")
+  doppler_arm = method == "brkga" and "doppler" in seed_arms.parse_arms(_SEED_ARMS.value)
+  measured, execute = _REWARD.value == "measured", _EXECUTE.value
+  spec = flags.FLAGS.device_spec
+  ignored = (
+      ("evals", method not in reads["evals"],
+       f"--method {method} has no evaluation budget (only {', '.join(reads['evals'])} do)"),
+      ("time_limit", method not in reads["time_limit"],
+       f"--method {method} has no time limit (only {', '.join(reads['time_limit'])} do)"),
+      ("seed", method not in reads["seed"] and not (execute or measured),
+       f"--method {method} draws no random numbers"),
+      ("engine", method not in reads["engine"],
+       f"--method {method} scores no batches (only {', '.join(reads['engine'])} do)"),
+      ("seed_arms", method != "brkga", "seed arms seed BRKGA (--method brkga)"),
+      ("doppler_checkpoint", method != "doppler" and not doppler_arm,
+       "it is read by --method doppler and by the doppler seed arm (--seed_arms ...,doppler)"),
+      ("doppler_evals", not doppler_arm, "it is the doppler seed arm's budget (--method brkga "
+       "--seed_arms ...,doppler); --method doppler takes --evals"),
+      ("doppler_samples", not doppler_arm,
+       "it is read by the doppler seed arm (--method brkga --seed_arms ...,doppler)"),
+      ("doppler_save", method != "doppler", "it saves the policy --method doppler trains"),
+      ("stage3_steps", not measured, "stage III runs with --reward measured only"),
+      ("execute_repeats", not execute, "it is read with --execute only"),
+      ("execute_mode", not (execute or measured),
+       "it is read with --execute or --reward measured only"),
+      ("split", bool(_GRAPH.value), "--graph names the graph; --split picks a dataset's"),
+      ("index", bool(_GRAPH.value), "--graph names the graph; --index picks a dataset's"),
+      ("data_dir", bool(_GRAPH.value), "--graph names the graph; --data_dir holds a dataset's"),
+      ("format", not _GRAPH.value, "it is the format of --graph's files"),
+      ("devices", bool(spec), "--device_spec describes the devices, their count included"),
+      ("device_preset", bool(spec), "--device_spec describes the devices"),
+  )
+  for name, does_nothing, why in ignored:
+    if does_nothing and _given(name):
+      raise errors.ConfigError(f"--{name} would do nothing here: {why}")
+
+
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  check_flags()
   check_outputs()
   devices = devices_lib.from_flags()
   on_devices = _EXECUTE.value or _REWARD.value == "measured"
@@ -184,9 +245,6 @@ def main(argv: Sequence[str]) -> None:
     if len(paths) > 1 or _OUT_DIR.value:
       return run_many(paths, devices, arms, doppler)
   graph, source = load_graph()
-  if devices.num_devices > graph.num_ops:
-    raise errors.ConfigError(f"{devices.num_devices} devices for a graph of {graph.num_ops} "
-                             f"ops: at most {graph.num_ops} devices can be used")
   enable_compilation_cache()
   program = measured = None
   if on_devices:
@@ -204,7 +262,8 @@ def main(argv: Sequence[str]) -> None:
                             doppler_save=_DOPPLER_SAVE.value, measured=measured,
                             stage3_steps=_STAGE3_STEPS.value,
                             brkga_preset=_BRKGA_PRESET.value, engine=_ENGINE.value,
-                            decoder=_DECODER.value)
+                            decoder=_DECODER.value,
+                            progress=lambda line: print(line, flush=True))
   print(optimize_lib.summary(report))
   if _EXECUTE.value:
     from regal.execute import compare
@@ -213,7 +272,9 @@ def main(argv: Sequence[str]) -> None:
         _EXECUTE_MODE.value)
     print(compare.summary(report.data["execution"]))
   if _GANTT.value:  # First: a chart that fails leaves no result file behind either.
-    gantt.draw(graph, report.placement, report.schedule, _GANTT.value)
+    scale, unit = optimize_lib.time_units(_MODEL.value)
+    gantt.draw(graph, report.placement, report.schedule, _GANTT.value, time_scale=scale,
+               time_unit=unit)
     print(f"wrote {_GANTT.value}")
   if _OUT.value:
     optimize_lib.write_json(report, _OUT.value)
@@ -244,7 +305,7 @@ def run_many(paths, devices, arms, doppler) -> None:
       seed=_SEED.value, method=_METHOD.value, time_limit=_TIME_LIMIT.value,
       coarsen_spec=_COARSEN.value, arms=arms, doppler=doppler,
       brkga_preset=_BRKGA_PRESET.value, engine=_ENGINE.value, decoder=_DECODER.value)
-  if failures:
+  if failures and not errors.stop_requested():  # Interrupted: run_cli says so, exit 130/143.
     raise errors.RegalError(f"{failures} of {len(paths)} graphs failed (their errors are above)")
 
 

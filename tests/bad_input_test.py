@@ -57,12 +57,23 @@ def _inputs(folder, shared_graphs) -> dict[str, str]:
       "scalar_output_info.pbtxt": 'node { name: "a" compute_cost: 1 output_info: 5 }\n',
       "scalar_input_info.pbtxt": 'node { name: "a" compute_cost: 1 input_info: 5 }\n',
       "devices_1e7.json": json.dumps({"num_devices": 10 ** 7}),
+      "devices_deep.json": '{"num_devices":' + "[" * 100_000 + "]" * 100_000 + "}",
+      "devices_400_digits.json": '{"num_devices": 2, "speed": 1' + "0" * 400 + "}",
+      "devices_5000_digits.json": '{"num_devices": 2, "speed": 1' + "0" * 5000 + "}",
+      "devices_speed_1e300.json": json.dumps({"num_devices": 2, "speed": 1e300}),
+      "sizes_past_float32_memory.json": _json_graph(size=3e38, metadata={
+          "note": "one tensor fits float32; with the op's working memory it does not"}),
+      "bad_config.py": "def get_config(:\n",
       "truncated_policy/checkpoint.msgpack": "",  # Filled with half a real checkpoint below.
       "a_file": "not a directory",
   }
   for name, text in files.items():
     (folder / name).parent.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(text)
+  (folder / "devices_binary.json").write_bytes(bytes(range(256)) * 4)
+  data = json.loads(files["sizes_past_float32_memory.json"])
+  data["ops"][1]["extra_memory"] = 3e38
+  (folder / "sizes_past_float32_memory.json").write_text(json.dumps(data))
   (folder / "existing_dir").mkdir()
   return files
 
@@ -99,7 +110,8 @@ OPTIMIZE_CASES = [
      "device count 10000000 is above 1024"),
     ("devices_1e7_spec", ["--graph", "four.json", "--device_spec", "devices_1e7.json"], 2,
      "device count 10000000 is above 1024"),
-    ("evals_zero", ["--graph", "good.json", "--evals", "0"], 2, "--evals must be positive"),
+    ("evals_zero", ["--graph", "good.json", "--evals", "0"], 2,
+     "--evals must be between 1 and 1,000,000,000, got 0"),
     ("memory_limit_ignored", ["--graph", "good.json", "--memory_limit", "5"], 2,
      "--memory_limit is read by --objective runtime_under_memory only"),
     ("metadata_list", ["--graph", "metadata_list.json"], 2,
@@ -119,6 +131,86 @@ OPTIMIZE_CASES = [
      "checkpoint"),
     ("unknown_method", ["--graph", "good.json", "--method", "foo"], 2,
      "flag --method=foo: value should be one of"),
+    # Flags that the other flags make do nothing.
+    ("evals_with_heft", ["--graph", "good.json", "--method", "heft", "--evals", "7"], 2,
+     "--evals would do nothing here: --method heft has no evaluation budget"),
+    ("time_limit_with_heft", ["--graph", "good.json", "--method", "heft", "--time_limit", "3"],
+     2, "--time_limit would do nothing here: --method heft has no time limit"),
+    ("seed_arms_with_heft", ["--graph", "good.json", "--method", "heft", "--seed_arms", "heft"],
+     2, "--seed_arms would do nothing here"),
+    ("seed_with_heft", ["--graph", "good.json", "--method", "heft", "--seed", "3"], 2,
+     "--seed would do nothing here: --method heft draws no random numbers"),
+    ("engine_with_heft", ["--graph", "good.json", "--method", "heft", "--engine", "jax"], 2,
+     "--engine would do nothing here"),
+    ("doppler_save_without_doppler", ["--graph", "good.json", "--doppler_save", "p.msgpack"], 2,
+     "--doppler_save would do nothing here"),
+    ("doppler_checkpoint_without_doppler", ["--graph", "good.json", "--doppler_checkpoint",
+                                            "missing.msgpack"], 2,
+     "--doppler_checkpoint would do nothing here"),
+    ("doppler_evals_without_the_arm", ["--graph", "good.json", "--doppler_evals", "64"], 2,
+     "--doppler_evals would do nothing here"),
+    ("doppler_samples_without_the_arm", ["--graph", "good.json", "--doppler_samples", "3"], 2,
+     "--doppler_samples would do nothing here"),
+    ("index_with_graph", ["--graph", "good.json", "--index", "3"], 2,
+     "--index would do nothing here: --graph names the graph"),
+    ("split_with_graph", ["--graph", "good.json", "--split", "train"], 2,
+     "--split would do nothing here"),
+    ("data_dir_with_graph", ["--graph", "good.json", "--data_dir", "existing_dir"], 2,
+     "--data_dir would do nothing here"),
+    ("format_without_graph", ["--format", "json"], 2, "--format would do nothing here"),
+    ("execute_mode_without_execute", ["--graph", "good.json", "--execute_mode", "strict"], 2,
+     "--execute_mode would do nothing here"),
+    ("execute_repeats_without_execute", ["--graph", "good.json", "--execute_repeats", "2"], 2,
+     "--execute_repeats would do nothing here"),
+    ("stage3_steps_without_measured", ["--graph", "good.json", "--method", "doppler",
+                                       "--stage3_steps", "3"], 2,
+     "--stage3_steps would do nothing here"),
+    ("devices_with_a_device_spec", ["--graph", "four.json", "--device_spec", "devices_1e7.json",
+                                    "--devices", "3"], 2, "--devices would do nothing here"),
+    # Values past float32, JSON or what the search can count.
+    ("speed_1e300", ["--graph", "good.json", "--device_spec", "devices_speed_1e300.json"], 2,
+     "below float32's smallest normal number"),
+    ("memory_past_float32", ["--graph", "sizes_past_float32_memory.json"], 2,
+     "in which the models track peak memory"),
+    ("time_limit_inf", ["--graph", "good.json", "--time_limit", "inf"], 2,
+     "--time_limit must be a positive finite number, got inf"),
+    ("memory_limit_inf", ["--graph", "good.json", "--objective", "runtime_under_memory",
+                          "--memory_limit", "inf"], 2,
+     "--memory_limit must be a positive finite number, got inf"),
+    ("seed_2_to_the_64", ["--graph", "good.json", "--seed", str(2 ** 64)], 2,
+     "is not an integer in the range [0, 4294967295]"),
+    ("evals_1e30", ["--graph", "good.json", "--evals", "1e30"], 2, "flag --evals=1e30"),
+    ("evals_past_the_counters", ["--graph", "good.json", "--evals", str(10 ** 20)], 2,
+     "--evals must be between 1 and 1,000,000,000"),
+    ("doppler_samples_1e8", ["--graph", "good.json", "--seed_arms", "doppler",
+                             "--doppler_samples", "100000000"], 2,
+     "is not an integer in the range [0, 1024]"),
+    # Device descriptions that are not ones.
+    ("devices_binary", ["--graph", "four.json", "--device_spec", "devices_binary.json"], 2,
+     "not a text file (binary content)"),
+    ("devices_nested_100k_deep", ["--graph", "four.json", "--device_spec", "devices_deep.json"],
+     2, "nested too deeply"),
+    ("devices_400_digits", ["--graph", "four.json", "--device_spec",
+                            "devices_400_digits.json"], 2, "beyond float64's range"),
+    ("devices_5000_digits", ["--graph", "four.json", "--device_spec",
+                             "devices_5000_digits.json"], 2,
+     "a number has more digits than Python reads"),
+    # Refused before the work they would have come after.
+    ("doppler_arm_budget", ["--graph", "good.json", "--seed_arms", "doppler", "--evals",
+                            "200"], 2, "after the seed arms spend 1026"),
+    ("policy_budget", ["--graph", "good.json", "--policy", "truncated_policy", "--evals", "50"],
+     2, "after the policy's features 400"),
+    ("out_and_gantt_on_one_file", ["--graph", "good.json", "--out", "r.png", "--gantt",
+                                   "r.png"], 2, "--out, --gantt must name different files"),
+    ("out_under_proc", ["--graph", "good.json", "--out", "/proc/regal_result.json"], 2,
+     "--out /proc/regal_result.json: cannot write there"),
+    ("out_names_a_directory", ["--graph", "good.json", "--out", "new_dir/"], 2,
+     "--out new_dir/: names a directory"),
+    ("out_name_too_long", ["--graph", "good.json", "--out", "n" * 300 + ".json"], 2,
+     "longer than the 255 bytes the file system allows"),
+    ("batch_out_dir_unwritable", ["--graph", "good.json,four.json", "--out_dir",
+                                  "/proc/regal_results"], 2,
+     "--out_dir /proc/regal_results/good.json: cannot write there"),
     ("no_placement_fits_memory", ["--graph", "good.json", "--objective",
                                   "runtime_under_memory", "--memory_limit", "1", "--evals",
                                   "200", "--out", "infeasible.json"], 3,
@@ -139,10 +231,52 @@ TRAIN_CASES = [
 SWEEP_CASES = [
     ("negative_subsample", ["--sweep", "brkga_tuning", "--subsample=-3", "--out", "sweeps"],
      2, "--subsample must be 0 (every trial) or a positive count, got -3"),
+    ("local_with_ray_address", ["--sweep", "selftest", "--local", "--ray_address", "auto",
+                                "--out", "sweeps"], 2, "--ray_address would do nothing here"),
+    ("local_with_num_cpus", ["--sweep", "selftest", "--local", "--num_cpus", "2", "--out",
+                             "sweeps"], 2, "--num_cpus would do nothing here"),
+    ("negative_num_cpus", ["--sweep", "selftest", "--num_cpus=-4", "--out", "sweeps"], 2,
+     "-4 is not an integer in the range"),
+    ("presets_file_is_a_directory", ["--sweep", "brkga_tuning", "--quick", "--local",
+                                     "--save_preset", "tuned", "--presets_file",
+                                     "existing_dir", "--out", "sweeps"], 2,
+     "--presets_file existing_dir: is a directory"),
+    ("out_is_a_file", ["--sweep", "selftest", "--local", "--out", "a_file"], 2,
+     "--out a_file: is a file; it names a folder"),
 ]
 SHARDED_CASES = [
     ("zero_flops_per_byte", ["--flops_per_byte", "0"], 2, "flops_per_byte must be positive"),
     ("negative_size", ["--size=-5"], 2, "size must be positive, got -5"),
+    ("a_million_devices", ["--devices", "1000000"], 2, "device count must be between 1 and 1024"),
+    ("size_of_201_digits", ["--size", "1" + "0" * 200], 2,
+     "size must be at most 2147483647 (2^31 - 1), got 100000000000... (201 characters)"),
+]
+BUILD_CASES = [
+    ("no_training_graphs", ["--num_train", "0"], 2, "flag --num_train=0"),
+    ("no_test_graphs", ["--num_test", "0"], 2, "flag --num_test=0"),
+    ("negative_dataset_seed", ["--seed=-1"], 2, "flag --seed=-1"),
+    ("build_out_is_a_file", ["--out", "a_file", "--num_train", "1", "--num_valid", "1",
+                             "--num_test", "1"], 2, "--out a_file: is a file; it names a folder"),
+]
+CONVERT_CASES = [
+    ("convert_onto_its_input", ["--graph", "good.json", "--out", "good.json"], 2,
+     "--out good.json: is the input good.json, which it would overwrite"),
+    ("convert_onto_a_doppler_input", ["--graph", "big_int.txt", "--out", "big_int.txt"], 2,
+     "which it would overwrite"),
+]
+CALIBRATE_CASES = [
+    ("calibrate_100000_devices", ["--devices", "100000"], 2,
+     "100000 is not an integer in the range [1, 64]"),
+    ("report_is_the_input", ["--graph", "good.json", "--report", "good.json"], 2,
+     "--report good.json: is the input good.json, which it would overwrite"),
+    ("spec_out_is_the_input", ["--graph", "good.json", "--spec_out", "good.json"], 2,
+     "--spec_out good.json: is the input good.json, which it would overwrite"),
+    ("plot_under_a_file", ["--plot", "a_file/plot.png"], 2,
+     "a_file is a file, not a directory"),
+    ("report_and_spec_out_on_one_file", ["--report", "r.json", "--spec_out", "r.json"], 2,
+     "--spec_out, --report must name different files"),
+    ("workload_with_graph", ["--graph", "good.json", "--workload", "ffnn"], 2,
+     "--workload would do nothing here"),
 ]
 
 
@@ -151,9 +285,10 @@ def _digests(folder) -> dict[str, str]:
           for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _run_module(module: str, cases, cwd) -> dict:
-  payload = json.dumps([{"id": case_id, "args": args, "cwd": str(cwd)}
-                        for case_id, args, _, _ in cases])
+def run_module(module: str, cases, cwd) -> dict:
+  """{case id: {code, stdout, stderr}} of (id, args, ...) command lines of one CLI, all run in
+  one process by `cli_cases.py`."""
+  payload = json.dumps([{"id": case[0], "args": case[1], "cwd": str(cwd)} for case in cases])
   result = subprocess.run([sys.executable, str(REPO_ROOT / "tests" / "cli_cases.py"), module],
                           input=payload, capture_output=True, text=True, cwd=REPO_ROOT,
                           timeout=600)
@@ -175,16 +310,28 @@ def outcomes(tmp_path_factory, shared_graphs):
   before = _digests(folder)
   results = {}
   for module, cases in (("regal.optimize", OPTIMIZE_CASES), ("regal.train", TRAIN_CASES),
-                        ("experiments.sweep", SWEEP_CASES)):
-    results.update(_run_module(module, cases, folder))
-  for case_id, args, _, _ in SHARDED_CASES:
-    run = subprocess.run([sys.executable, "-m", "datasets.sharded", *args], cwd=folder,
+                        ("experiments.sweep", SWEEP_CASES), ("datasets.build", BUILD_CASES),
+                        ("datasets.convert", CONVERT_CASES),
+                        ("regal.execute.calibrate", CALIBRATE_CASES)):
+    results.update(run_module(module, cases, folder))
+  # One interpreter per case: these modules read their flags when they start.
+  for module, case_id, args in [("datasets.sharded", *case[:2]) for case in SHARDED_CASES] + [
+      ("regal.train", *case[:2]) for case in TRAIN_IMPORT_CASES]:
+    run = subprocess.run([sys.executable, "-m", module, *args], cwd=folder,
                          capture_output=True, text=True, timeout=120)
     results[case_id] = {"code": run.returncode, "stdout": run.stdout, "stderr": run.stderr}
   return results, before, _digests(folder), folder
 
 
-ALL_CASES = OPTIMIZE_CASES + TRAIN_CASES + SWEEP_CASES + SHARDED_CASES
+# ml_collections reads --config.FIELD overrides when the module defines its flags.
+TRAIN_IMPORT_CASES = [
+    ("config_field_unknown", ["--config.nonexistent=1", "--workdir", "run"], 2,
+     "--config.nonexistent: the config has no field 'nonexistent'"),
+    ("config_syntax_error", ["--config=bad_config.py", "--workdir", "run"], 2,
+     "bad_config.py, line 1: invalid syntax (a config file)"),
+]
+ALL_CASES = (OPTIMIZE_CASES + TRAIN_CASES + SWEEP_CASES + SHARDED_CASES + BUILD_CASES
+             + CONVERT_CASES + CALIBRATE_CASES + TRAIN_IMPORT_CASES)
 
 
 @pytest.mark.parametrize("case_id, args, code, message", ALL_CASES,
@@ -246,15 +393,25 @@ def _catches_sigterm(pid: int) -> bool:
   return bool(int(caught, 16) & (1 << (15 - 1)))
 
 
-def _interrupted_run(tmp_path, args, signum, after_seconds):
+def _interrupted_run(tmp_path, args, signum, after_seconds=0.0, after_line=None):
+  """Starts `regal.optimize ARGS`, waits until it has taken the signals (then `after_seconds`,
+  or until it prints a line starting with `after_line`), sends `signum`; returns (exit code,
+  stdout, its one error line)."""
   process = subprocess.Popen([sys.executable, "-m", "regal.optimize", *args], cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   deadline = time.time() + 120
   while time.time() < deadline and not _catches_sigterm(process.pid):
-    time.sleep(0.1)  # Python is still importing: the CLI has not taken the signals yet.
+    time.sleep(0.01)  # Python is still starting: the CLI has not taken the signals yet.
+  seen = []
+  if after_line is not None:
+    for line in process.stdout:
+      seen.append(line)
+      if line.startswith(after_line):
+        break
   time.sleep(after_seconds)
   process.send_signal(signum)
   stdout, stderr = process.communicate(timeout=120)
+  stdout = "".join(seen) + stdout
   assert "Traceback" not in stderr, stderr
   errors_printed = [line for line in stderr.splitlines() if line.startswith("error: ")]
   assert len(errors_printed) == 1, (process.returncode, stdout, stderr)
@@ -265,7 +422,7 @@ def test_sigint_stops_the_search_and_writes_the_best_so_far(tmp_path):
   graph_io.save_graph(_chain(60), str(tmp_path / "g.json"))
   code, stdout, line = _interrupted_run(
       tmp_path, ["--graph", "g.json", "--evals", "1000000000", "--out", "r.json"],
-      signal.SIGINT, 3)
+      signal.SIGINT, after_seconds=1, after_line="searching:")
   assert code == 130 and "interrupted by SIGINT: stopped early" in line
   assert "best found so far" in stdout
   result = json.loads((tmp_path / "r.json").read_text())
@@ -280,6 +437,26 @@ def test_sigterm_outside_the_search_exits_at_once(tmp_path):
   graph_io.save_graph(sized_graph(80), str(tmp_path / "g.json"))
   code, _, line = _interrupted_run(
       tmp_path, ["--graph", "g.json", "--devices", "4", "--method", "random", "--evals",
-                 "1000000000", "--out", "r.json"], signal.SIGTERM, 3)
+                 "1000000000", "--out", "r.json"], signal.SIGTERM, after_seconds=4)
   assert code == 143 and line == "error: interrupted by SIGTERM"
   assert sorted(p.name for p in tmp_path.iterdir()) == ["g.json"]
+
+
+def test_sigint_while_the_libraries_load_is_one_line(tmp_path):
+  """The CLI takes the signals before importing JAX (~1 s), so an interrupt then is the same
+  one line as any other, not a KeyboardInterrupt traceback."""
+  graph_io.save_graph(_chain(6), str(tmp_path / "g.json"))
+  code, _, line = _interrupted_run(tmp_path, ["--graph", "g.json"], signal.SIGINT)
+  assert code == 130 and line == "error: interrupted by SIGINT"
+
+
+def test_an_interrupted_batch_writes_its_graph_and_starts_no_other(tmp_path):
+  for name in ("a", "b"):
+    graph_io.save_graph(_chain(40 if name == "a" else 8), str(tmp_path / f"{name}.json"))
+  code, stdout, line = _interrupted_run(
+      tmp_path, ["--graph", "a.json,b.json", "--evals", "1000000000", "--out_dir", "out"],
+      signal.SIGINT, after_seconds=4)
+  assert code == 130 and "interrupted by SIGINT" in line
+  assert "1 of 2 graphs not started" in stdout
+  assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.json"]
+  assert json.loads((tmp_path / "out" / "a.json").read_text())["interrupted"] is True

@@ -35,7 +35,7 @@ def test_build_default_dataset_into_cache(tmp_path):
 
 def test_build_rejects_bad_config(tmp_path):
   result = run("datasets.build", "--num_test=-3", "--out", str(tmp_path / "d"))
-  assert_one_line_error(result, "num_test must be >= 0, got -3")
+  assert_one_line_error(result, "flag --num_test=-3: -3 is not an integer in the range [1,")
   assert not (tmp_path / "d").exists()
 
 

@@ -10,6 +10,7 @@ from cli_test import assert_one_line_error, run
 from datasets import devices as devices_lib
 from datasets import io as graph_io
 from datasets import jax_import
+from datasets.graph import GraphBuilder
 from datasets.synthetic import sized_graph
 from regal import baselines, search
 from regal.app import optimize_lib
@@ -38,6 +39,12 @@ def test_doppler_graphs_rescore_and_beat_one_device(shared_graphs, file_name, tm
       "makespan"]
   assert data["evaluations"] <= 5000 and data["settings"]["search_model"] == "doppler"
   assert data["settings"]["engine"] == "native"
+  # People read Doppler's units (the clock / 1e10: "166.72"), not the clock (1.6672e+12).
+  assert data["time_units"] == {"scale": 1e-10, "name": "Doppler units"}
+  text = optimize_lib.summary(report)
+  assert f"objective {data['objective'] * 1e-10:.6g}  makespan" in text
+  assert "times in Doppler units" in text and f"{data['objective']:.6g}" not in text
+  assert "peak memory not tracked by the doppler model" in text
 
 
 def write_pair_graph(folder):
@@ -68,14 +75,45 @@ def test_cli_writes_result(tmp_path):
 def test_cli_runs_a_baseline(tmp_path, method):
   graph_file = write_pair_graph(tmp_path)
   out = tmp_path / "result.json"
+  limit = ["--time_limit", "5"] if method == "cpsat" else []  # critical_path would ignore it.
   result = run("regal.optimize", "--graph", str(graph_file), "--devices", "2", "--method",
-               method, "--time_limit", "5", "--out", str(out))
+               method, *limit, "--out", str(out))
   assert result.returncode == 0, result.stderr
   data = json.loads(out.read_text())
   assert data["settings"]["method"] == data["chosen"] == method
   assert data["makespan"] == 7  # Optimal: a || b, send 1, c 1.
   if method == "cpsat":
     assert data["details"]["status"] == "OPTIMAL" and data["details"]["lower_bound"] == 7
+
+
+def test_the_summary_says_above_or_below_one_way():
+  assert optimize_lib.versus(98.0, 100.0) == "2.00% below"
+  assert optimize_lib.versus(101.0, 100.0) == "1.00% above"
+  assert optimize_lib.versus(5.0, 5.0) == "equal to"
+
+
+def _fork(tensor_size: float):
+  """a feeds b and c (cost 10 each), which feed d: two devices can halve the middle."""
+  builder = GraphBuilder("fork")
+  for name, cost in (("a", 1.0), ("b", 10.0), ("c", 10.0), ("d", 1.0)):
+    builder.add_op(name, cost)
+  for src, dst in (("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")):
+    builder.add_data_edge(builder.add_tensor(src, tensor_size), dst)
+  return builder.build()
+
+
+def test_a_result_that_beats_one_device_by_little_says_why():
+  two = devices_lib.homogeneous(2)
+  chain = sized_graph(1, seed=0)  # Source, one op, sink: nothing runs beside anything.
+  report = optimize_lib.run(chain, two, method="heft")
+  assert "longest dependency chain holds 100% of the compute" in report.data["why_no_gain"]
+  assert "no gain:" in optimize_lib.summary(report)
+  costly = optimize_lib.run(_fork(1e6), two, method="heft")  # Transfers dwarf the compute.
+  assert costly.data["improvement_pct"] < 1
+  assert costly.data["why_no_gain"].startswith("transfers cost more than they save")
+  cheap = optimize_lib.run(_fork(0.1), two, method="heft")
+  assert cheap.data["improvement_pct"] > 30 and cheap.data["why_no_gain"] is None
+  assert "no gain:" not in optimize_lib.summary(cheap)
 
 
 def test_brkga_result_never_loses_a_seed_and_seeds_every_cheap_heuristic():
@@ -86,6 +124,10 @@ def test_brkga_result_never_loses_a_seed_and_seeds_every_cheap_heuristic():
   assert set(report.data["details"]["seed_arms"]) == set(seed_arms.DEFAULT_ARMS) == {
       "single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs"}
   assert seeds["objective"] == min(report.data["details"]["seed_arms"].values())
+  text = optimize_lib.summary(report)
+  assert f"(the {seeds['name']} seed on its own)" in text
+  origin = report.data["details"]["winner_origin"]
+  assert (f"evolved from the {origin} seed" if origin else "descends from no seed") in text
 
 
 def test_coarsened_search_maps_back_to_the_original_graph(tmp_path):
@@ -143,10 +185,11 @@ def test_a_coarsened_search_is_refined_on_the_original_graph():
 @pytest.mark.parametrize("args, message", [
     (["--graph", "/nonexistent.json"], "no such file"),
     (["--graph", "x.json", "--dataset", "synthetic"], "only one of --graph and --dataset"),
-    (["--dataset", "synthetic", "--evals", "0"], "--evals must be positive"),
+    (["--dataset", "synthetic", "--evals", "0"], "--evals must be between 1 and"),
     (["--dataset", "synthetic", "--method", "cpsat", "--objective", "memory", "--model",
       "sync"], "minimizes the makespan"),
-    (["--dataset", "synthetic", "--time_limit", "0"], "--time_limit must be positive"),
+    (["--dataset", "synthetic", "--time_limit", "0"],
+     "--time_limit must be a positive finite number"),
     (["--dataset", "synthetic", "--coarsen", "many"], "--coarsen takes off, auto or"),
 ])
 def test_cli_bad_input(tmp_path, args, message):
@@ -216,3 +259,13 @@ def test_bucketed_search_compiles_once_per_bucket(shared_graphs):
   for problem, result in zip(problems, results):
     assert result.history[-1] == np.float32(performance.score_reference(
         problem, result.best_chromosome)[0])
+
+
+def test_many_graphs_check_each_graphs_device_count(tmp_path, capsys):
+  """As one graph does: three devices for a two-op graph is that graph's one-line error."""
+  write_pair_graph(tmp_path)  # Three ops.
+  graph_io.save_graph(sized_graph(0, seed=0), str(tmp_path / "two.json"))  # Source and sink.
+  failures = optimize_lib.run_many([str(tmp_path / "g.json"), str(tmp_path / "two.json")],
+                                   devices_lib.homogeneous(3), method="heft")
+  assert failures == 1
+  assert "at most 2 devices can be used" in capsys.readouterr().err

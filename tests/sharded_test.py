@@ -48,8 +48,11 @@ def test_llama_attention_runs_per_head_group():
 def test_bad_parameters():
   with pytest.raises(errors.ConfigError, match="unknown workload"):
     sharded.generate("resnet", 4)
-  with pytest.raises(errors.DeviceSpecError, match="at least 1"):
-    sharded.generate("ffnn", 0)
+  for devices in (0, 1025):
+    with pytest.raises(errors.DeviceSpecError, match="between 1 and 1024"):
+      sharded.generate("ffnn", devices)
+  with pytest.raises(errors.ConfigError, match="ffnn_width must be at most 2147483647"):
+    sharded.generate("ffnn", 2, ffnn_width=2 ** 31)
 
 
 def test_cli_writes_a_graph(tmp_path):

@@ -35,6 +35,11 @@ Result JSON schema (`format: "regal.result"`, version 1):
   chosen          the candidate reported (the method's own answer, or a seed that was better)
   search_objective the method's own answer's objective (what the search found, seeds aside)
   improvement_pct over the single-device objective
+  why_no_gain     (objective runtime, less than 1% better than one device) why, from the
+                  graph's structure: its longest chain, or transfers that cost more than the
+                  parallelism they buy; otherwise null
+  time_units      {scale, name}: times above are the model's own; a person reads them times
+                  scale, in name (the doppler model: Doppler units, its clock / 1e10)
   evaluations, wall_seconds {compile, search, total}, versions {python, jax, numpy, numba,
                   regal}
   execution       (with --execute) {program, devices, facts, assignments {name: {predicted,
@@ -54,7 +59,7 @@ import jax
 import numba
 import numpy as np
 
-from datasets import atomic, errors
+from datasets import analysis, atomic, errors
 from datasets import io as graph_io
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
@@ -80,6 +85,28 @@ class Report:
 
 
 METHODS = ("brkga", "doppler") + baselines.METHODS
+# What each method reads besides the problem; `regal.optimize` refuses a flag whose method
+# would ignore it.
+METHOD_READS = {
+    "evals": ("brkga", "doppler", "local_search", "hill_climb", "random"),
+    "time_limit": ("brkga", "cpsat", "quickp"),
+    "seed": ("brkga", "doppler", "local_search", "hill_climb", "random", "enumerative", "cpsat",
+             "quickp"),
+    "engine": ("brkga", "doppler", "local_search", "hill_climb", "random"),  # Batched scores.
+}
+NO_GAIN = 0.01  # Below this gain over one device, a result says why (`why_no_gain`).
+MAX_EVALS = 10 ** 9  # Evaluation counters are int32 inside the compiled search.
+MAX_SEED = 2 ** 32 - 1  # What every generator takes (JAX keys, numpy, CP-SAT).
+
+
+def time_units(model: str) -> tuple[float, str]:
+  """(scale, name) of the times a person reads: the doppler model's clock in Doppler's own
+  units (divided by 1e10, as its repository and paper report makespans), the other models'
+  in the graph's cost units."""
+  if model == "doppler":
+    from regal.scoring import doppler_sim
+    return 1.0 / doppler_sim.DOPPLER_TIME_SCALE, "Doppler units"
+  return 1.0, "cost units"
 
 
 def _run_brkga(problem: performance.Problem, scores: performance.ReferenceScores, evals: int,
@@ -87,18 +114,25 @@ def _run_brkga(problem: performance.Problem, scores: performance.ReferenceScores
                arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
                doppler: seed_arms.DopplerArm | None = None,
                brkga_preset: str = brkga_presets.DEFAULT, decoder: str | None = None,
-               time_limit: float | None = None) -> baselines.MethodResult:
-  """BRKGA from the seed arms (REGAL's with a policy); its seeds come back as alternatives."""
+               time_limit: float | None = None, progress=None) -> baselines.MethodResult:
+  """BRKGA from the seed arms (REGAL's with a policy); its seeds come back as alternatives.
+  `progress(line)` hears when the search starts (from then on an interrupt keeps the best)."""
   # The searched layout's size (a size bucket on native engines): one compile per bucket.
   params = brkga_presets.params(brkga_preset, search.search_layout(problem).size,
                                 evals=evals)
   search_settings = brkga_presets.search_settings(brkga_preset, decoder=decoder,
                                                   model=problem.model)
+  # Checked before the arms run: the doppler arm trains for a while.
+  planned = seed_arms.planned_evaluations(arms, doppler)
+  features = policy_runner.FEATURE_EVALS if policy_dir else 0
+  if evals - planned - features < params.population_size:
+    spent = " and ".join(part for part in (
+        f"the seed arms spend {planned}" if planned else "",
+        f"the policy's features {features}" if features else "") if part)
+    raise errors.ConfigError(f"--evals {evals} leaves {evals - planned - features} evaluations "
+                             f"for BRKGA after {spent}; it needs at least one population "
+                             f"({params.population_size})")
   seeds, arm_evaluations = seed_arms.arm_seeds(problem, arms, doppler, seed)
-  if evals - arm_evaluations < params.population_size:
-    raise errors.ConfigError(f"--evals {evals} leaves {evals - arm_evaluations} evaluations "
-                             f"for BRKGA after the seed arms spent {arm_evaluations}; it needs "
-                             f"at least one population ({params.population_size})")
   evals -= arm_evaluations
   details = {}
   alternatives = dict(seeds)
@@ -117,6 +151,10 @@ def _run_brkga(problem: performance.Problem, scores: performance.ReferenceScores
       alternatives["uniform_brkga"] = uniform.best_chromosome
       details = {"policy": policy_dir, "feature_evaluations": spent,
                  "uniform_brkga_objective": float(scores(uniform.best_chromosome)[0])}
+    if progress is not None:
+      progress(f"searching: BRKGA on {problem.graph.num_ops} ops, {evals} evaluations "
+               f"(population {params.population_size}, {len(seeds)} seeds); SIGINT (Ctrl-C) "
+               f"stops it and keeps the best found")
     result = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds,
                              settings=search_settings, time_limit=time_limit)
   except ValueError as error:  # e.g. a budget below one population
@@ -225,15 +263,23 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
         doppler: seed_arms.DopplerArm | None = None, doppler_save: str | None = None,
         measured=None, stage3_steps: int = 0,
         brkga_preset: str = "default", engine: str = "auto",
-        decoder: str | None = None) -> Report:
+        decoder: str | None = None, progress=None) -> Report:
   """`evals`: the budget (default: `search.default_evals` of the searched graph);
   `time_limit`: seconds that end BRKGA at a generation boundary (default: none, so a run is
   deterministic), or the cpsat and quickp solvers' limit (default 10 s); `decoder`: BRKGA's
   decoder instead of the preset's. `measured`: a reward source of measured run times for
-  Doppler's stage III (`stage3_steps` batches of episodes), with --method doppler only."""
+  Doppler's stage III (`stage3_steps` batches of episodes), with --method doppler only.
+  `progress(line)`: told when a BRKGA search starts."""
   start = time.perf_counter()
   if method not in METHODS:
     raise errors.ConfigError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+  if devices.num_devices > graph.num_ops:
+    raise errors.ConfigError(f"graph {graph.name!r}: {devices.num_devices} devices for "
+                             f"{graph.num_ops} ops: at most {graph.num_ops} devices can be used")
+  if evals is not None and not 1 <= evals <= MAX_EVALS:
+    raise errors.ConfigError(f"evals must be between 1 and {MAX_EVALS:,}, got {evals}")
+  if not 0 <= seed <= MAX_SEED:
+    raise errors.ConfigError(f"seed must be between 0 and {MAX_SEED}, got {seed}")
   if measured is not None and (method != "doppler" or coarsen_spec != "off"):
     raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "
                              "--method doppler and without --coarsen")
@@ -256,7 +302,7 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
   solved_scores = performance.ReferenceScores(solved)
   if method == "brkga":
     result = _run_brkga(solved, solved_scores, evals, seed, policy_dir, arms, doppler,
-                        brkga_preset, decoder, time_limit)
+                        brkga_preset, decoder, time_limit, progress)
   elif method == "doppler":
     result = _run_doppler(solved, evals, seed, doppler, doppler_save, measured, stage3_steps)
   else:
@@ -328,6 +374,10 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
       "search_objective": float(scored[method][0]) if method in scored else None,
       "improvement_pct": 100.0 * (single_value - best_value) / single_value
                          if single_value else 0.0,
+      "why_no_gain": why_no_gain(graph, devices, float(single_schedule.makespan))
+                     if objective == "runtime" and best_value > (1 - NO_GAIN) * single_value
+                     else None,
+      "time_units": dict(zip(("scale", "name"), time_units(model))),
       "evaluations": evaluations,
       "wall_seconds": {**wall, "total": total},
       "versions": {"python": platform.python_version(), "jax": jax.__version__,
@@ -374,65 +424,104 @@ def _regal_version() -> str:
 
 
 def write_json(report: Report, path: str) -> None:
-  atomic.write_text(path, json.dumps(report.data, indent=1) + "\n")
+  """Strict JSON: a value that is not finite is a bug upstream (inputs past float32 are
+  refused when the problem is made), never an `Infinity` for a reader to choke on."""
+  atomic.write_text(path, json.dumps(report.data, indent=1, allow_nan=False) + "\n")
+
+
+def versus(value: float, reference: float) -> str:
+  """'2.10% below', '0.50% above' or 'equal to' a reference (smaller is better)."""
+  if value == reference or not reference:
+    return "equal to"
+  change = 100.0 * (value / reference - 1.0)
+  return f"{abs(change):.2f}% {'below' if change < 0 else 'above'}"
+
+
+def why_no_gain(graph: Graph, devices: DeviceSpec, single_makespan: float) -> str:
+  """Why the best placement found barely beats one device, from the graph's structure."""
+  total = float(graph.compute_cost.sum())
+  if total <= 0 or single_makespan <= 0:
+    return "the graph has no compute to spread"
+  chain = (f"its longest dependency chain holds {analysis.longest_compute_path(graph) / total:.0%}"
+           f" of the compute")
+  room = max(1.0 - analysis.makespan_lower_bound(graph, devices) / single_makespan, 0.0)
+  if room < 0.01:
+    return f"{chain}, so no placement can finish more than {100 * room:.1f}% sooner than one device"
+  return (f"transfers cost more than they save on this device set: with free transfers the "
+          f"bound leaves room for up to {100 * room:.1f}% ({chain})")
 
 
 def summary(report: Report) -> str:
   d = report.data
-  peak = ", ".join("-" if p is None else f"{p:.6g}" for p in d["peak_memory"])
+  scale, unit = d["time_units"]["scale"], d["time_units"]["name"]
+  is_time = d["settings"]["objective"] != "memory"
+  objective = (lambda v: f"{v * scale:.6g}") if is_time else (lambda v: f"{v:.6g}")  # noqa: E731
+  time = lambda v: f"{v * scale:.6g}"  # noqa: E731
+  if all(p is None for p in d["peak_memory"]):
+    peak = f"peak memory not tracked by the {d['settings']['model']} model"
+  else:
+    peak = "peak memory [" + ", ".join("-" if p is None else f"{p:.6g}"
+                                       for p in d["peak_memory"]) + "] bytes"
   single = d["baselines"]["single_device"]
   wall = d["wall_seconds"]
   lines = [
       f"graph {d['graph']['name']}: {d['graph']['num_ops']} ops on "
       f"{d['devices']['num_devices']} devices, method {d['settings']['method']}, model "
-      f"{d['settings']['model']}, objective {d['settings']['objective']}",
-      f"best:          objective {d['objective']:.6g}  makespan {d['makespan']:.6g}  "
-      f"peak memory [{peak}]" + ("" if d["chosen"] == d["settings"]["method"]
-                                 else f"  (seed {d['chosen']})"),
-      f"single device: objective {single['objective']:.6g}  makespan {single['makespan']:.6g}",
+      f"{d['settings']['model']}, objective {d['settings']['objective']}; times in {unit}",
+      f"best:          objective {objective(d['objective'])}  makespan {time(d['makespan'])}  "
+      f"{peak}" + ("" if d["chosen"] == d["settings"]["method"]
+                   else f"  (the {d['chosen']} seed as it was)"),
+      f"single device: objective {objective(single['objective'])}  makespan "
+      f"{time(single['makespan'])}",
   ]
   if "best_seed" in d["baselines"]:
     seed = d["baselines"]["best_seed"]
-    lines.append(f"best seed:     objective {seed['objective']:.6g}  ({seed['name']})")
+    lines.append(f"best seed:     objective {objective(seed['objective'])}  (the {seed['name']} "
+                 f"seed on its own)")
     if d.get("search_objective") is not None:
-      lines.append(f"search found:  objective {d['search_objective']:.6g}  "
-                   f"({100 * (1 - d['search_objective'] / seed['objective']):+.2f}% vs the "
-                   f"best seed)" if seed["objective"] else "")
+      lines.append(f"search found:  objective {objective(d['search_objective'])}  "
+                   f"({versus(d['search_objective'], seed['objective'])} the best seed)")
   if "regal_objective" in d["details"]:
-    lines.append(f"REGAL:         objective {d['details']['regal_objective']:.6g}  vs uniform "
-                 f"BRKGA {d['details']['uniform_brkga_objective']:.6g} at the same budget")
+    lines.append(f"REGAL:         objective {objective(d['details']['regal_objective'])}  vs "
+                 f"uniform BRKGA {objective(d['details']['uniform_brkga_objective'])} at the "
+                 f"same budget")
   if "seed_arms" in d["details"]:
-    arms = ", ".join(f"{arm} {value:.6g}" for arm, value in d["details"]["seed_arms"].items())
-    where = " on the group graph" if "coarsening" in d["details"] else ""
-    lines.append(f"seed arms:     {arms}{where}; the search's answer descends from "
-                 f"{d['details']['winner_origin'] or 'no seed'}")
+    arms = ", ".join(f"{arm} {objective(value)}"
+                     for arm, value in d["details"]["seed_arms"].items())
+    where = " (on the group graph)" if "coarsening" in d["details"] else ""
+    origin = d["details"]["winner_origin"]
+    lineage = (f"the search's answer evolved from the {origin} seed (its line of elite parents)"
+               if origin else "the search's answer descends from no seed")
+    lines.append(f"seed arms:     {arms}{where}; {lineage}")
   if "coarsening" in d["details"]:
     c = d["details"]["coarsening"]
     lines.append(f"coarsened:     {c['original_ops']} ops to {c['coarse_ops']} groups "
                  f"({c['coarse_tensors']} messages) in {c['seconds']:.2f} s; objective on the "
-                 f"group graph {c['coarse_objective']:.6g}")
+                 f"group graph {objective(c['coarse_objective'])}")
     refinement = c.get("refinement", {})
     if "skipped" in refinement:
       lines.append(f"not refined:   {refinement['skipped']}")
     if "objective" in refinement:
       lines.append(f"refined:       on the original graph from {refinement['start']} "
-                   f"{refinement['start_objective']:.6g} to {refinement['objective']:.6g} in "
-                   f"{refinement['evaluations']} evaluations ({refinement['seconds']:.2f} s); "
-                   f"the search's own expanded answer {refinement['expanded_objective']:.6g}")
+                   f"{objective(refinement['start_objective'])} to "
+                   f"{objective(refinement['objective'])} in {refinement['evaluations']} "
+                   f"evaluations ({refinement['seconds']:.2f} s); the search's own expanded "
+                   f"answer {objective(refinement['expanded_objective'])}")
   if "lower_bound" in d["details"]:
-    lines.append(f"lower bound:   {d['details']['lower_bound']:.6g} "
+    lines.append(f"lower bound:   {objective(d['details']['lower_bound'])} "
                  f"({d['details']['status']})")
   if not d["feasible"]:
     excess = ", ".join(f"{e:.6g}" for e in d["memory_excess"])
     lines.append(f"INFEASIBLE:    no solution found fits the memory limit (excess per device "
-                 f"[{excess}]); the objective is the penalty score")
+                 f"[{excess}] bytes); the objective is the penalty score")
   if d["interrupted"]:
     lines.append("interrupted:   the search stopped early; this is the best found so far")
-  return "\n".join(lines + [
-      f"improvement {d['improvement_pct']:.2f}% over single device; {d['evaluations']} "
-      f"evaluations; compile {wall['compile']:.2f} s, search {wall['search']:.2f} s, "
-      f"total {wall['total']:.2f} s",
-  ])
+  lines.append(f"improvement {d['improvement_pct']:.2f}% over single device; "
+               f"{d['evaluations']} evaluations; compile {wall['compile']:.2f} s, search "
+               f"{wall['search']:.2f} s, total {wall['total']:.2f} s")
+  if d.get("why_no_gain"):
+    lines.append(f"no gain:       {d['why_no_gain']}")
+  return "\n".join(lines)
 
 
 # ----- many graphs per call ----------------------------------------------------------------
@@ -484,43 +573,56 @@ def run_many(paths: list[str], devices: DeviceSpec, out_dir: str | None = None,
              chart_format: str | None = None, graph_format: str | None = None,
              log=print, **run_args) -> int:
   """Optimizes each graph with `run(**run_args)`: one line per graph, its result (and chart)
-  under `out_dir`, then a closing summary. A graph that fails gets its one-line error and the
-  others still run; returns the number of failures. Searches compile once per size bucket
+  under `out_dir`, then a closing summary. Every output path is checked before the first
+  graph runs. A graph that fails gets its one-line error and the others still run; returns the
+  number of failures. After SIGINT or SIGTERM stopped a search, that graph's best so far is
+  written and no further graph starts. Searches compile once per size bucket
   (`regal.search`), so the first graph of each bucket pays for compiling."""
   import sys
 
   from datasets import io as graph_io
   from regal.app import gantt
   outputs = output_paths(paths, out_dir, chart_format)
+  for result_path, chart_path in outputs:
+    for output in (result_path, chart_path):
+      if output:
+        atomic.check_output(output, "--out_dir", paths)
   if out_dir:
     os.makedirs(out_dir, exist_ok=True)
   started = time.perf_counter()
-  failures, ratios = 0, []
+  failures, ratios, done = 0, [], 0
   for index, (path, (result_path, chart_path)) in enumerate(zip(paths, outputs)):
+    if errors.stop_requested():
+      log(f"interrupted: {len(paths) - index} of {len(paths)} graphs not started")
+      break
     try:
       graph = graph_io.load_graph(path, graph_format)
       report = run(graph, devices, source=path, **run_args)
       if result_path:
         write_json(report, result_path)
       if chart_path:
-        gantt.draw(graph, report.placement, report.schedule, chart_path)
+        scale, unit = time_units(report.data["settings"]["model"])
+        gantt.draw(graph, report.placement, report.schedule, chart_path, time_scale=scale,
+                   time_unit=unit)
     except errors.RegalError as error:
       failures += 1
       message = str(error) if str(error).startswith(path) else f"{path}: {error}"
       print(f"error: {message}", file=sys.stderr, flush=True)
       continue
+    done += 1
     d = report.data
+    scale = d["time_units"]["scale"] if d["settings"]["objective"] != "memory" else 1.0
     seed = d["baselines"].get("best_seed")
-    versus = ""
+    against = ""
     if seed and d["search_objective"] is not None:
       ratios.append(d["search_objective"] / seed["objective"] if seed["objective"] else 1.0)
-      versus = (f"; search {d['search_objective']:.6g} vs best seed {seed['objective']:.6g} "
-                f"({seed['name']}): {100 * (1 - ratios[-1]):+.2f}%")
+      against = (f"; search {d['search_objective'] * scale:.6g}, "
+                 f"{versus(d['search_objective'], seed['objective'])} the best seed "
+                 f"({seed['name']} {seed['objective'] * scale:.6g})")
     log(f"[{index + 1}/{len(paths)}] {graph_io.file_stem(path)}: {d['graph']['num_ops']} ops, "
-        f"objective {d['objective']:.6g}{versus}; {d['evaluations']} evaluations, "
+        f"objective {d['objective'] * scale:.6g}{against}; {d['evaluations']} evaluations, "
         f"{d['wall_seconds']['total']:.2f} s" + (f" -> {result_path}" if result_path else ""))
-  done = len(paths) - failures
-  mean = (f"; the search itself is {100 * (1 - np.mean(ratios)):.2f}% below the best seed on "
+  mean = (f"; the search itself is {versus(float(np.mean(ratios)), 1.0)} the best seed on "
           f"average" if ratios else "")
   log(f"{done} of {len(paths)} graphs optimized, {failures} failed, in "
       f"{time.perf_counter() - started:.1f} s{mean}")

@@ -54,6 +54,13 @@ def load_checkpoint(path: str, template, config: training.DopplerConfig):
   return params
 
 
+def planned_evaluations(evals: int, config: training.DopplerConfig | None = None) -> int:
+  """What `train` spends: the critical-path teacher scored once, whole batches of episodes
+  (`evals` rounded down) and the greedy assignment."""
+  batch = (config or training.DopplerConfig()).episodes_per_step
+  return 1 + evals // batch * batch + 1
+
+
 def train(problem: performance.Problem, evals: int, seed: int = 0,
           config: training.DopplerConfig | None = None, checkpoint: str | None = None):
   """(params, best assignment, details, reward source, agent): stages I-II, or a checkpoint's

@@ -15,21 +15,31 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from absl import flags
-
 from datasets import errors
+
+errors.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+
+from absl import flags  # noqa: E402
+
+from datasets import atomic  # noqa: E402
 
 _WORKLOAD = flags.DEFINE_enum("workload", "chain_mm", ["chain_mm", "ffnn", "llama_block",
                                                        "llama_layer"], "Sharded workload.")
 _GRAPH = flags.DEFINE_string("graph", None, "Any graph file instead (its own semantics if it "
                              "has them, stand-in kernels otherwise).")
 _SIZE = flags.DEFINE_integer("size", 1024, "Scale: chain_mm matrix side; ffnn batch and width "
-                             "are 4x it; Llama sequence is size / 4 and embedding size / 2.")
-_DEVICES = flags.DEFINE_integer("devices", 4, "Devices (host devices on a CPU).")
-_PLACEMENTS = flags.DEFINE_integer("placements", 50, "Random placements to predict.")
-_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs per placement (after one warm-up).")
+                             "are 4x it; Llama sequence is size / 4 and embedding size / 2 "
+                             "(8 to 8192: the workload's data is held in memory).",
+                             lower_bound=8, upper_bound=8192)
+_DEVICES = flags.DEFINE_integer("devices", 4, "Devices (host devices on a CPU; 1 to 64).",
+                                lower_bound=1, upper_bound=64)
+_PLACEMENTS = flags.DEFINE_integer("placements", 50, "Random placements to predict.",
+                                   lower_bound=2, upper_bound=100_000)
+_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs per placement (after one warm-up).",
+                                lower_bound=1, upper_bound=1000)
 _MODE = flags.DEFINE_enum("mode", "async", ["async", "strict"], "Executor discipline.")
-_SEED = flags.DEFINE_integer("seed", 0, "Seed of the placements and the data.")
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of the placements and the data (0 to 2^32 - 1).",
+                             lower_bound=0, upper_bound=2 ** 32 - 1)
 _SPEC_OUT = flags.DEFINE_string("spec_out", None, "Write the calibrated device description.")
 _REPORT = flags.DEFINE_string("report", None, "Write the report JSON here.")
 _PLOT = flags.DEFINE_string("plot", None, "Write predicted-vs-measured scatter (.png/.svg).")
@@ -64,12 +74,22 @@ def plot(report: dict, path: str) -> None:
   plt.close(fig)
 
 
+def check_outputs() -> None:
+  """Every output refused before the measuring starts: an input, an unwritable place, a chart
+  that is not a chart format, two outputs on one file."""
+  atomic.check_outputs([("--spec_out", _SPEC_OUT.value, ()), ("--report", _REPORT.value, ()),
+                        ("--plot", _PLOT.value, atomic.CHART_EXTENSIONS)],
+                       [_GRAPH.value] if _GRAPH.value else [])
+
+
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  if _DEVICES.value < 1 or _PLACEMENTS.value < 2 or _REPEATS.value < 1 or _SIZE.value < 8:
-    raise errors.ConfigError("--devices and --repeats must be >= 1, --placements >= 2, "
-                             "--size >= 8")
+  if _GRAPH.value:
+    for name in ("workload", "size"):
+      if flags.FLAGS[name].present:
+        raise errors.ConfigError(f"--{name} would do nothing here: --graph names the graph")
+  check_outputs()
   from regal.scoring import parallel
   parallel.use_host_devices(_DEVICES.value)  # Before JAX starts.
   from datasets import atomic

@@ -17,6 +17,8 @@ from regal.learning import checkpoint
 from regal.learning import features as features_lib
 from regal.learning import policy as policy_lib
 from regal.learning import reinforce
+
+FEATURE_EVALS = features_lib.BRKGA_FEATURE_EVALS  # What `mutant_distributions` spends.
 from regal.scoring import performance
 
 
@@ -56,4 +58,4 @@ def mutant_distributions(problem: performance.Problem, policy_config: policy_lib
   logits = policy_lib.Policy(policy_config, problem.devices.num_devices).apply(params, graph)
   alpha, beta = policy_lib.mutant_distributions(policy_lib.greedy(logits), problem.layout,
                                                 policy_config)
-  return np.asarray(alpha), np.asarray(beta), features_lib.BRKGA_FEATURE_EVALS
+  return np.asarray(alpha), np.asarray(beta), FEATURE_EVALS

@@ -24,11 +24,18 @@ def use_all_cpu_cores() -> None:
     os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}={os.cpu_count() or 1}".strip()
 
 
+MAX_HOST_DEVICES = 64  # Each one holds its own buffers and threads: thousands exhaust memory.
+
+
 def use_host_devices(count: int) -> bool:
   """At least `count` host devices (one per core at least) for executing placements on a CPU.
 
   Must run before JAX starts its backends; returns False (and changes nothing) after. It only
   touches the CPU backend: on a GPU machine the executor uses the GPUs as they are."""
+  if count > MAX_HOST_DEVICES:
+    from datasets import errors
+    raise errors.DeviceSpecError(f"{count} devices to run on: placements run on at most "
+                                 f"{MAX_HOST_DEVICES} devices")
   from jax._src import xla_bridge
   if xla_bridge.backends_are_initialized():
     return False

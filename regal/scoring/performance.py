@@ -85,11 +85,8 @@ class Problem:
                                "and the doppler model")
     if self.engine == "jax" and self.model == "doppler":
       raise errors.ConfigError("the doppler model is scored by the native engine only")
-    if np.dtype(self.dtype) == np.float32 and not self.duration_bound() < FLOAT32_MAX:
-      raise errors.ConfigError(
-          f"graph {self.graph.name!r} on these devices: running every op and transfer in a row "
-          f"takes {self.duration_bound():.3g}, beyond float32's {FLOAT32_MAX:.3g}, in which the "
-          f"models compute; scale the costs or sizes down")
+    if np.dtype(self.dtype) == np.float32:
+      _check_float32_range(self)
 
   @property
   def layout(self) -> chromosome_lib.Layout:
@@ -112,6 +109,42 @@ class Problem:
     transfers = ((graph.tensor_size.sum() * per_byte + graph.num_tensors * latency)
                  * (devices.num_devices - 1))
     return float(compute + transfers + 1.0)
+
+
+def _check_float32_range(problem: Problem) -> None:
+  """The models compute in float32: every duration must survive it (an op time below its
+  smallest normal number would count as 0, a sum past its largest as infinity), and so must
+  the memory that every tensor alive at once would take."""
+  graph, devices = problem.graph, problem.devices
+  where = f"graph {graph.name!r} on these devices"
+  if not problem.duration_bound() < FLOAT32_MAX:
+    raise errors.ConfigError(
+        f"{where}: running every op and transfer in a row takes {problem.duration_bound():.3g}, "
+        f"beyond float32's {FLOAT32_MAX:.3g}, in which the models compute; scale the costs or "
+        f"sizes down")
+  tiny = float(np.finfo(np.float32).tiny)
+  costs = graph.compute_cost[graph.compute_cost > 0]
+  if costs.size and costs.min() / devices.speed.max() < tiny:
+    raise errors.ConfigError(
+        f"{where}: the cheapest op takes {costs.min() / devices.speed.max():.3g} on the fastest "
+        f"device (speed {devices.speed.max():.3g}), below float32's smallest normal number "
+        f"{tiny:.3g}: the models would count it as no time; scale the speeds down")
+  sizes = graph.tensor_size[graph.tensor_size > 0]
+  off_diagonal = ~np.eye(devices.num_devices, dtype=bool)
+  if sizes.size and off_diagonal.any():
+    fastest = float(devices.bandwidth[off_diagonal].max())
+    quickest = sizes.min() / fastest + float(devices.latency[off_diagonal].min())
+    if 0 < quickest < tiny or (quickest == 0 and np.isfinite(fastest)):
+      raise errors.ConfigError(
+          f"{where}: the smallest tensor crosses the fastest link (bandwidth {fastest:.3g}) in "
+          f"{quickest:.3g}, below float32's smallest normal number {tiny:.3g}; scale the "
+          f"bandwidths down")
+  memory = float(graph.tensor_size.sum() + graph.extra_memory.sum())
+  if problem.model in ("wc", "sync") and not memory < FLOAT32_MAX:
+    raise errors.ConfigError(
+        f"{where}: the tensors and working memory add up to {memory:.3g} bytes, beyond "
+        f"float32's {FLOAT32_MAX:.3g}, in which the models track peak memory; scale the sizes "
+        f"down")
 
 
 def objective_value(problem: Problem, makespan, peak_memory):

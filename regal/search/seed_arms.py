@@ -20,6 +20,7 @@ from regal.scoring import performance
 ARMS = ("single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs", "doppler")
 # Every heuristic that runs in milliseconds (Doppler's policy trains: opt in).
 DEFAULT_ARMS = ("single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs")
+MAX_DOPPLER_SAMPLES = 1024  # Sampled assignments beyond a few populations' worth only cost.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +42,14 @@ def parse_arms(spec: str) -> tuple[str, ...]:
 def arm_of(seed_name: str) -> str:
   """The arm a seed chromosome's name belongs to ('doppler/greedy' -> 'doppler')."""
   return seed_name.split("/")[0]
+
+
+def planned_evaluations(arms: tuple[str, ...], doppler: DopplerArm | None = None) -> int:
+  """The performance-model evaluations `arm_seeds` will spend (known before they run)."""
+  if "doppler" not in arms:
+    return 0
+  from regal.doppler_policy import method as doppler_method
+  return doppler_method.planned_evaluations((doppler or DopplerArm()).evals)
 
 
 def arm_seeds(problem: performance.Problem, arms: tuple[str, ...],
