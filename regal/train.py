@@ -11,19 +11,27 @@ Rerunning with the same --workdir resumes from its checkpoint. Logic lives in
 """
 from __future__ import annotations
 
-import json
-import os
-from typing import Sequence
-
-from absl import flags
-from ml_collections import config_flags
-
 from datasets import errors
-from regal.learning import train_lib
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "learning", "configs", "default.py"),
-    "Training configuration (path[:preset]).")
+errors.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+
+import json  # noqa: E402
+import os  # noqa: E402
+import shlex  # noqa: E402
+import sys  # noqa: E402
+from typing import Sequence  # noqa: E402
+
+from absl import flags  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from regal.learning import train_lib  # noqa: E402
+
+try:  # ml_collections reads the --config.FIELD overrides of sys.argv here, at definition.
+  _CONFIG = config_flags.DEFINE_config_file(
+      "config", os.path.join(os.path.dirname(__file__), "learning", "configs", "default.py"),
+      "Training configuration (path[:preset]).")
+except (AttributeError, KeyError, SyntaxError) as error:
+  errors.exit_bad_config(error, sys.argv)
 _DATASET = flags.DEFINE_string(
     "dataset", None, "Training graphs: 'synthetic' (REGAL's generator), a built dataset folder "
     "(python -m datasets.build --out DIR) or a folder of graph files in any supported format, "
@@ -43,9 +51,14 @@ def main(argv: Sequence[str]) -> None:
   if config.reward == "measured":
     from regal.scoring import parallel
     parallel.use_host_devices(config.num_devices)  # Before JAX starts.
+  errors.set_resume_hint(
+      f"everything up to there is saved: rerun the same command to resume "
+      f"(python -m regal.train {shlex.join(sys.argv[1:])})")
   if _RAY_ADDRESS.value:
+    import logging as std_logging
+
     import ray
-    ray.init(address=_RAY_ADDRESS.value)
+    ray.init(address=_RAY_ADDRESS.value, logging_level=std_logging.ERROR)
   report = train_lib.train_and_evaluate(config, _WORKDIR.value)
   test = report["test"]
   print(json.dumps({"dataset": config.dataset, "test_graphs": report["test_graphs"],

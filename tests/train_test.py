@@ -3,10 +3,17 @@ and survive a killed actor; training runs, writes its report and resumes from it
 import fnmatch
 import json
 import os
+import shlex
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
+
+from conftest import REPO_ROOT
 
 from datasets import atomic
 from datasets import devices as devices_lib
@@ -31,11 +38,56 @@ def test_ray_actors_match_the_driver_and_survive_a_killed_actor(problems, ray_cl
   local = RolloutPool(problems, evals=120, num_actors=0).map(tasks)
   pool = RolloutPool(problems, evals=120, num_actors=2)
   try:
-    assert pool.map(tasks) == local
-    pool.kill_actor(0)  # Its share of the next step must be rerun on a replacement.
-    assert pool.map(tasks) == local
+    reported = []
+    assert pool.map(tasks, on_done=lambda chunk, _: reported.extend(chunk)) == local
+    assert sorted(reported) == list(range(6))  # Every task reported once, as it finished.
+    pool.kill_actor(0)  # Its chunks of the next step must be rerun on a replacement.
+    reported.clear()
+    assert pool.map(tasks, on_done=lambda chunk, _: reported.extend(chunk)) == local
+    assert sorted(reported) == list(range(6))
   finally:
     pool.shutdown()
+
+
+def test_a_stage_interrupted_midway_computes_only_what_is_missing(tmp_path):
+  """A per-graph stage saves each finished chunk: killed after two chunks, the rerun asks only
+  for the other graphs and ends with what an uninterrupted run gives."""
+  asked = []
+
+  def compute(missing, on_done, stop_after=None):
+    asked.append(list(missing))
+    for k in range(0, len(missing), 2):
+      if stop_after is not None and k >= 2 * stop_after:
+        raise _Killed()
+      chunk = missing[k:k + 2]
+      on_done(chunk, [np.full(3, i, np.float32) for i in chunk])
+
+  whole = train_lib.per_graph_stage(str(tmp_path / "whole.npz"), None, "stage", list(range(7)),
+                                    compute)
+  path = str(tmp_path / "stage.npz")
+  with pytest.raises(_Killed):
+    train_lib.per_graph_stage(path, None, "stage", list(range(7)),
+                              lambda missing, on_done: compute(missing, on_done, stop_after=2))
+  asked.clear()
+  resumed = train_lib.per_graph_stage(path, path, "stage", list(range(7)), compute)
+  assert asked == [[4, 5, 6]]
+  assert sorted(resumed) == list(range(7))
+  assert all(np.array_equal(resumed[i], whole[i]) for i in range(7))
+  values = str(tmp_path / "values.json")  # JSON stages (objectives) alike.
+  train_lib.per_graph_stage(values, None, "stage", [3, 1], lambda m, done: done(m, [0.5, 2.0]))
+  assert train_lib.per_graph_stage(values, values, "stage", [1, 3], None) == {3: 0.5, 1: 2.0}
+
+
+def test_progress_lines_say_how_far_and_how_long(monkeypatch, caplog):
+  monkeypatch.setattr(train_lib, "PROGRESS_SECONDS", 0.0)
+  caplog.set_level("INFO")
+  progress = train_lib.Progress("features", 10, done=4)
+  progress.advance(0)
+  progress.advance(3)
+  lines = [record.getMessage() for record in caplog.records]
+  assert lines[0] == "features: 10 graphs, 4 saved by an earlier run"
+  assert "4/10 graphs" in lines[1] and "the first ones include compiling" in lines[1]
+  assert "7/10 graphs" in lines[2] and "s left" in lines[2]
 
 
 def _tiny_config(dataset: str = "synthetic"):
@@ -247,3 +299,47 @@ def test_test_filter_keeps_graphs_with_room_for_improvement():
   long = [82.0, 82.1, 50.0, 60.0]  # 18%, 17.9%, 0%, 25% better
   assert train_lib.room_for_improvement(short, long, 18.0).tolist() == [True, False, False, True]
   assert train_lib.room_for_improvement(short, long, 0.0).all()
+
+
+def _ray_processes() -> set[int]:
+  """Processes of any local Ray cluster (its servers, agents and workers)."""
+  found = set()
+  for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f"/proc/{entry}/cmdline", "rb") as f:
+        command = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+      continue
+    if command.startswith("ray::") or any(part in command for part in (
+        "gcs_server", "raylet", "/ray/_private/", "/ray/dashboard/")):
+      found.add(int(entry))
+  return found
+
+
+def test_sigint_says_where_and_how_to_resume_and_leaves_no_ray_process(tmp_path):
+  before = _ray_processes()
+  args = [f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
+          "--config.num_actors=1", "--workdir", str(tmp_path / "run")]
+  process = subprocess.Popen([sys.executable, "-m", "regal.train", *args], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  seen = []
+  for line in process.stderr:  # absl logs to stderr.
+    seen.append(line)
+    if "BRKGA features" in line:
+      break
+  process.send_signal(signal.SIGINT)
+  _, rest = process.communicate(timeout=120)
+  stderr = "".join(seen) + rest
+  assert process.returncode == 130, stderr
+  lines = [line for line in stderr.splitlines() if line.startswith("error: ")]
+  assert len(lines) == 1 and "Traceback" not in stderr, stderr
+  assert "during BRKGA features" in lines[0]
+  assert lines[0].endswith(f"rerun the same command to resume (python -m regal.train "
+                           f"{shlex.join(args)})")
+  assert "Token authentication" not in stderr and "Ray instance" not in stderr
+  deadline = time.time() + 30
+  while _ray_processes() - before and time.time() < deadline:
+    time.sleep(0.5)
+  assert not _ray_processes() - before

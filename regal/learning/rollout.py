@@ -123,6 +123,10 @@ class RolloutWorker:
     num_ops = problem.graph.num_ops
     return np.asarray(placement)[:, :num_ops], np.asarray(priority)[:, :num_ops]
 
+  def feature_populations(self, pairs: Sequence[tuple[int, int]], evals: int) -> list:
+    """`feature_population` of each (graph index, seed)."""
+    return [self.feature_population(index, evals, seed) for index, seed in pairs]
+
   def run(self, tasks: Sequence[Task]) -> list:
     results = []
     for task in tasks:

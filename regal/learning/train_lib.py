@@ -18,8 +18,11 @@ Workdir: `checkpoint.msgpack` (`regal.learning.checkpoint`: the state with its s
 fingerprint, config and validation history in one file, written atomically after every step,
 so a killed run resumes where it stopped; a checkpoint from another config is refused),
 `metrics.csv`, TensorBoard events in `tb/`, the per-graph caches
-`features-<config>.npz` and `uniform-<config>.json` (named by `cache_fingerprint`; a
+`features-<config>.npz`, `uniform-<config>.json` and with the test filter
+`filter1000-<config>.json` / `filter10000-<config>.json` (named by `cache_fingerprint`; a
 fine-tuning run reads its source's), and at the end `report.json` and `reward_curve.png`.
+Every per-graph stage is saved as its chunks finish (`Trainer._per_graph`) and reports
+progress every few seconds, so an interrupt at any instant loses at most one chunk of work.
 """
 from __future__ import annotations
 
@@ -179,42 +182,42 @@ class Trainer:
         return os.path.join(folder, name)
     return None
 
+  def _per_graph(self, name: str, what: str, indices: list[int], compute) -> dict[int, Any]:
+    """`per_graph_stage` in this workdir, reading a fine-tuning source's cache too."""
+    return per_graph_stage(os.path.join(self.workdir, name), self._cached(name), what,
+                           indices, compute)
+
   def _features(self) -> list:
-    name = f"features-{cache_fingerprint(self.config)}.npz"
-    path = self._cached(name)
-    parts = None
-    if path:
-      try:
-        with np.load(path) as stored:
-          parts = [stored[f"g{i}"] for i in range(len(self.problems))]
-      except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
-        logging.warning("recomputing the features: cache %s unreadable (%s)", path, error)
-    if parts is None:
-      logging.info("BRKGA features for %d graphs (%d evaluations each)", len(self.problems),
-                   features_lib.BRKGA_FEATURE_EVALS)
-      populations = self.pool.feature_populations(
-          range(len(self.problems)), features_lib.BRKGA_FEATURE_EVALS,
-          [self.config.seed + i for i in range(len(self.problems))])
-      parts = [features_lib.brkga_features(problem.graph, placement, priority, self.num_devices)
-               for problem, (placement, priority) in zip(self.problems, populations)]
-      buffer = io.BytesIO()
-      np.savez(buffer, **{f"g{i}": part for i, part in enumerate(parts)})
-      atomic.write_bytes(os.path.join(self.workdir, name), buffer.getvalue())
-    return [features_lib.graph_features(p, part) for p, part in zip(self.problems, parts)]
+    def compute(missing, on_done):
+      self.pool.feature_populations(
+          missing, features_lib.BRKGA_FEATURE_EVALS, [self.config.seed + i for i in missing],
+          on_done=lambda chunk, values: on_done(
+              [missing[k] for k in chunk],
+              [features_lib.brkga_features(self.problems[missing[k]].graph, placement,
+                                           priority, self.num_devices)
+               for k, (placement, priority) in zip(chunk, values)]))
+
+    everyone = list(range(len(self.problems)))
+    parts = self._per_graph(f"features-{cache_fingerprint(self.config)}.npz",
+                            f"BRKGA features ({features_lib.BRKGA_FEATURE_EVALS} evaluations "
+                            f"per graph)", everyone, compute)
+    return [features_lib.graph_features(p, parts[i]) for i, p in enumerate(self.problems)]
+
+  def _uniform_runs(self, name: str, what: str, indices: list[int], evals: int,
+                    params=None) -> dict[int, float]:
+    """Uniform BRKGA's objective on each graph of `indices` (a per-graph stage)."""
+    def compute(missing, on_done):
+      self.pool.map([Task(i, None, None, EVAL_SEED, evals, params=params) for i in missing],
+                    on_done=lambda chunk, values: on_done([missing[k] for k in chunk], values))
+
+    return self._per_graph(name, what, indices, compute)
 
   def _uniform(self) -> np.ndarray:
-    name = f"uniform-{cache_fingerprint(self.config)}.json"
-    path = self._cached(name)
-    if path:
-      with open(path) as f:
-        return np.asarray(json.load(f))
-    logging.info("uniform BRKGA (%d evaluations) on %d graphs", self.config.evals,
-                 len(self.problems))
-    values = self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals,
-                                 params=self.brkga_params)
-                            for i in range(len(self.problems))])
-    atomic.write_text(os.path.join(self.workdir, name), json.dumps(values))
-    return np.asarray(values)
+    everyone = list(range(len(self.problems)))
+    values = self._uniform_runs(f"uniform-{cache_fingerprint(self.config)}.json",
+                                f"uniform BRKGA reference ({self.config.evals} evaluations per "
+                                f"graph)", everyone, self.config.evals, self.brkga_params)
+    return np.asarray([values[i] for i in everyone])
 
   # ----- measured rewards --------------------------------------------------------------------
   @property
@@ -239,22 +242,22 @@ class Trainer:
     its best solution's measured time (cached in the workdir)."""
     if not self.measured:
       return self.uniform[indices]
-    path = os.path.join(self.workdir, f"uniform-measured-{fingerprint(self.config)}.json")
     if self.uniform_seconds is None:
       self.uniform_seconds = {}
-      if os.path.exists(path):
-        with open(path) as f:
-          self.uniform_seconds = json.load(f)
-    missing = [i for i in dict.fromkeys(int(i) for i in indices)
-               if str(i) not in self.uniform_seconds]
-    if missing:
-      solutions = self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals, best=True,
-                                      params=self.brkga_params)
-                                 for i in missing])
-      for i, (_, chromosome) in zip(missing, solutions):
-        self.uniform_seconds[str(i)] = self.measure(i, chromosome)
-      atomic.write_text(path, json.dumps(self.uniform_seconds))
-    return np.array([self.uniform_seconds[str(int(i))] for i in indices])
+    wanted = [i for i in dict.fromkeys(int(i) for i in indices) if i not in self.uniform_seconds]
+    if wanted:
+      def compute(missing, on_done):
+        self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals, best=True,
+                            params=self.brkga_params) for i in missing],
+                      on_done=lambda chunk, values: on_done(
+                          [missing[k] for k in chunk],
+                          [self.measure(missing[k], chromosome)
+                           for k, (_, chromosome) in zip(chunk, values)]))
+
+      self.uniform_seconds.update(self._per_graph(
+          f"uniform-measured-{fingerprint(self.config)}.json",
+          "measured uniform BRKGA reference", wanted, compute))
+    return np.array([self.uniform_seconds[int(i)] for i in indices])
 
   def _filtered_test(self) -> list[int]:
     """The test graphs with room for improvement (REGAL section 5.1): uniform BRKGA with
@@ -263,17 +266,11 @@ class Trainer:
     test = self.splits["test"]
     if not self.config.test_filter_pct:
       return test
-    name = f"filter-{cache_fingerprint(self.config)}.json"
-    path = self._cached(name)
-    if path:
-      with open(path) as f:
-        short, long = json.load(f)
-    else:
-      logging.info("test filter: uniform BRKGA with 1K and 10K evaluations on %d graphs",
-                   len(test))
-      short = self.pool.map([Task(i, None, None, EVAL_SEED, FILTER_SHORT) for i in test])
-      long = self.pool.map([Task(i, None, None, EVAL_SEED, FILTER_LONG) for i in test])
-      atomic.write_text(os.path.join(self.workdir, name), json.dumps([short, long]))
+    runs = {budget: self._uniform_runs(
+        f"filter{budget}-{cache_fingerprint(self.config)}.json",
+        f"test filter: uniform BRKGA with {budget} evaluations", test, budget)
+        for budget in (FILTER_SHORT, FILTER_LONG)}
+    short, long = ([runs[budget][i] for i in test] for budget in (FILTER_SHORT, FILTER_LONG))
     kept = [i for i, keep in zip(test, room_for_improvement(short, long,
                                                              self.config.test_filter_pct))
             if keep]
@@ -320,21 +317,112 @@ class Trainer:
       results = [self.measure(i, chromosome) for i, (_, chromosome) in zip(indices, results)]
     return graph, mask, actions, np.asarray(results)
 
-  def evaluate(self, policy_params, indices) -> dict[str, float]:
+  def evaluate(self, policy_params, indices, what: str = "validation") -> dict[str, float]:
     """Greedy policy on `indices`: % improvement over uniform BRKGA, share matched or beaten."""
     objectives = []
     batch = self.config.batch_size
+    progress = Progress(f"{what}: the greedy policy's searches", len(indices), announce=False)
     for start in range(0, len(indices), batch):
       chunk = indices[start:start + batch]
       _, _, _, values = self.rollouts(policy_params, chunk, None, True,
                                       [EVAL_SEED] * len(chunk))
       objectives += values.tolist()
+      progress.advance(len(chunk))
+    progress.finish()
     objectives = np.asarray(objectives)
     uniform = self.reference(indices)
     improvement = 100.0 * (uniform - objectives) / uniform
     return {"improvement_pct": float(improvement.mean()),
             "matched_or_beaten": float((objectives <= uniform).mean()),
             "reward": float((-objectives / uniform).mean())}
+
+
+PROGRESS_SECONDS = 5.0
+
+
+class Progress:
+  """Progress lines of a long stage ("48/160 graphs, 14 s, ~33 s left"), at most one every
+  `PROGRESS_SECONDS`; the latest is also what an interrupt line names (`errors.note_progress`)."""
+
+  def __init__(self, what: str, total: int, done: int = 0, unit: str = "graphs",
+               announce: bool = True):
+    self.what, self.total, self.done, self.unit = what, total, done, unit
+    self.resumed, self.started = done, time.perf_counter()
+    self.last = self.started
+    if announce:
+      logging.info("%s: %d %s%s", what, total, unit,
+                   f", {done} saved by an earlier run" if done else "")
+    self._note()
+
+  def _note(self) -> None:
+    errors.note_progress(f"{self.what}, {self.done} of {self.total} {self.unit} saved")
+
+  def advance(self, count: int) -> None:
+    self.done += count
+    self._note()
+    now = time.perf_counter()
+    if now - self.last >= PROGRESS_SECONDS and self.done < self.total:
+      self.last = now
+      finished = self.done - self.resumed
+      left = (f"~{(self.total - self.done) * (now - self.started) / finished:.0f} s left"
+              if finished else "the first ones include compiling")
+      logging.info("%s: %d/%d %s, %.0f s, %s", self.what, self.done, self.total, self.unit,
+                   now - self.started, left)
+
+  def finish(self) -> None:
+    seconds = time.perf_counter() - self.started
+    if seconds >= PROGRESS_SECONDS:
+      logging.info("%s: done in %.1f s", self.what, seconds)
+
+
+def per_graph_stage(path: str, saved: str | None, what: str, indices: list[int],
+                    compute) -> dict[int, Any]:
+  """{graph index: result} of one training stage: what an earlier (killed) run saved in
+  `saved` (usually `path` itself), then `compute(missing, on_done)` for the rest, which calls
+  `on_done(indices, results)` as chunks finish; each is saved to `path` at once and reported
+  at most every `PROGRESS_SECONDS`, so an interrupt loses at most the chunks in flight."""
+  done = _read_stage(saved) if saved else {}
+  missing = [i for i in indices if i not in done]
+  if not missing:
+    return done
+  progress = Progress(what, len(indices), len(indices) - len(missing))
+
+  def on_done(chunk: list[int], values: list) -> None:
+    if chunk:
+      done.update(zip(chunk, values))
+      _write_stage(path, done)
+    progress.advance(len(chunk))
+
+  compute(missing, on_done)
+  progress.finish()
+  return done
+
+
+def _read_stage(path: str) -> dict[int, Any]:
+  """A per-graph stage file: {index: result} (.npz of arrays or .json of numbers); a JSON list
+  (a whole stage, as older versions wrote it) reads the same; an unreadable file is
+  recomputed."""
+  try:
+    if path.endswith(".npz"):
+      with np.load(path) as stored:
+        return {int(key[1:]): stored[key] for key in stored.files}
+    with open(path) as f:
+      data = json.load(f)
+  except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+    logging.warning("recomputing %s: unreadable (%s)", path, error)
+    return {}
+  if isinstance(data, list):
+    return dict(enumerate(data))
+  return {int(key): value for key, value in data.items()}
+
+
+def _write_stage(path: str, results: dict[int, Any]) -> None:
+  if path.endswith(".npz"):
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"g{i}": value for i, value in sorted(results.items())})
+    atomic.write_bytes(path, buffer.getvalue())
+  else:
+    atomic.write_text(path, json.dumps({str(i): value for i, value in sorted(results.items())}))
 
 
 def _checkpoint_meta(workdir: str, config_id: str) -> dict | None:
@@ -449,6 +537,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   events = ScalarEvents(os.path.join(workdir, "tb"), int(state.step))
   train = trainer.splits["train"]
   started, done = time.perf_counter(), 0
+  last_line = started
+  errors.note_progress(f"training, step {int(state.step)} of {config.num_steps} saved")
   while int(state.step) < config.num_steps:
     step = int(state.step)
     rng = np.random.default_rng([config.seed, step])
@@ -487,8 +577,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     checkpoint.save(checkpoint.in_workdir(workdir), state,
                     {"step": step + 1, "config": config_id, "config_values": config.to_dict(),
                      "history": history})
-    if (step + 1) % config.log_every == 0 or "valid_improvement_pct" in row:
-      elapsed = time.perf_counter() - started
+    errors.note_progress(f"training, step {step + 1} of {config.num_steps} saved")
+    now = time.perf_counter()
+    if ((step + 1) % config.log_every == 0 or "valid_improvement_pct" in row
+        or now - last_line >= PROGRESS_SECONDS or step + 1 == config.num_steps):
+      last_line = now
+      elapsed = now - started
       logging.info("step %d/%d: %.2f steps/s, %.1f rollouts/s, reward %.4f, loss %.4f%s",
                    step + 1, config.num_steps, done / elapsed,
                    done * trainer.graphs_per_step / elapsed, row["reward"], row["loss"],
@@ -539,7 +633,7 @@ def _final_report(trainer: Trainer, state, history, workdir: str) -> dict[str, A
   graph, _ = trainer._batch(test[:trainer.config.batch_size])
   jax.block_until_ready(trainer.apply_policy(state.policy_params, graph))
   inference = (time.perf_counter() - start) / min(len(test), trainer.config.batch_size)
-  result = trainer.evaluate(state.policy_params, test)
+  result = trainer.evaluate(state.policy_params, test, "test")
   # Which graphs each split held (training never saw the test ones).
   names = {split: [trainer.problems[i].graph.name for i in indices]
            for split, indices in trainer.splits.items()}
