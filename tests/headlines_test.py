@@ -1,0 +1,33 @@
+"""The headline numbers: both READMEs quote, verbatim, the table computed from the committed
+reports (`python -m experiments.headlines --write` after regenerating a report)."""
+import copy
+
+import pytest
+
+from experiments import headlines
+
+
+@pytest.fixture(scope="module")
+def reports():
+  return headlines.load_reports()
+
+
+@pytest.mark.parametrize("readme", headlines.READMES, ids=["README", "experiments_README"])
+def test_readme_quotes_the_reports(readme, reports):
+  with open(readme) as f:
+    quoted = headlines.quoted(f.read())
+  assert quoted is not None, f"{readme} lost its headline markers"
+  assert quoted == headlines.headline_table(reports), (
+      f"{readme} disagrees with the committed reports: run python -m experiments.headlines "
+      f"--write")
+
+
+def test_the_table_reads_the_reports(reports):
+  """A report's figure moves the table (the comparison above cannot pass on stale text)."""
+  changed = copy.deepcopy(reports)
+  changed["search_targets"]["synthetic"][0]["ratio"] = 2.0  # The search lost on one graph.
+  table = headlines.headline_table(changed)
+  assert "better on 15 of 16" in table and table != headlines.headline_table(reports)
+  overall = changed["task_graph_table"]["summary"]["sinnen"]["overall"]
+  overall["brkga"]["mean_gap_pct"] = 3.0
+  assert "**3.00% / 88.2% / 0.71 s**" in headlines.headline_table(changed)
