@@ -211,6 +211,7 @@ def check_flags() -> None:
       ("doppler_samples", not doppler_arm,
        "it is read by the doppler seed arm (--method brkga --seed_arms ...,doppler)"),
       ("doppler_save", method != "doppler", "it saves the policy --method doppler trains"),
+      ("reward", method != "doppler", "it picks the reward of --method doppler"),
       ("stage3_steps", not measured, "stage III runs with --reward measured only"),
       ("execute_repeats", not execute, "it is read with --execute only"),
       ("execute_mode", not (execute or measured),
@@ -225,6 +226,10 @@ def check_flags() -> None:
   for name, does_nothing, why in ignored:
     if does_nothing and _given(name):
       raise errors.ConfigError(f"--{name} would do nothing here: {why}")
+  for name, path, kind in (("doppler_checkpoint", _DOPPLER_CHECKPOINT.value, "file"),
+                           ("policy", _POLICY.value, "directory")):
+    if path and not (os.path.isfile(path) if kind == "file" else os.path.isdir(path)):
+      raise errors.ConfigError(f"--{name} {path}: no such {kind}")
 
 
 def main(argv: Sequence[str]) -> None:

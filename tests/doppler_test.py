@@ -199,15 +199,17 @@ def test_doppler_seed_arm_in_regal_optimize(tmp_path):
                                                     devices_lib.homogeneous(2)), config)
   path = str(tmp_path / "policy")
   method.save_checkpoint(path, training.init_params(jax.random.key(0), agent), config, 2)
-  arm = seed_arms.DopplerArm(checkpoint=path, evals=37, samples=2)  # One batch of 32 and 5.
+  arm = seed_arms.DopplerArm(checkpoint=path, evals=31, samples=2)  # Less than one batch.
   report = optimize_lib.run(graph, problem.devices, evals=400,
                             arms=("single_device", "doppler"), doppler=arm)
   details = report.data["details"]
   assert set(details["seed_arms"]) == {"single_device", "doppler"}
-  # The budget is checked before the arm trains, from what it will spend: exactly this.
-  assert details["arm_evaluations"] == seed_arms.planned_evaluations(("doppler",), arm) == 34
-  with pytest.raises(errors.ConfigError, match="after the seed arms spend 34"):
-    optimize_lib.run(graph, problem.devices, evals=50, arms=("doppler",), doppler=arm)
+  # The budget is checked before the arm trains, from what it will spend: exactly this (the
+  # critical-path teacher and the greedy assignment; no whole batch of 32 episodes).
+  assert details["arm_evaluations"] == seed_arms.planned_evaluations(("doppler",), arm) == 2
+  assert seed_arms.planned_evaluations(("doppler",), seed_arms.DopplerArm(evals=70)) == 66
+  with pytest.raises(errors.ConfigError, match="after the seed arms spend 1026"):
+    optimize_lib.run(graph, problem.devices, evals=1040, arms=("doppler",))
   assert details["winner_origin"] in (None, "single_device", "doppler")
   assert report.data["objective"] <= min(details["seed_arms"].values()) + 1e-9
   with pytest.raises(errors.ConfigError, match="unknown seed arm"):
