@@ -3,7 +3,9 @@ traceback and no file written or clobbered. The command lines of one CLI run in 
 (`tests/cli_cases.py`), so the table stays fast."""
 import hashlib
 import json
+import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -75,6 +77,8 @@ def _inputs(folder, shared_graphs) -> dict[str, str]:
   data["ops"][1]["extra_memory"] = 3e38
   (folder / "sizes_past_float32_memory.json").write_text(json.dumps(data))
   (folder / "existing_dir").mkdir()
+  (folder / "link_target.json").write_text("to be replaced by a result")
+  (folder / "link.json").symlink_to("link_target.json")
   return files
 
 
@@ -265,7 +269,17 @@ BUILD_CASES = [
     ("build_out_is_a_file", ["--out", "a_file", "--num_train", "1", "--num_valid", "1",
                              "--num_test", "1"], 2, "--out a_file: is a file; it names a folder"),
 ]
+# Outputs that must be written, as open() would write them, without replacing what is there.
+LONG_NAME = "n" * 240 + ".json"  # Legal (245 bytes); its temp file's name was not.
+ACCEPTED_CASES = [
+    ("out_is_dev_null", ["--graph", "good.json", "--method", "heft", "--out", os.devnull]),
+    ("out_is_a_symlink", ["--graph", "good.json", "--method", "heft", "--out", "link.json"]),
+    ("out_name_of_245_bytes", ["--graph", "good.json", "--method", "heft", "--out", LONG_NAME]),
+]
+ACCEPTED_WRITES = {"link_target.json", "link.json"}  # The symlink's target, read through it too.
 CONVERT_CASES = [
+    ("convert_out_under_proc", ["--graph", "good.json", "--out", "/proc/regal_graph.json"], 2,
+     "--out /proc/regal_graph.json: cannot write there"),
     ("convert_onto_its_input", ["--graph", "good.json", "--out", "good.json"], 2,
      "--out good.json: is the input good.json, which it would overwrite"),
     ("convert_onto_a_doppler_input", ["--graph", "big_int.txt", "--out", "big_int.txt"], 2,
@@ -316,7 +330,8 @@ def outcomes(tmp_path_factory, shared_graphs):
   (folder / "whole.msgpack").unlink()
   before = _digests(folder)
   results = {}
-  for module, cases in (("regal.optimize", OPTIMIZE_CASES), ("regal.train", TRAIN_CASES),
+  for module, cases in (("regal.optimize", OPTIMIZE_CASES + ACCEPTED_CASES),
+                        ("regal.train", TRAIN_CASES),
                         ("experiments.sweep", SWEEP_CASES), ("datasets.build", BUILD_CASES),
                         ("datasets.convert", CONVERT_CASES),
                         ("regal.execute.calibrate", CALIBRATE_CASES)):
@@ -350,15 +365,28 @@ def test_bad_input_gets_one_line(outcomes, case_id, args, code, message):
   error_lines = [line for line in result["stderr"].splitlines() if line.startswith("error: ")]
   assert len(error_lines) == 1 and message in error_lines[0], result["stderr"]
   assert "Traceback" not in result["stderr"], result["stderr"]
-  # No input changed; what a refused case would have written is absent.
+  # No input changed (but what the accepted cases write); a refused case wrote nothing.
   changed = {name for name in before if after.get(name) != before[name]}
-  assert not changed, changed
+  assert changed <= ACCEPTED_WRITES, changed - ACCEPTED_WRITES
+
+
+@pytest.mark.parametrize("case_id", [case[0] for case in ACCEPTED_CASES])
+def test_accepted_outputs_are_written_where_open_would_write(outcomes, case_id):
+  results, _, _, folder = outcomes
+  assert results[case_id]["code"] == 0, results[case_id]
+  assert stat.S_ISCHR(os.stat(os.devnull).st_mode)  # Still the device, not a file.
+  assert (folder / "link.json").is_symlink()
+  written = {"out_is_a_symlink": "link_target.json", "out_name_of_245_bytes": LONG_NAME}
+  if case_id in written:
+    assert json.loads((folder / written[case_id]).read_text())["format"] == "regal.result"
 
 
 def test_only_the_infeasible_result_was_written(outcomes):
-  """Refused runs wrote nothing; the infeasible one wrote its result, which says so."""
+  """Refused runs wrote nothing; the infeasible one and the accepted cases wrote their
+  results (the symlink's through to its target)."""
   _, before, after, folder = outcomes
-  assert set(after) - set(before) == {"infeasible.json"}
+  assert set(after) - set(before) == {"infeasible.json", LONG_NAME}
+  assert {name for name in before if after.get(name) != before[name]} == ACCEPTED_WRITES
   data = json.loads((folder / "infeasible.json").read_text())
   assert data["feasible"] is False and max(data["memory_excess"]) > 0
   assert data["objective"] > data["makespan"]  # The penalty score, not a runtime.
