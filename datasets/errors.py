@@ -191,7 +191,7 @@ def help_text(module, groups=None) -> str:
   """A command's help: its docstring, then its flags by topic (`groups`: (title, flag
   names)), or all of the module's own flags under one heading."""
   from absl import flags
-  registered = flags.FLAGS._flags()  # pylint: disable=protected-access
+  registered = {name: flags.FLAGS[name] for name in flags.FLAGS}
   if groups is None:
     own = flags.FLAGS.get_key_flags_for_module(module)
     groups = (("flags", sorted(f.name for f in own)),)

@@ -276,6 +276,9 @@ ACCEPTED_CASES = [
     ("out_is_a_symlink", ["--graph", "good.json", "--method", "heft", "--out", "link.json"]),
     ("out_name_of_245_bytes", ["--graph", "good.json", "--method", "heft", "--out", LONG_NAME]),
 ]
+HELP_CASES = {"regal.optimize": ("optimize_help", ["--help"]),
+              "regal.execute.calibrate": ("calibrate_help", ["-h"]),
+              "datasets.build": ("build_help", ["--helpshort"])}
 ACCEPTED_WRITES = {"link_target.json", "link.json"}  # The symlink's target, read through it too.
 CONVERT_CASES = [
     ("convert_out_under_proc", ["--graph", "good.json", "--out", "/proc/regal_graph.json"], 2,
@@ -335,7 +338,8 @@ def outcomes(tmp_path_factory, shared_graphs):
                         ("experiments.sweep", SWEEP_CASES), ("datasets.build", BUILD_CASES),
                         ("datasets.convert", CONVERT_CASES),
                         ("regal.execute.calibrate", CALIBRATE_CASES)):
-    results.update(run_module(module, cases, folder))
+    help_case = [HELP_CASES[module]] if module in HELP_CASES else []
+    results.update(run_module(module, help_case + cases, folder))
   # One interpreter per case: these modules read their flags when they start.
   for module, case_id, args in [("datasets.sharded", *case[:2]) for case in SHARDED_CASES] + [
       ("regal.train", *case[:2]) for case in TRAIN_IMPORT_CASES]:
@@ -379,6 +383,21 @@ def test_accepted_outputs_are_written_where_open_would_write(outcomes, case_id):
   written = {"out_is_a_symlink": "link_target.json", "out_name_of_245_bytes": LONG_NAME}
   if case_id in written:
     assert json.loads((folder / written[case_id]).read_text())["format"] == "regal.result"
+
+
+def test_help_lists_the_flags_by_topic_and_exits_0(outcomes):
+  """absl's --help exited 1 and left out flags defined in other modules (--devices)."""
+  results = outcomes[0]
+  text = results["optimize_help"]["stdout"]
+  assert results["optimize_help"]["code"] == 0 and not results["optimize_help"]["stderr"]
+  headings = [line for line in text.splitlines() if line and not line.startswith(" ")
+              and line.endswith(":")]
+  assert headings[:3] == ["Graph:", "Devices:", "Model and objective:"]
+  for flag in ("--devices:", "--device_spec:", "--device_preset:", "--evals:", "--gantt:"):
+    assert flag in text, flag
+  assert text.index("--devices:") < text.index("--model:")  # By topic, not A-Z.
+  for case_id, flag in (("calibrate_help", "--plot:"), ("build_help", "--num_train:")):
+    assert results[case_id]["code"] == 0 and flag in results[case_id]["stdout"], case_id
 
 
 def test_only_the_infeasible_result_was_written(outcomes):
