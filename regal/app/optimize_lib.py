@@ -151,12 +151,13 @@ def _run_brkga(problem: performance.Problem, scores: performance.ReferenceScores
       alternatives["uniform_brkga"] = uniform.best_chromosome
       details = {"policy": policy_dir, "feature_evaluations": spent,
                  "uniform_brkga_objective": float(scores(uniform.best_chromosome)[0])}
-    if progress is not None:
-      progress(f"searching: BRKGA on {problem.graph.num_ops} ops, {evals} evaluations "
-               f"(population {params.population_size}, {len(seeds)} seeds); SIGINT (Ctrl-C) "
-               f"stops it and keeps the best found")
-    result = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds,
-                             settings=search_settings, time_limit=time_limit)
+    with errors.stoppable():  # From the line on: a signal prompted by it stops the search.
+      if progress is not None:
+        progress(f"searching: BRKGA on {problem.graph.num_ops} ops, {evals} evaluations "
+                 f"(population {params.population_size}, {len(seeds)} seeds); SIGINT (Ctrl-C) "
+                 f"stops it and keeps the best found")
+      result = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds,
+                               settings=search_settings, time_limit=time_limit)
   except ValueError as error:  # e.g. a budget below one population
     raise errors.ConfigError(str(error)) from None
   objective, schedule = scores(result.best_chromosome)

@@ -349,10 +349,10 @@ class Progress:
     self.what, self.total, self.done, self.unit = what, total, done, unit
     self.resumed, self.started = done, time.perf_counter()
     self.last = self.started
+    self._note()  # Before the line: an interrupt prompted by it must find the note.
     if announce:
       logging.info("%s: %d %s%s", what, total, unit,
                    f", {done} saved by an earlier run" if done else "")
-    self._note()
 
   def _note(self) -> None:
     errors.note_progress(f"{self.what}, {self.done} of {self.total} {self.unit} saved")
