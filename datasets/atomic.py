@@ -169,11 +169,7 @@ def check_output(path: str, flag: str, inputs: Sequence[str] = (),
     if not os.access(target, os.W_OK):
       raise errors.ConfigError(f"{where}: is not writable")
     return
-  ancestor = os.path.dirname(target)
-  while not os.path.exists(ancestor):
-    ancestor = os.path.dirname(ancestor)
-  if not os.path.isdir(ancestor):
-    raise errors.ConfigError(f"{where}: {ancestor} is a file, not a directory")
+  ancestor = _nearest_directory(os.path.dirname(target), where)
   if not os.access(ancestor, os.W_OK | os.X_OK):
     raise errors.ConfigError(f"{where}: {ancestor} is not writable")
   _probe(where, ancestor, os.path.basename(target) if ancestor == os.path.dirname(target)
@@ -200,12 +196,17 @@ def check_output_dir(path: str, flag: str) -> None:
     raise errors.ConfigError(f"{flag}: empty path")
   if os.path.exists(path) and not os.path.isdir(path):
     raise errors.ConfigError(f"{where}: is a file; it names a folder")
-  ancestor = os.path.abspath(path)
-  while not os.path.exists(ancestor):
-    ancestor = os.path.dirname(ancestor)
-  if not os.path.isdir(ancestor):
-    raise errors.ConfigError(f"{where}: {ancestor} is a file, not a directory")
-  _probe(where, ancestor, "probe")
+  _probe(where, _nearest_directory(os.path.abspath(path), where), "probe")
+
+
+def _nearest_directory(path: str, where: str) -> str:
+  """`path` or its nearest existing parent, which must be a directory (a write creates the
+  rest)."""
+  while not os.path.exists(path):
+    path = os.path.dirname(path)
+  if not os.path.isdir(path):
+    raise errors.ConfigError(f"{where}: {path} is a file, not a directory")
+  return path
 
 
 def _probe(where: str, directory: str, name: str) -> None:

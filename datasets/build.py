@@ -36,7 +36,7 @@ _NUM_TEST = flags.DEFINE_integer("num_test", 16, "Test graphs (paper: 1000).", l
 _AUGMENTATIONS = flags.DEFINE_integer("augmentations", 1, "Augmented copies per training graph.",
                                       lower_bound=0, upper_bound=100)
 _SEED = flags.DEFINE_integer("seed", 0, "Dataset seed (0 to 2^32 - 1).", lower_bound=0,
-                             upper_bound=2 ** 32 - 1)
+                             upper_bound=errors.MAX_SEED)
 
 
 def main(argv: Sequence[str]) -> None:

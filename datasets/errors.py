@@ -60,6 +60,9 @@ class ConfigError(RegalError, ValueError):
   """Settings contradict each other or a stored artifact."""
 
 
+MAX_SEED = 2 ** 32 - 1  # The largest seed every generator takes (JAX keys, numpy, CP-SAT).
+
+
 def brief(value) -> str:
   """A value as a one-line message shows it: a number of hundreds of digits cut short."""
   shown = repr(value) if isinstance(value, str) else str(value)
@@ -215,8 +218,7 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
   from absl import flags
   asked = [arg.split("=", 1)[0] for arg in argv[1:]]
   if any(arg in HELP_FLAGS for arg in asked):
-    module = sys.modules.get("__main__") if _help_module is None else _help_module
-    print(help_text(module, getattr(module, "FLAG_GROUPS", None)))
+    print(help_text(_help_module, getattr(_help_module, "FLAG_GROUPS", None)))
     sys.exit(0)
   if any(arg in FULL_HELP_FLAGS for arg in asked):
     print(flags.FLAGS.get_help())

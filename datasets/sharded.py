@@ -34,7 +34,7 @@ import itertools
 import math
 from typing import Sequence
 
-from datasets import errors
+from datasets import devices, errors
 from datasets.graph import Graph, GraphBuilder
 
 WORKLOADS = ("chain_mm", "ffnn", "llama_block", "llama_layer")
@@ -215,7 +215,6 @@ def _row_col_parts(num_devices: int) -> tuple[int, int]:
   return pm, pn
 
 
-MAX_DEVICES = 1024  # As datasets.devices: the most the performance models hold.
 MAX_DIMENSION = 2 ** 31 - 1  # Elements per side; every tensor's bytes stay within float32.
 
 
@@ -227,9 +226,10 @@ def generate(workload: str, num_devices: int = 4, grid_style: str = "3d", dtype_
   `ffnn_batch` / `ffnn_width` FFNN's rows of X and hidden width (scaled-down runs)."""
   if workload not in WORKLOADS:
     raise errors.ConfigError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
-  if not 1 <= num_devices <= MAX_DEVICES:
-    raise errors.DeviceSpecError(f"device count must be between 1 and {MAX_DEVICES} (the most "
-                                 f"the performance models hold), got {errors.brief(num_devices)}")
+  if not 1 <= num_devices <= devices.MAX_DEVICES:
+    raise errors.DeviceSpecError(f"device count must be between 1 and {devices.MAX_DEVICES} "
+                                 f"(the most the performance models hold), got "
+                                 f"{errors.brief(num_devices)}")
   dimensions = dict(dtype_bytes=dtype_bytes, seq_len=seq_len, hidden=hidden, heads=heads, mlp=mlp,
                     ffnn_batch=ffnn_batch, ffnn_width=ffnn_width, size=size or 1)
   too_large = [name for name, value in dimensions.items() if value > MAX_DIMENSION]

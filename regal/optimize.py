@@ -80,7 +80,7 @@ _DECODER = flags.DEFINE_enum("decoder", None, ["direct", "list"], "How BRKGA rea
                              "scheduler by earliest finish time; regal/scoring/list_decoder.py). "
                              "Default: the preset's.")
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed (0 to 2^32 - 1).", lower_bound=0,
-                             upper_bound=optimize_lib.MAX_SEED)
+                             upper_bound=errors.MAX_SEED)
 _COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph, map the answer "
                                "back and (brkga) refine it on the original graph: off, auto "
                                "(graphs above 500 ops: QuickP fusion, then heavy edges to 256 "

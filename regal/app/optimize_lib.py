@@ -96,7 +96,6 @@ METHOD_READS = {
 }
 NO_GAIN = 0.01  # Below this gain over one device, a result says why (`why_no_gain`).
 MAX_EVALS = 10 ** 9  # Evaluation counters are int32 inside the compiled search.
-MAX_SEED = 2 ** 32 - 1  # What every generator takes (JAX keys, numpy, CP-SAT).
 
 
 def time_units(model: str) -> tuple[float, str]:
@@ -279,8 +278,8 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
                              f"{graph.num_ops} ops: at most {graph.num_ops} devices can be used")
   if evals is not None and not 1 <= evals <= MAX_EVALS:
     raise errors.ConfigError(f"evals must be between 1 and {MAX_EVALS:,}, got {evals}")
-  if not 0 <= seed <= MAX_SEED:
-    raise errors.ConfigError(f"seed must be between 0 and {MAX_SEED}, got {seed}")
+  if not 0 <= seed <= errors.MAX_SEED:
+    raise errors.ConfigError(f"seed must be between 0 and {errors.MAX_SEED}, got {seed}")
   if measured is not None and (method != "doppler" or coarsen_spec != "off"):
     raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "
                              "--method doppler and without --coarsen")

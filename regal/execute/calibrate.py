@@ -22,6 +22,7 @@ errors.watch_signals()  # First: an interrupt while the libraries load ends in o
 from absl import flags  # noqa: E402
 
 from datasets import atomic  # noqa: E402
+from regal.scoring import parallel  # noqa: E402  (JAX is imported, not yet started)
 
 _WORKLOAD = flags.DEFINE_enum("workload", "chain_mm", ["chain_mm", "ffnn", "llama_block",
                                                        "llama_layer"], "Sharded workload.")
@@ -31,15 +32,16 @@ _SIZE = flags.DEFINE_integer("size", 1024, "Scale: chain_mm matrix side; ffnn ba
                              "are 4x it; Llama sequence is size / 4 and embedding size / 2 "
                              "(8 to 8192: the workload's data is held in memory).",
                              lower_bound=8, upper_bound=8192)
-_DEVICES = flags.DEFINE_integer("devices", 4, "Devices (host devices on a CPU; 1 to 64).",
-                                lower_bound=1, upper_bound=64)
+_DEVICES = flags.DEFINE_integer("devices", 4, "Devices (host devices on a CPU; 1 to "
+                                f"{parallel.MAX_HOST_DEVICES}).", lower_bound=1,
+                                upper_bound=parallel.MAX_HOST_DEVICES)
 _PLACEMENTS = flags.DEFINE_integer("placements", 50, "Random placements to predict.",
                                    lower_bound=2, upper_bound=100_000)
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs per placement (after one warm-up).",
                                 lower_bound=1, upper_bound=1000)
 _MODE = flags.DEFINE_enum("mode", "async", ["async", "strict"], "Executor discipline.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the placements and the data (0 to 2^32 - 1).",
-                             lower_bound=0, upper_bound=2 ** 32 - 1)
+                             lower_bound=0, upper_bound=errors.MAX_SEED)
 _SPEC_OUT = flags.DEFINE_string("spec_out", None, "Write the calibrated device description.")
 _REPORT = flags.DEFINE_string("report", None, "Write the report JSON here.")
 _PLOT = flags.DEFINE_string("plot", None, "Write predicted-vs-measured scatter (.png/.svg).")
@@ -90,7 +92,6 @@ def main(argv: Sequence[str]) -> None:
       if flags.FLAGS[name].present:
         raise errors.ConfigError(f"--{name} would do nothing here: --graph names the graph")
   check_outputs()
-  from regal.scoring import parallel
   parallel.use_host_devices(_DEVICES.value)  # Before JAX starts.
   from datasets import atomic
   from datasets import devices as devices_lib
