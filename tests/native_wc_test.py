@@ -127,12 +127,12 @@ def test_engine_choice():
   devices = devices_lib.homogeneous(2)
   expected = "native" if jax.default_backend() == "cpu" else "jax"
   assert performance.scoring_engine(performance.Problem(graph, devices)) == expected
-  assert performance.scoring_engine(performance.Problem(graph, devices, model="sync")) == "jax"
+  assert performance.scoring_engine(performance.Problem(graph, devices, model="sync")) == expected
   assert performance.scoring_engine(performance.Problem(graph, devices, engine="jax")) == "jax"
   with pytest.raises(errors.ConfigError, match="unknown engine 'gpu'"):
     performance.Problem(graph, devices, engine="gpu")
-  with pytest.raises(errors.ConfigError, match="wc and delay models in float32"):
-    performance.Problem(graph, devices, model="sync", engine="native")
+  with pytest.raises(errors.ConfigError, match="wc, sync and delay models in float32"):
+    performance.Problem(graph, devices, model="sync", engine="native", dtype=np.float64)
   with pytest.raises(errors.ConfigError, match="native engine only"):
     performance.Problem(graph, devices, model="doppler", engine="jax")
   assert performance.scoring_engine(performance.Problem(graph, devices, model="delay")) == expected

@@ -31,7 +31,8 @@ from datasets.graph import Graph
 from regal.scoring import parallel
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import (delay_model, doppler_sim, list_decoder, native_common, native_delay,
-                           native_doppler, native_wc, reference_models, sync_model, wc_model)
+                           native_doppler, native_sync, native_wc, reference_models, sync_model,
+                           wc_model)
 from regal.scoring.schedule import Schedule
 from regal.scoring.sim_graph import SimGraph, build_sim_graph
 
@@ -79,10 +80,10 @@ class Problem:
       raise errors.ConfigError(f"the {self.model} model has no memory: use objective runtime")
     if self.engine not in ENGINES:
       raise errors.ConfigError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
-    if self.engine == "native" and (self.model == "sync" or (
-        self.model != "doppler" and np.dtype(self.dtype) != np.float32)):
-      raise errors.ConfigError("the native engine scores the wc and delay models in float32 "
-                               "and the doppler model")
+    if self.engine == "native" and self.model != "doppler" and np.dtype(
+        self.dtype) != np.float32:
+      raise errors.ConfigError("the native engine scores the wc, sync and delay models in "
+                               "float32 and the doppler model")
     if self.engine == "jax" and self.model == "doppler":
       raise errors.ConfigError("the doppler model is scored by the native engine only")
     if np.dtype(self.dtype) == np.float32:
@@ -218,11 +219,11 @@ class ReferenceScores:
     self._scores[self._key(chromosome)] = (objective, schedule)
 
 
-def _placement_model_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
-                                ) -> Callable[..., jnp.ndarray]:
-  """Batched fitness of the delay and doppler models: decode (in JAX, or on the host for the
-  list decoder), then the compiled host loop (`host_scorer`: `native_delay`,
-  `native_doppler`) or the JAX delay model."""
+def _host_scored_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
+                            ) -> Callable[..., jnp.ndarray]:
+  """Batched fitness of the delay and doppler models, and of the sync model on the native
+  engine: decode (in JAX, or on the host for the list decoder), then the compiled host loop
+  (`host_scorer`: `native_delay`, `native_doppler`, `native_sync`) or the JAX delay model."""
   layout = problem.layout
   pinned = None if problem.pinned is None else jnp.asarray(problem.pinned, jnp.int32)
   native = scoring_engine(problem) == "native"
@@ -268,10 +269,11 @@ def host_scorer(problem: Problem) -> Callable[[np.ndarray, np.ndarray, np.ndarra
         graph, placement, priority)
   else:
     graph = native_wc.build_native_graph(problem.graph, problem.devices,
-                                         memory=needs_memory(problem))
+                                         memory=problem.objective != "runtime")
+    simulate = native_sync.simulate if problem.model == "sync" else native_wc.simulate
 
     def score(placement, priority, transfer):
-      makespan, peak = native_wc.simulate(graph, placement, priority, transfer)
+      makespan, peak = simulate(graph, placement, priority, transfer)
       return np.asarray(objective_value(problem, makespan, peak), np.float32)
   layout = problem.layout
   score(np.zeros((0, layout.num_ops), np.int32), np.zeros((0, layout.num_ops), np.float32),
@@ -403,7 +405,7 @@ def scoring_engine(problem: Problem) -> str:
     return "native"
   if problem.engine != "auto":
     return problem.engine
-  native = (problem.model in ("wc", "delay") and np.dtype(problem.dtype) == np.float32
+  native = (problem.model in ("wc", "sync", "delay") and np.dtype(problem.dtype) == np.float32
             and jax.default_backend() == "cpu")
   return "native" if native else "jax"
 
@@ -463,6 +465,8 @@ def simulate_chromosomes(problem: Problem, sim: SimGraph | native_wc.NativeGraph
   if problem.model in ("doppler", "delay"):
     raise errors.ConfigError(f"the {problem.model} model has no event simulation here; "
                              f"make_fitness_fn scores it")
+  if problem.model == "sync" and isinstance(sim, native_wc.NativeGraph):
+    raise errors.ConfigError("the native sync model scores through make_fitness_fn")
   if record_times and isinstance(sim, native_wc.NativeGraph):
     raise errors.ConfigError("the native engine records no times; score with engine='jax'")
   placement, op_priority, transfer_priority = padded_inputs(problem, sim, chromosomes, decoded)
@@ -494,8 +498,9 @@ def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
   the chromosomes read by the direct or the list-scheduling decoder (`DECODERS`)."""
   if decoder not in DECODERS:
     raise errors.ConfigError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
-  if problem.model in ("delay", "doppler"):
-    return _placement_model_fitness_fn(problem, decoder, bias)
+  if problem.model in ("delay", "doppler") or (problem.model == "sync"
+                                               and scoring_engine(problem) == "native"):
+    return _host_scored_fitness_fn(problem, decoder, bias)
   sim = scoring_graph(problem)
   native = isinstance(sim, native_wc.NativeGraph)
   shared = None if native else sim  # The native graph is host data, closed over.
