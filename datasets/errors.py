@@ -7,6 +7,7 @@ and exits non-zero instead of showing a traceback.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -149,6 +150,8 @@ def watch_signals() -> None:
     signal.signal(signum, lambda *_: None)  # The watcher acts; Python must not raise too.
   threading.Thread(target=_watch_signals, args=(read_fd,), daemon=True,
                    name="signal-watch").start()
+  # A main thread that finishes while the watcher is ending the process waits for it.
+  atexit.register(lambda: _exiting.locked() and _wait_for_the_signal_exit())
 
 
 def _exit_with(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -160,10 +163,21 @@ def exit_infeasible(message: str) -> None:
   _exit_with(message, EXIT_INFEASIBLE)
 
 
+_exiting = threading.Lock()  # Held by the one thread that ends the process on a signal.
+
+
+def _wait_for_the_signal_exit() -> None:
+  """Another thread is ending the process on a signal (its cleanups may take seconds): this
+  one, e.g. the main thread finishing its work meanwhile, must not exit first with 0."""
+  threading.Event().wait()
+
+
 def _exit_on_signal(message: str) -> None:
   """Exits at once: after an interrupt, threads of JAX, numba or Ray may be mid-call, and a
   normal interpreter teardown can crash under them. Outputs are atomic, so none is partial.
   The line says where the run was and how to go on, when the command recorded them."""
+  if not _exiting.acquire(blocking=False):
+    _wait_for_the_signal_exit()
   parts = [message] + [part for part in (_progress and f"during {_progress}", _resume_hint)
                        if part]
   print("error: " + "; ".join(parts), file=sys.stderr)

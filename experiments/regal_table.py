@@ -20,11 +20,13 @@ the readable reference model:
                 model (the strongest simple baseline)
   Our search    what `regal.optimize` runs by default (every cheap heuristic seeds BRKGA with
                 the default preset's decoder and local improvement) with E evaluations
-  BRKGA E       uniform mutants, Goncalves & Resende's settings (the reference)
+  BRKGA E       plain BRKGA (no heuristic seeds, no local moves), uniform mutants, Goncalves &
+                Resende's settings (the reference)
   Tuned BRKGA   the `tuned` BRKGA preset (`experiments.sweep --sweep brkga_tuning
                 --save_preset tuned`); left out with a note when there is none
-  IDRS          E - 400 chromosomes drawn from the policy's per-gene Betas (no evolution)
-  REGAL         BRKGA with the policy's mutant Betas (400 feature evaluations + the rest)
+  IDRS          E chromosomes drawn from the policy's per-gene Betas (no evolution)
+  REGAL         plain BRKGA with the policy's mutant Betas (its features, from the graph and
+                its heuristic seeds, cost no evaluations)
 
 Columns: mean % improvement over BRKGA E and mean % gap from the best known solution: the best
 any method found, CP-SAT's included, and hill climb and our search run long (`--long_factor`
@@ -52,11 +54,9 @@ from datasets import errors  # noqa: E402
 from experiments import report  # noqa: E402
 from regal import baselines  # noqa: E402
 from regal.app import optimize_lib  # noqa: E402
-from regal.learning import features as features_lib  # noqa: E402
 from regal.learning import train_lib  # noqa: E402
-from regal.learning import reinforce  # noqa: E402
 from regal.learning.configs import default as default_config  # noqa: E402
-from regal.learning.rollout import Task  # noqa: E402
+from regal import search  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 from regal.search import brkga_presets  # noqa: E402
 
@@ -91,6 +91,7 @@ def quick_config(objective: str = "runtime") -> ml_collections.ConfigDict:
   config.objective = objective
   config.num_train, config.num_valid, config.num_test = 8, 4, 6
   config.num_steps, config.eval_every, config.log_every = 6, 6, 3
+  config.evals, config.reference_seeds, config.eval_seeds = 2000, 1, 1
   config.batch_size, config.samples_per_graph = 2, 2
   config.num_eval_graphs = 4
   config.num_actors = 0
@@ -114,15 +115,19 @@ def policy_and_trainer(policy_dir: str | None, quick: bool, out: str, objective:
 
 
 def brkga_runs(trainer, indices, evals: int, params=None, distributions=None):
-  """Objectives (re-scored by the reference model) of BRKGA runs on the trainer's padded
-  graphs: uniform or `params`' mutants, or per-graph (alpha, beta) `distributions`."""
-  tasks = [Task(i, None if distributions is None else distributions[k][0],
-                None if distributions is None else distributions[k][1],
-                train_lib.EVAL_SEED, evals, best=True, params=params)
-           for k, i in enumerate(indices)]
-  results = trainer.pool.map(tasks)
-  return [float(performance.score_reference(trainer.problems[i], chromosome)[0])
-          for i, (_, chromosome) in zip(indices, results)]
+  """Objectives (re-scored by the reference model) of plain BRKGA (no heuristic seeds, the
+  direct decoder, no local moves): uniform or `params`' mutants, or per-graph (alpha, beta)
+  `distributions`."""
+  values = []
+  for k, i in enumerate(indices):
+    problem = trainer.problems[i]
+    run_params = params or search.default_params(problem, evals)
+    if distributions is not None:
+      run_params = run_params.replace(mutant_alpha=distributions[k][0],
+                                      mutant_beta=distributions[k][1])
+    result = search.optimize(problem, evals, seed=train_lib.EVAL_SEED, params=run_params)
+    values.append(float(performance.score_reference(problem, result.best_chromosome)[0]))
+  return values
 
 
 def our_search(problem: performance.Problem, evals: int) -> float:
@@ -151,11 +156,10 @@ def run_table(trainer, policy_params, indices, time_limit: float, limits: Sequen
   timed("brkga", lambda: brkga_runs(trainer, indices, evals))
   if tuned is not None:
     timed("tuned_brkga", lambda: brkga_runs(trainer, indices, evals, params=tuned))
-  # REGAL's budget: the feature run counts against it (as in regal.optimize --policy).
-  timed("regal", lambda: brkga_runs(trainer, indices, reinforce.search_budget(evals),
-                                    distributions=distributions))
+  # The policy's features come from the graph and its heuristic seeds: no evaluations.
+  timed("regal", lambda: brkga_runs(trainer, indices, evals, distributions=distributions))
   timed("idrs", lambda: [baselines.sampling.idrs(
-      trainer.problems[i], alpha, beta, evals - features_lib.BRKGA_FEATURE_EVALS,
+      trainer.problems[i], alpha, beta, evals,
       seed=train_lib.EVAL_SEED).objective for i, (alpha, beta) in zip(indices, distributions)])
   for method in ("gp_dfs", "local_search", "hill_climb"):
     timed(method, lambda: [baselines.run_method(method, trainer.problems[i], evals,
@@ -190,11 +194,7 @@ def run_table(trainer, policy_params, indices, time_limit: float, limits: Sequen
   figure3 = []
   for limit in limits:
     uniform = np.asarray(brkga_runs(trainer, indices, limit))
-    regal = np.asarray(brkga_runs(trainer, indices, reinforce.search_budget(limit),
-                                  distributions=distributions)) if (
-        limit > features_lib.BRKGA_FEATURE_EVALS + 20) else None
-    if regal is None:
-      continue
+    regal = np.asarray(brkga_runs(trainer, indices, limit, distributions=distributions))
     figure3.append({"evals": limit, "regal_improvement_pct":
                     float(np.mean(100 * (uniform - regal) / uniform))})
     progress(f"figure 3, {limit} evaluations: REGAL {figure3[-1]['regal_improvement_pct']:+.2f}% "

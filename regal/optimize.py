@@ -85,8 +85,13 @@ _COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph, map t
                                "back and (brkga) refine it on the original graph: off, auto "
                                "(graphs above 500 ops: QuickP fusion, then heavy edges to 256 "
                                "groups, keeping the critical path short) or a group count.")
-_POLICY = flags.DEFINE_string("policy", None, "A regal.train workdir: run REGAL (the trained "
-                              "policy's mutant distributions) and report uniform BRKGA too.")
+_POLICY = flags.DEFINE_string("policy", None, "A regal.train workdir: its trained policy "
+                              "steers the search (per-gene mutant distributions), within the "
+                              "same budget.")
+_COMPARE_UNGUIDED = flags.DEFINE_bool(
+    "compare_unguided", False, "With --policy: also run the same search without the policy "
+    "and report it in the details, with its own evaluations (the answer stays the guided "
+    "search's).")
 _BRKGA_PRESET = flags.DEFINE_string(
     "brkga_preset", "default", "BRKGA's parameters: default (Goncalves & Resende) or a preset "
     "saved by the tuning sweep (regal/search/brkga_presets.json, e.g. tuned).")
@@ -127,7 +132,7 @@ FLAG_GROUPS = (
     ("Devices", ("devices", "device_preset", "device_spec")),
     ("Model and objective", ("model", "objective", "memory_limit", "engine")),
     ("Method and budget", ("method", "evals", "time_limit", "seed", "coarsen")),
-    ("BRKGA", ("brkga_preset", "decoder", "seed_arms", "policy")),
+    ("BRKGA", ("brkga_preset", "decoder", "seed_arms", "policy", "compare_unguided")),
     ("Doppler's policy (--method doppler or the doppler seed arm)",
      ("doppler_checkpoint", "doppler_evals", "doppler_samples", "doppler_save", "reward",
       "stage3_steps")),
@@ -204,6 +209,8 @@ def check_flags() -> None:
       ("engine", method not in reads["engine"],
        f"--method {method} scores no batches (only {', '.join(reads['engine'])} do)"),
       ("seed_arms", method != "brkga", "seed arms seed BRKGA (--method brkga)"),
+      ("compare_unguided", not _POLICY.value, "it compares a --policy's search with the "
+       "unguided one"),
       ("doppler_checkpoint", method != "doppler" and not doppler_arm,
        "it is read by --method doppler and by the doppler seed arm (--seed_arms ...,doppler)"),
       ("doppler_evals", not doppler_arm, "it is the doppler seed arm's budget (--method brkga "
@@ -268,7 +275,8 @@ def main(argv: Sequence[str]) -> None:
                             stage3_steps=_STAGE3_STEPS.value,
                             brkga_preset=_BRKGA_PRESET.value, engine=_ENGINE.value,
                             decoder=_DECODER.value,
-                            progress=lambda line: print(line, flush=True))
+                            progress=lambda line: print(line, flush=True),
+                            compare_unguided=_COMPARE_UNGUIDED.value)
   print(optimize_lib.summary(report))
   if _EXECUTE.value:
     from regal.execute import compare

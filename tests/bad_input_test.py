@@ -208,9 +208,9 @@ OPTIMIZE_CASES = [
      "a number has more digits than Python reads"),
     # Refused before the work they would have come after.
     ("doppler_arm_budget", ["--graph", "good.json", "--seed_arms", "doppler", "--evals",
-                            "200"], 2, "after the seed arms spend 1026"),
-    ("policy_budget", ["--graph", "good.json", "--policy", "truncated_policy", "--evals", "50"],
-     2, "after the policy's features 400"),
+                            "200"], 2, "after the guides spend 1026"),
+    ("compare_unguided_without_a_policy", ["--graph", "good.json", "--compare_unguided"], 2,
+     "--compare_unguided would do nothing here"),
     ("out_and_gantt_on_one_file", ["--graph", "good.json", "--out", "r.png", "--gantt",
                                    "r.png"], 2, "--out, --gantt must name different files"),
     ("out_under_proc", ["--graph", "good.json", "--out", "/proc/regal_result.json"], 2,
@@ -232,6 +232,12 @@ TRAIN_CASES = [
                          "--config.batch_size=0"], 2, "config.batch_size must be positive"),
     ("negative_steps", [f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
                         "--config.num_steps=-1"], 2, "config.num_steps must be non-negative"),
+    ("unscorable_model_and_objective", [
+        f"--config={REPO_ROOT}/regal/learning/configs/default.py:test", "--config.model=delay",
+        "--config.objective=memory"], 2, "the delay model has no memory"),
+    ("more_eval_seeds_than_reference_seeds", [
+        f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
+        "--config.eval_seeds=3"], 2, "config.eval_seeds (3) must not exceed"),
     ("truncated_checkpoint_resumed", [
                                       f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
                                       "--workdir", "truncated_policy"], 2, "checkpoint"),

@@ -10,7 +10,6 @@ from datasets import errors, synthetic
 from regal.app import optimize_lib
 from regal.learning import train_lib
 from regal.learning.configs import default as default_config
-from regal.learning.rollout import RolloutWorker, Task
 from regal.scoring import performance
 from regal.search import brkga_presets
 
@@ -67,17 +66,22 @@ def test_optimize_uses_the_preset_and_refuses_it_for_other_methods(presets_file)
     optimize_lib.run(graph, devices, model="sync", method="gp_dfs", brkga_preset="tuned")
 
 
-def test_tasks_without_distributions_take_the_presets_betas():
+def test_unguided_searches_take_the_presets_betas(presets_file):
+  """The one search reads a preset's mutant Betas when no guide gives its own: the same
+  search as a guide giving those Betas gene by gene."""
+  from regal.search import guides
   graph = synthetic.generate(np.random.default_rng(1), synthetic.SyntheticSpec(
       min_nodes=10, max_nodes=10))
   problem = performance.Problem(graph, devices_lib.homogeneous(2), model="sync")
-  worker = RolloutWorker([problem], 200)
-  params = brkga_presets.to_params(SETTING)
+  brkga_presets.save("tuned", SETTING, {})
   size = problem.layout.size
-  implicit, explicit = worker.run([
-      Task(0, None, None, 3, params=params),
-      Task(0, np.full(size, 2.0), np.full(size, 0.5), 3, params=params)])
-  assert implicit == explicit
+  implicit = guides.run_guided(problem, 600, 3, guides.Guidance(), "tuned")
+  explicit = guides.run_guided(problem, 600, 3, guides.Guidance(
+      mutant_alpha=np.full(size, SETTING["mutant_alpha"]),
+      mutant_beta=np.full(size, SETTING["mutant_beta"])), "tuned")
+  uniform = guides.run_guided(problem, 600, 3, guides.Guidance(), "default")
+  np.testing.assert_array_equal(implicit.history, explicit.history)
+  assert not np.array_equal(implicit.history, uniform.history)
 
 
 def test_the_default_preset_keeps_old_training_fingerprints(presets_file):

@@ -208,7 +208,7 @@ def test_doppler_seed_arm_in_regal_optimize(tmp_path):
   # critical-path teacher and the greedy assignment; no whole batch of 32 episodes).
   assert details["arm_evaluations"] == seed_arms.planned_evaluations(("doppler",), arm) == 2
   assert seed_arms.planned_evaluations(("doppler",), seed_arms.DopplerArm(evals=70)) == 66
-  with pytest.raises(errors.ConfigError, match="after the seed arms spend 1026"):
+  with pytest.raises(errors.ConfigError, match="after the guides spend 1026"):
     optimize_lib.run(graph, problem.devices, evals=1040, arms=("doppler",))
   assert details["winner_origin"] in (None, "single_device", "doppler")
   assert report.data["objective"] <= min(details["seed_arms"].values()) + 1e-9

@@ -136,3 +136,26 @@ def test_search_targets_quick(tmp_path):
     # The user's answer is never worse than a seed, and the table says what the search found.
     assert row["objective"] <= row["best_seed"] and row["search"] >= row["objective"]
   assert "hill climb 20K" in markdown and "local search" in markdown
+
+
+def test_learning_table_quick(tmp_path):
+  """On a tiny trained workdir (the :test preset): both arms per graph and seed, the
+  statistics, the plot."""
+  workdir = str(tmp_path / "policy")
+  completed = subprocess.run(
+      [sys.executable, "-m", "regal.train", f"--config={REPO_ROOT}/regal/learning/configs/"
+       "default.py:test", "--workdir", workdir], cwd=REPO_ROOT, capture_output=True, text=True,
+      timeout=1200)
+  assert completed.returncode == 0, completed.stderr[-3000:]
+  out = str(tmp_path / "table")
+  run_quick("experiments.learning_table", out, "--policy", workdir, "--evals", "500")
+  markdown, data = read_report(out, "learning_table")
+  result = data["results"]["500"]
+  rows, summary = result["rows"], result["summary"]
+  assert len(rows) == 2 and all(len(r["guided"]) == len(r["unguided"]) == 3 for r in rows)
+  assert summary["pairs"] == 6 and summary["win_rate"] + summary["loss_rate"] <= 1
+  low, high = summary["ci95_pct"]
+  assert low <= summary["mean_improvement_pct"] <= high
+  assert all(best <= min(r["unguided"] + r["guided"]) for best, r in
+             zip(result["best_known"], rows))
+  assert os.path.getsize(os.path.join(out, "learning_table_500.png")) > 1000

@@ -81,11 +81,12 @@ def _training_result(tmp: str, report: dict | None = None) -> dict:
 
 def state_fingerprint(state_dict) -> dict[str, list]:
   """Every leaf's dtype, shape, sum of magnitudes and sum of squares, by path. Compared to a
-  relative 1e-4, not bit for bit: XLA's CPU kernels round differently on different vector
-  units (AVX2, AVX-512), so the trained weights' last bits depend on the machine, while the
-  history and test results (searches over those weights) do not. The largest spread seen is
-  1.03e-5 (an Adam moment's sum of squares on an AMD EPYC with AVX2); a real change to
-  training moves these sums by percents."""
+  relative 1e-3 (Adam's moments 1e-2), not bit for bit: XLA's CPU kernels round differently
+  on different vector units (AVX2, AVX-512) and threads, so the trained weights' last bits
+  vary, while the history and test results (searches over those weights) do not. The largest
+  spread seen is 1.9e-3, in an Adam moment's sum of squares of a layer behind the policy's
+  zero-initialized last layer (its gradients start as products of tiny numbers); a real
+  change to training moves these sums by percents or more."""
   import jax
   fingerprint = {}
   for path, leaf in jax.tree_util.tree_leaves_with_path(state_dict):
@@ -130,7 +131,10 @@ def test_training_gives_the_golden_history_and_checkpoint(golden, golden_trainin
   assert state.keys() == expected_state.keys()
   for path, (dtype, shape, total, squares) in expected_state.items():
     assert state[path][:2] == [dtype, shape], path
-    assert state[path][2:] == pytest.approx([total, squares], rel=1e-4, abs=1e-12), path
+    # Adam's moments of the layers behind the zero-initialized last layer hold products of
+    # tiny gradients: their last bits spread most.
+    tolerance = 1e-2 if path.startswith("['opt_state']") else 1e-3
+    assert state[path][2:] == pytest.approx([total, squares], rel=tolerance, abs=1e-12), path
 
 
 if __name__ == "__main__":

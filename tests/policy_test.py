@@ -43,12 +43,17 @@ def test_features_by_hand():
   assert memory_only.nodes.shape == (3, 4 + 3)
 
 
-def test_brkga_features_are_shares_and_positions():
+def test_seed_features_are_shares_and_positions():
+  from regal.learning import policy_runner
   problem = performance.Problem(sized_graph(10, seed=1), devices_lib.homogeneous(2))
-  part = features.run_brkga_features(problem, evals=400)
+  seeds = policy_runner.feature_seeds(problem)
+  part = features.seed_features(problem, seeds)
   assert part.shape == (problem.graph.num_ops, 3)
   np.testing.assert_allclose(part[:, :2].sum(axis=1), 1.0, rtol=1e-6)
   assert (part[:, 2] >= 0).all() and (part[:, 2] <= 1).all()
+  # The single-device seed alone: every op on device 0.
+  single = {"single_device": seeds["single_device"]}
+  np.testing.assert_array_equal(features.seed_features(problem, single)[:, 0], 1.0)
 
 
 def test_brkga_features_by_hand():
@@ -111,7 +116,10 @@ def test_log_probabilities_are_normalized():
   params = policy.Policy(config, 1).init(jax.random.key(0), graph)
   logits = policy.Policy(config, 1).apply(params, graph)
   total = 0.0
-  for bins in itertools.product(range(2), repeat=4):  # Node 0's four choices.
+  # Node 0's four choices; a neutral mean (bin 0) chooses no variance.
+  for bins in itertools.product(range(3), range(2), range(3), range(2)):
+    if (bins[0] == policy.NEUTRAL and bins[1]) or (bins[2] == policy.NEUTRAL and bins[3]):
+      continue
     actions = policy.greedy(logits)
     actions = policy.Actions(actions.placement_mean.at[0, 0].set(bins[0]),
                              actions.placement_var.at[0, 0].set(bins[1]),
@@ -140,7 +148,7 @@ def test_gradients_are_finite_and_distributions_fit_the_layout():
 
 
 def test_one_update_moves_toward_the_better_arm():
-  """A one-node bandit: placement mean bin 1 earns -1, bin 0 earns -2; one step on both arms
+  """A one-node bandit: placement mean bin 1 earns +0.5, bin 0 (neutral) -0.5; one step on both arms
   (the exact expected gradient at the start) must raise the better arm's probability."""
   graph = policy.batch_graphs([features.graph_features(performance.Problem(
       Graph(op_names=["x"], op_types=[""], compute_cost=[1.0], extra_memory=[0.0],
@@ -158,7 +166,7 @@ def test_one_update_moves_toward_the_better_arm():
   actions = policy.Actions(jnp.array([0, 1] + [0] * (graph.nodes.shape[0] - 2))[:, None],
                            zeros[:, None], zeros, zeros)
   before = better_arm_probability(state)
-  state, _ = reinforce.update(state, graph, actions, jnp.array([-2.0, -1.0, 0.0]),
+  state, _ = reinforce.update(state, graph, actions, jnp.array([-0.5, 0.5, 0.0]),
                               jnp.array([True, True, False]), 1, config, train)
   assert better_arm_probability(state) > before
 
@@ -195,7 +203,7 @@ def test_reinforce_learns_a_per_gene_reward():
   problems = [performance.Problem(sized_graph(20, seed=s), devices_lib.homogeneous(2))
               for s in range(4)]
   graph = policy.batch_graphs([features.graph_features(p) for p in problems], 128, 512)
-  config = policy.PolicyConfig(hidden=16, rounds=1)
+  config = policy.PolicyConfig(hidden=16, rounds=1, initial_steer=0.5)
   train = reinforce.TrainConfig(learning_rate=3e-3)
   state = reinforce.init_state(jax.random.key(0), graph, 2, config, train)
   apply = jax.jit(policy.Policy(config, 2).apply)
@@ -204,7 +212,7 @@ def test_reinforce_learns_a_per_gene_reward():
   mask = jnp.array([True] * 4 + [False])
 
   def high_share(actions):
-    high = np.asarray(actions.placement_mean[:, 0] == 1, float)
+    high = np.asarray(actions.placement_mean[:, 0] == config.placement_bins, float)
     return np.array([high[graph_of == k].mean() for k in range(4)])
 
   first = None
@@ -213,6 +221,102 @@ def test_reinforce_learns_a_per_gene_reward():
                             apply(state.policy_params, graph))
     share = high_share(actions)
     first = share.mean() if first is None else first
-    state, _ = update(state, graph, actions, jnp.asarray(np.append(share - 1, 0), jnp.float32),
-                      mask, 2, config, train)
+    rewards = jnp.asarray(np.append(share - 1, 0), jnp.float32)
+    state, _ = update(state, graph, actions, rewards, mask, 2, config, train,
+                      jnp.full(5, share.mean() - 1, jnp.float32))  # The batch mean: b.
   assert first < 0.7 and share.mean() > 0.9
+
+
+def test_an_untrained_policy_leaves_every_gene_uniform():
+  """Zero last layer, neutral prior: the most likely action of every gene is neutral, so the
+  mutant distributions are exactly uniform (alpha = beta = 1); sampled, about
+  `initial_steer` of the genes are steered."""
+  problems, graph = _tiny_batch()
+  config = policy.PolicyConfig(hidden=16, rounds=2, initial_steer=0.2)
+  state = reinforce.init_state(jax.random.key(0), graph, 2, config, reinforce.TrainConfig())
+  logits = policy.Policy(config, 2).apply(state.policy_params, graph)
+  alpha, beta = policy.mutant_distributions(policy.greedy(logits), problems[0].layout, config)
+  assert (np.asarray(alpha) == 1).all() and (np.asarray(beta) == 1).all()
+  sampled = policy.sample(jax.random.key(2), logits)
+  steered = np.mean(np.asarray(sampled.placement_mean) != policy.NEUTRAL)
+  assert 0.1 < steered < 0.3
+  probability = jax.nn.softmax(logits.priority_mean, axis=-1)[:, policy.NEUTRAL]
+  np.testing.assert_allclose(probability, 0.8, rtol=1e-5)
+
+
+def test_guided_genes_get_their_bins_beta():
+  actions = policy.Actions(jnp.array([[0, 1]]), jnp.array([[1, 0]]), jnp.array([3]),
+                           jnp.array([2]))
+  layout = performance.Problem(sized_graph(1), devices_lib.homogeneous(2)).layout
+  config = policy.PolicyConfig(placement_bins=2, priority_bins=4)
+  one = policy.Actions(*(a[:1] for a in actions))
+  alpha, beta = policy.mutant_distributions(one, layout.__class__(1, 0, 2), config)
+  expected = policy.dequantize(0, 0, 2)
+  np.testing.assert_allclose(np.asarray(alpha)[:2], [1.0, expected[0]])
+  np.testing.assert_allclose(np.asarray(beta)[:2], [1.0, expected[1]])
+  np.testing.assert_allclose([float(alpha[2]), float(beta[2])], policy.dequantize(2, 2, 4))
+
+
+def test_imitation_targets_steer_only_what_good_solutions_agree_on():
+  """Two answers of a 3-op graph on 2 devices: ops 0 and 2 share their device, op 1 does not;
+  priorities 0.9 / 0.95 share a bin of 4 (3), 0.1 / 0.6 lie two bins apart, 0.3 / 0.45 share bin 1."""
+  from regal.scoring import chromosome as chromosome_lib
+  layout = chromosome_lib.Layout(3, 0, 2)
+  first = chromosome_lib.encode(np.array([1, 0, 0]), np.array([0, 1, 2]), layout)
+  second = chromosome_lib.encode(np.array([1, 1, 0]), np.array([0, 1, 2]), layout)
+  first[layout.priority_slice] = [0.9, 0.1, 0.3]
+  second[layout.priority_slice] = [0.95, 0.6, 0.45]
+  config = policy.PolicyConfig(placement_bins=2, priority_bins=4)
+  targets = policy.imitation_targets([first, second], layout, config)
+  high, low = config.placement_bins, 1
+  assert np.asarray(targets.placement_mean).tolist() == [[low, high], [0, 0], [high, low]]
+  assert np.asarray(targets.priority_mean).tolist() == [1 + 3, 0, 1 + 1]
+  alpha, beta = policy.mutant_distributions(policy.Actions(*(jnp.asarray(t) for t in targets)),
+                                            layout, config)
+  mean = np.asarray(alpha) / (np.asarray(alpha) + np.asarray(beta))
+  assert mean[1] > 0.5 > mean[0] and mean[4] > 0.5 > mean[5]  # Ops 0 and 2 pulled home.
+  assert alpha[2] == beta[2] == alpha[3] == 1  # Op 1: uniform.
+
+
+def test_imitation_moves_the_most_likely_actions_to_the_targets():
+  problems, graph = _tiny_batch(num_graphs=1, ops=6)
+  config = policy.PolicyConfig(hidden=16, rounds=1, placement_bins=2, priority_bins=4)
+  state = reinforce.init_state(jax.random.key(0), graph, 2, config, reinforce.TrainConfig())
+  nodes = graph.nodes.shape[0]
+  real = problems[0].graph.num_ops
+  rng = np.random.default_rng(0)
+  targets = policy.Actions(jnp.asarray(rng.integers(0, 3, (nodes, 2)), jnp.int32),
+                           jnp.zeros((nodes, 2), jnp.int32),
+                           jnp.asarray(rng.integers(0, 5, nodes), jnp.int32),
+                           jnp.zeros(nodes, jnp.int32))
+  mask = jnp.arange(nodes) < real
+  params = state.policy_params
+  opt_state = reinforce.imitation_optimizer(1e-2).init(params)
+  step = jax.jit(reinforce.imitation_step, static_argnums=(5, 6, 7))
+  for _ in range(150):
+    params, opt_state, loss = step(params, opt_state, graph, targets, mask, 2, config, 1e-2)
+  greedy = policy.greedy(policy.Policy(config, 2).apply(params, graph))
+  np.testing.assert_array_equal(np.asarray(greedy.placement_mean)[:real],
+                                np.asarray(targets.placement_mean)[:real])
+  np.testing.assert_array_equal(np.asarray(greedy.priority_mean)[:real],
+                                np.asarray(targets.priority_mean)[:real])
+
+
+def test_learning_table_statistics_by_hand():
+  from experiments import learning_table
+  rng = np.random.default_rng(0)
+  constant = np.full((4, 3), 2.5)
+  assert learning_table.bootstrap_interval(constant, rng) == (2.5, 2.5)
+  spread = np.array([[1.0, 3.0], [5.0, 7.0]])
+  low, high = learning_table.bootstrap_interval(spread, rng)
+  assert 1.0 <= low < 4.0 < high <= 7.0
+  rows = [{"unguided": [10.0, 10.0], "guided": [9.0, 11.0], "guided_evals_to_match": [5, 9],
+           "guided_seconds": [1.0, 1.0], "unguided_seconds": [0.5, 0.5]},
+          {"unguided": [20.0, 20.0], "guided": [19.0, 19.0], "guided_evals_to_match": [3, 3],
+           "guided_seconds": [1.0, 1.0], "unguided_seconds": [0.5, 0.5]}]
+  summary = learning_table.summarize(rows, np.array([8.0, 18.0]))
+  assert summary["mean_improvement_pct"] == pytest.approx((0.0 + 5.0) / 2)
+  assert summary["win_rate"] == 0.75 and summary["loss_rate"] == 0.25
+  # Gaps to the best known: 2 + 2 + 2 + 2 = 8; closed: 1 - 1 + 1 + 1 = 2.
+  assert summary["headroom_captured"] == pytest.approx(2 / 8)
+  assert summary["median_guided_evals_to_match"] == 4.0

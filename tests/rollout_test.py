@@ -1,67 +1,73 @@
-"""regal.learning.rollout: bucket-padded chromosomes score exactly like the graph's own, and one
-compiled search serves every graph of a bucket."""
-import jax.numpy as jnp
+"""regal.learning.rollout: a rollout is the one search (`regal.search.guides.run_guided`, what
+regal.optimize runs), its reward comes from the problem's own model, and the policy's Betas
+shape the drawn genes."""
 import numpy as np
 import pytest
 
 from datasets import devices as devices_lib
 from datasets.synthetic import sized_graph
 from regal.learning import rollout
-from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
+from regal.search import guides
 
 
 @pytest.fixture(scope="module")
 def worker():
   graph = sized_graph(10, seed=0)
-  same_shape = graph.replace(compute_cost=graph.compute_cost * 1.5 + 1)
   problems = [performance.Problem(g, devices_lib.homogeneous(2), model=model)
-              for g, model in [(graph, "sync"), (same_shape, "sync"),
-                               (sized_graph(12, seed=2), "wc")]]
-  return rollout.RolloutWorker(problems, evals=200)
+              for g, model in [(graph, "sync"), (sized_graph(12, seed=2), "wc"),
+                               (sized_graph(11, seed=4), "doppler")]]
+  # With latency the delay model's answer scores differently under WC.
+  problems.append(performance.Problem(sized_graph(30, seed=7),
+                                      devices_lib.homogeneous(2, latency=5.0), model="delay"))
+  return rollout.RolloutWorker(problems, evals=300)
 
 
-def test_padded_chromosomes_score_like_the_originals(worker):
-  rng = np.random.default_rng(0)
-  for index, problem in enumerate(worker.problems):
-    own = rng.random((16, problem.layout.size)).astype(np.float32)
-    padded = np.stack([chromosome_lib.to_bucket(problem.layout, worker.layouts[index], c, fill=0.0)
-                       for c in own])
-    expected = np.asarray(performance.make_fitness_fn(problem)(jnp.asarray(own)))
-    got = np.asarray(rollout._simulate(problem, worker.sims[index], jnp.asarray(padded),
-                                       worker.layouts[index]))
-    np.testing.assert_array_equal(got, expected)
+def test_a_rollout_is_the_search_regal_optimize_runs(worker):
+  """The same search, seeds and parameters; the worker pads every graph to one shape."""
+  assert worker.shape.bucket.num_ops > min(p.graph.num_ops for p in worker.problems)
+  for index, problem in enumerate(worker.problems[:2]):
+    [(value, best)] = worker.run([rollout.Task(index, None, None, seed=3, best=True)])
+    direct = guides.run_guided(problem, 300, 3, guides.guidance(problem, 0,
+                                                                [guides.SeedArms()]),
+                               shape=worker.shape)
+    assert value == direct.objective
+    np.testing.assert_array_equal(best, direct.best_chromosome)
 
 
-def test_rollouts_are_deterministic_and_share_compilations(worker):
-  tasks = [rollout.Task(i, None, None, seed=3) for i in range(3)]
-  first = worker.run(tasks)
-  assert first == worker.run(tasks)
-  assert all(np.isfinite(first))
-  # The two sync graphs of one shape share a compiled search.
-  assert len(worker._searches) == 2 and first[0] != first[1]
+def test_rewards_come_from_the_problems_own_model(worker):
+  """A delay or doppler training problem is scored by that model (the old rollouts scored
+  every model but sync with the WC model): the rollout's objective is the reference score of
+  its best chromosome."""
+  differs = []
+  for index in (2, 3):
+    problem = worker.problems[index]
+    [(value, best)] = worker.run([rollout.Task(index, None, None, seed=1, best=True)])
+    reference, _ = performance.score_reference(problem, best)
+    assert value == pytest.approx(reference, rel=1e-5)
+    wc = performance.score_reference(
+        performance.Problem(problem.graph, problem.devices, model="wc"), best)[0]
+    differs.append(wc != pytest.approx(reference, rel=1e-5))
+  assert any(differs)  # Scored with the WC model, the first assertion would fail.
 
 
 def test_rollouts_draw_from_the_policy_distributions(worker):
-  """REGAL's Betas shape every drawn gene (initial population and mutants): concentrated near
-  1 or near 0, the best chromosome's keys are all near 1 or 0; uniform keys are spread."""
+  """The Betas shape every drawn gene (initial population and mutants): concentrated near
+  1 or near 0, the best chromosome's drawn keys are near 1 or 0; uniform keys are spread.
+  (The seeds' genes, from heuristics, are excluded: the best here descends from none.)"""
   size = worker.problems[0].layout.size
   high = rollout.Task(0, np.full(size, 1e3), np.full(size, 1e-3), seed=1, best=True)
   low = rollout.Task(0, np.full(size, 1e-3), np.full(size, 1e3), seed=1, best=True)
   uniform = rollout.Task(0, None, None, seed=1, best=True)
-  (_, near_one), (_, near_zero), (_, spread) = worker.run([high, low, uniform])
-  assert near_one.min() > 0.9 and near_zero.max() < 0.1
+  saved = worker._seeds.pop(0, None)
+  worker._seeds[0] = {}  # No seeds: every gene is drawn.
+  try:
+    (_, near_one), (_, near_zero), (_, spread) = worker.run([high, low, uniform])
+  finally:
+    worker._seeds.pop(0)
+    if saved is not None:
+      worker._seeds[0] = saved
+  layout = worker.problems[0].layout
+  drawn = layout.priority_slice
+  assert near_one[drawn].min() > 0.9 and near_zero[drawn].max() < 0.1
   assert spread.min() < 0.1 and spread.max() > 0.9
-
-
-def test_training_and_inference_feature_runs_draw_one_population_size(worker):
-  """The feature population is sized by the graph's own chromosome, not the padded bucket the
-  training workers run on, so a graph's features have one distribution wherever they run."""
-  import brkga
-  from regal.learning import features as features_lib
-  problem = worker.problems[0]
-  assert worker.layouts[0].size > problem.layout.size  # Padded: the old rule differed here.
-  wanted = features_lib.feature_params(problem).population_size
-  assert wanted != brkga.goncalves_resende(min(worker.layouts[0].size, 400)).population_size
-  placement, priority = worker.feature_population(0, 400, seed=0)
-  assert placement.shape == priority.shape == (wanted, problem.graph.num_ops)

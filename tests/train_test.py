@@ -143,8 +143,7 @@ def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_trainin
   assert len(held_apart) == 2 and not held_apart & set(report["split_graphs"]["train"])
   assert np.isfinite(report["test"]["improvement_pct"])
   for name in ("checkpoint.msgpack", "metrics.csv", "report.json",
-               "reward_curve.png", f"features-{train_lib.fingerprint(config)}.npz",
-               f"uniform-{train_lib.fingerprint(config)}.json"):
+               "reward_curve.png", f"unguided-{train_lib.cache_fingerprint(config)}.npz"):
     assert os.path.exists(os.path.join(workdir, name)), name
   # A longer run in the same workdir continues from step 2 instead of starting over. It is
   # killed after appending step 3's metrics row and before saving step 3's checkpoint (with a
@@ -194,9 +193,8 @@ def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_trainin
   # The trained policy runs on any graph through regal.optimize --policy.
   result = optimize_lib.run(sized_graph(50, seed=5), devices_lib.homogeneous(2),
                             model="sync", evals=700, policy_dir=workdir).data
-  assert result["evaluations"] <= 700 and result["details"]["feature_evaluations"] == 400
-  assert result["objective"] <= min(result["details"]["regal_objective"],
-                                    result["details"]["uniform_brkga_objective"]) + 1e-9
+  assert result["evaluations"] <= 700 and result["details"]["policy"] == workdir
+  assert "unguided" not in result["details"]  # No second search unless asked.
   with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
     optimize_lib.run(sized_graph(12, seed=5), devices_lib.homogeneous(3), model="sync",
                      evals=700, policy_dir=workdir)
@@ -209,9 +207,9 @@ def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_trainin
   tuned = str(tmp_path / "measured")
   report = train_lib.train_and_evaluate(tuned_config, tuned)
   assert report["reward"] == "measured" and report["steps"] == 1
-  assert not any(n.startswith(("features-", "uniform-" + train_lib.cache_fingerprint(
-      tuned_config))) for n in os.listdir(tuned))
-  with open(os.path.join(tuned, f"uniform-measured-{train_lib.fingerprint(tuned_config)}.json")
+  assert not any(n.startswith("unguided-" + train_lib.cache_fingerprint(tuned_config))
+                 for n in os.listdir(tuned))
+  with open(os.path.join(tuned, f"unguided-measured-{train_lib.fingerprint(tuned_config)}.json")
             ) as f:
     assert all(seconds > 0 for seconds in json.load(f).values())
   tuned_config.policy.hidden = 16
@@ -327,7 +325,7 @@ def test_sigint_says_where_and_how_to_resume_and_leaves_no_ray_process(tmp_path)
   seen = []
   for line in process.stderr:  # absl logs to stderr.
     seen.append(line)
-    if "BRKGA features" in line:
+    if "unguided search reference" in line:
       break
   process.send_signal(signal.SIGINT)
   _, rest = process.communicate(timeout=120)
@@ -335,7 +333,7 @@ def test_sigint_says_where_and_how_to_resume_and_leaves_no_ray_process(tmp_path)
   assert process.returncode == 130, stderr
   lines = [line for line in stderr.splitlines() if line.startswith("error: ")]
   assert len(lines) == 1 and "Traceback" not in stderr, stderr
-  assert "during BRKGA features" in lines[0]
+  assert "during unguided search reference" in lines[0]
   assert lines[0].endswith(f"rerun the same command to resume (python -m regal.train "
                            f"{shlex.join(args)})")
   assert "Token authentication" not in stderr and "Ray instance" not in stderr

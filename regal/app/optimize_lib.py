@@ -11,9 +11,10 @@ Result JSON schema (`format: "regal.result"`, version 1):
                   (the arm the winner descends from through elite parents, null: none);
                   for doppler: imitation agreement, episodes, episodes_per_second, and with
                   --reward measured stage3 {episodes, critical_path_seconds, best_seconds,
-                  executions}; with --policy:
-                  regal_objective, uniform_brkga_objective at the same budget,
-                  feature_evaluations), and with
+                  executions}; with --policy: policy, steered_genes (genes whose
+                  mutant distribution is not uniform), guide_seconds; with
+                  --compare_unguided: unguided {objective, evaluations, search_seconds}, the
+                  same search without the policy, run beside it), and with
                   --coarsen: coarsening {spec, original_ops, coarse_ops, coarse_tensors,
                   coarse_objective (the best on the group graph), seconds, and for brkga
                   refinement {budget, evaluations, start, start_objective, expanded_objective
@@ -68,7 +69,7 @@ from regal.learning import policy_runner
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 from regal.scoring.schedule import Schedule
-from regal.search import brkga_presets, coarsen, seed_arms
+from regal.search import brkga_presets, coarsen, guides, seed_arms
 
 RESULT_FORMAT = "regal.result"
 
@@ -113,55 +114,35 @@ def _run_brkga(problem: performance.Problem, scores: performance.ReferenceScores
                arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS,
                doppler: seed_arms.DopplerArm | None = None,
                brkga_preset: str = brkga_presets.DEFAULT, decoder: str | None = None,
-               time_limit: float | None = None, progress=None) -> baselines.MethodResult:
-  """BRKGA from the seed arms (REGAL's with a policy); its seeds come back as alternatives.
+               time_limit: float | None = None, progress=None,
+               compare_unguided: bool = False) -> baselines.MethodResult:
+  """The one search (`search.guides.run_guided`) steered by its guides: the seed arms, and
+  REGAL's policy with `policy_dir`. Every evaluation a guide spends is in the budget; the
+  seeds come back as alternatives. `compare_unguided`: the same search without the policy
+  runs beside it, reported in the details with its own evaluations (never the answer).
   `progress(line)` hears when the search starts (from then on an interrupt keeps the best)."""
-  # The searched layout's size (a size bucket on native engines): one compile per bucket.
-  params = brkga_presets.params(brkga_preset, search.search_layout(problem).size,
-                                evals=evals)
+  chain = [guides.SeedArms(arms, doppler)]
+  if policy_dir:
+    chain.append(policy_runner.RegalGuide(policy_dir))
+  guides.check_budget(problem, evals, chain, brkga_preset)  # Before the arms run.
+  started = time.perf_counter()
+  guided = guides.guidance(problem, seed, chain)
+  guide_seconds = time.perf_counter() - started
+  details = dict(guided.details)
+  if policy_dir:
+    details["guide_seconds"] = guide_seconds
+  if compare_unguided:
+    unguided = guides.run_guided(problem, evals, seed, dataclasses.replace(
+        guided, mutant_alpha=None, mutant_beta=None), brkga_preset, decoder, time_limit)
+    details["unguided"] = {"objective": float(scores(unguided.best_chromosome)[0]),
+                           "evaluations": unguided.evaluations,
+                           "search_seconds": unguided.search_seconds}
+  result = guides.run_guided(problem, evals, seed, guided, brkga_preset, decoder, time_limit,
+                             progress)
+  objective, schedule = scores(result.best_chromosome)
+  params = guides.search_params(problem, evals, brkga_preset)
   search_settings = brkga_presets.search_settings(brkga_preset, decoder=decoder,
                                                   model=problem.model)
-  # Checked before the arms run: the doppler arm trains for a while.
-  planned = seed_arms.planned_evaluations(arms, doppler)
-  features = policy_runner.FEATURE_EVALS if policy_dir else 0
-  if evals - planned - features < params.population_size:
-    spent = " and ".join(part for part in (
-        f"the seed arms spend {planned}" if planned else "",
-        f"the policy's features {features}" if features else "") if part)
-    raise errors.ConfigError(f"--evals {evals} leaves {evals - planned - features} evaluations "
-                             f"for BRKGA after {spent}; it needs at least one population "
-                             f"({params.population_size})")
-  seeds, arm_evaluations = seed_arms.arm_seeds(problem, arms, doppler, seed)
-  evals -= arm_evaluations
-  details = {}
-  alternatives = dict(seeds)
-  try:
-    if policy_dir:
-      # REGAL: the policy's mutant distributions; compared with uniform BRKGA at the same
-      # budget (the feature run counts against REGAL's).
-      policy_config, policy_params = policy_runner.load(policy_dir, problem)
-      alpha, beta, spent = policy_runner.mutant_distributions(problem, policy_config,
-                                                              policy_params, seed)
-      uniform = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds,
-                                settings=search_settings, time_limit=time_limit)
-      params = params.replace(mutant_alpha=alpha, mutant_beta=beta)
-      evals -= spent
-      # The user gets the better of the two searches; details keep both.
-      alternatives["uniform_brkga"] = uniform.best_chromosome
-      details = {"policy": policy_dir, "feature_evaluations": spent,
-                 "uniform_brkga_objective": float(scores(uniform.best_chromosome)[0])}
-    with errors.stoppable():  # From the line on: a signal prompted by it stops the search.
-      if progress is not None:
-        progress(f"searching: BRKGA on {problem.graph.num_ops} ops, {evals} evaluations "
-                 f"(population {params.population_size}, {len(seeds)} seeds); SIGINT (Ctrl-C) "
-                 f"stops it and keeps the best found")
-      result = search.optimize(problem, evals=evals, seed=seed, params=params, seeds=seeds,
-                               settings=search_settings, time_limit=time_limit)
-  except ValueError as error:  # e.g. a budget below one population
-    raise errors.ConfigError(str(error)) from None
-  objective, schedule = scores(result.best_chromosome)
-  if policy_dir:
-    details["regal_objective"] = float(objective)
   settings = {"brkga": {"preset": brkga_preset or brkga_presets.DEFAULT,
                         "population_size": params.population_size,
                         "num_elites": params.num_elites, "num_mutants": params.num_mutants,
@@ -171,14 +152,14 @@ def _run_brkga(problem: performance.Problem, scores: performance.ReferenceScores
                         "memetic": dataclasses.asdict(search_settings.memetic),
                         "time_limit": time_limit,
                         "stopped_early": result.stopped_early}}
-  if not policy_dir:
+  if guided.mutant_alpha is None:
     settings["brkga"].update(mutant_alpha=float(np.asarray(params.mutant_alpha)),
                              mutant_beta=float(np.asarray(params.mutant_beta)))
   arm_scores = {}
-  for name, chromosome in seeds.items():
+  for name, chromosome in guided.seeds.items():
     arm = seed_arms.arm_of(name)
     arm_scores[arm] = min(arm_scores.get(arm, np.inf), float(scores(chromosome)[0]))
-  details.update({"seed_arms": arm_scores, "arm_evaluations": arm_evaluations,
+  details.update({"seed_arms": arm_scores, "arm_evaluations": guided.evaluations,
                   "winner_origin": None if result.origin is None else
                   seed_arms.arm_of(result.origin)})
   placement, order = chromosome_lib.assignment(result.best_chromosome, problem.layout,
@@ -186,9 +167,8 @@ def _run_brkga(problem: performance.Problem, scores: performance.ReferenceScores
   return baselines.MethodResult(
       method="brkga", placement=placement, order=order, objective=objective, schedule=schedule,
       wall_seconds=result.search_seconds, compile_seconds=result.compile_seconds,
-      evaluations=result.evaluations + details.get("feature_evaluations", 0) + arm_evaluations,
-      details=details, chromosome=result.best_chromosome, settings=settings,
-      alternatives=alternatives)
+      evaluations=result.evaluations, details=details, chromosome=result.best_chromosome,
+      settings=settings, alternatives=dict(guided.seeds))
 
 
 def _run_doppler(problem: performance.Problem, evals: int, seed: int,
@@ -263,7 +243,7 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
         doppler: seed_arms.DopplerArm | None = None, doppler_save: str | None = None,
         measured=None, stage3_steps: int = 0,
         brkga_preset: str = "default", engine: str = "auto",
-        decoder: str | None = None, progress=None) -> Report:
+        decoder: str | None = None, progress=None, compare_unguided: bool = False) -> Report:
   """`evals`: the budget (default: `search.default_evals` of the searched graph);
   `time_limit`: seconds that end BRKGA at a generation boundary (default: none, so a run is
   deterministic), or the cpsat and quickp solvers' limit (default 10 s); `decoder`: BRKGA's
@@ -302,7 +282,7 @@ def run(graph: Graph, devices: DeviceSpec, model: str = "wc", objective: str = "
   solved_scores = performance.ReferenceScores(solved)
   if method == "brkga":
     result = _run_brkga(solved, solved_scores, evals, seed, policy_dir, arms, doppler,
-                        brkga_preset, decoder, time_limit, progress)
+                        brkga_preset, decoder, time_limit, progress, compare_unguided)
   elif method == "doppler":
     result = _run_doppler(solved, evals, seed, doppler, doppler_save, measured, stage3_steps)
   else:
@@ -481,10 +461,14 @@ def summary(report: Report) -> str:
     if d.get("search_objective") is not None:
       lines.append(f"search found:  objective {objective(d['search_objective'])}  "
                    f"({versus(d['search_objective'], seed['objective'])} the best seed)")
-  if "regal_objective" in d["details"]:
-    lines.append(f"REGAL:         objective {objective(d['details']['regal_objective'])}  vs "
-                 f"uniform BRKGA {objective(d['details']['uniform_brkga_objective'])} at the "
-                 f"same budget")
+  if "policy" in d["details"]:
+    lines.append(f"policy:        {d['details']['policy']} steered "
+                 f"{d['details']['steered_genes']} genes ({d['details']['guide_seconds']:.2f} s)")
+  if "unguided" in d["details"]:
+    unguided = d["details"]["unguided"]
+    lines.append(f"unguided:      objective {objective(unguided['objective'])} with "
+                 f"{unguided['evaluations']} evaluations (the same search without the policy: "
+                 f"{versus(d['objective'], unguided['objective'])})")
   if "seed_arms" in d["details"]:
     arms = ", ".join(f"{arm} {objective(value)}"
                      for arm, value in d["details"]["seed_arms"].items())

@@ -5,10 +5,11 @@ Per node (op):
            memory, and a flag for the op of largest memory (outputs + extra);
   runtime  sum of its predecessors' compute times, sum of its successors', its own, and a flag
            for the slowest op (omitted for the memory objective, as in the paper);
-  BRKGA    per device the share of solutions placing it there, and its mean schedule position
-           (0 first .. 1 last), over the final population of a short uniform BRKGA run whose
-           evaluations count against the caller's budget (`BRKGA_FEATURE_EVALS` = 400 as in
-           the paper).
+  seeds    per device the share of solutions placing it there, and its mean schedule position
+           (0 first .. 1 last), over the heuristic assignments the search is seeded with
+           (`seed_features`). REGAL used the final population of a 400-evaluation uniform
+           BRKGA run; those evaluations came out of the search's budget (measured: -1.1% at
+           equal budget), the seeds cost nothing.
 Per edge (one per data edge producer -> consumer, one per control edge): the tensor's size,
 a control flag, the tensor's index among its producer's outputs divided by their count.
 Sizes are divided by the graph's largest size (tensor, input or output sum, extra memory) and
@@ -16,18 +17,13 @@ times by its largest time, so every graph's features lie in [0, 1].
 """
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import jraph
 import numpy as np
 
-import brkga
 from datasets.graph import Graph
-from datasets.padding import bucket_size
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 
-BRKGA_FEATURE_EVALS = 400
 
 
 def memory_features(graph: Graph) -> np.ndarray:
@@ -88,37 +84,14 @@ def brkga_features(graph: Graph, placement: np.ndarray, priority: np.ndarray,
   return np.concatenate([share, position[:, None]], axis=1)
 
 
-def feature_params(problem: performance.Problem, evals: int = BRKGA_FEATURE_EVALS
-                   ) -> brkga.Params:
-  """The BRKGA of the feature run, sized by the size bucket of the graph's own chromosome
-  (never by the padding a training batch shares), so training and inference draw the same
-  population for a graph, and similar graphs share one compiled run."""
-  return brkga.goncalves_resende(min(bucket_size(problem.layout.size), evals))
-
-
-def feature_run(fitness, key: jax.Array, params: brkga.Params, evals: int,
-                layout: chromosome_lib.Layout) -> tuple[jnp.ndarray, jnp.ndarray]:
-  """(placement [P, ops], priority [P, ops]) of the final population of a uniform BRKGA run
-  of `evals` evaluations on chromosomes of `layout` (the graph's own, or a padded bucket of
-  it); traceable, so training jits it over a padded graph and inference over the graph."""
-  result = brkga.run(fitness, key, params, evals, layout.size)
-  population = result.final_population.reshape(-1, layout.size)
-  decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout))(population)
-  return decoded.placement, decoded.op_priority
-
-
-def run_brkga_features(problem: performance.Problem, seed: int = 0,
-                       evals: int = BRKGA_FEATURE_EVALS) -> np.ndarray:
-  """`brkga_features` of a graph, for a trained policy at inference (training runs the same
-  `feature_run` with the same `feature_params` in its rollout workers)."""
-  fitness = performance.make_fitness_fn(performance.Problem(
-      problem.graph, problem.devices,
-      model=problem.model,
-      objective=problem.objective, memory_limit=problem.memory_limit))
-  placement, priority = jax.jit(lambda key: feature_run(
-      fitness, key, feature_params(problem, evals), evals, problem.layout))(jax.random.key(seed))
-  return brkga_features(problem.graph, np.asarray(placement), np.asarray(priority),
-                        problem.layout.num_devices)
+def seed_features(problem: performance.Problem, seeds: dict[str, np.ndarray]) -> np.ndarray:
+  """`brkga_features` [o, d + 1] of the search's seed chromosomes (the heuristic assignments
+  the search starts from, `regal.search.guides.SeedArms`): free, since the search scores
+  them anyway, and the same at training and at inference."""
+  chromosomes = np.stack([np.asarray(c, np.float32) for c in seeds.values()])
+  decoded = chromosome_lib.decode(chromosomes, problem.layout)
+  return brkga_features(problem.graph, np.asarray(decoded.placement),
+                        np.asarray(decoded.op_priority), problem.layout.num_devices)
 
 
 def edge_features(graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -139,7 +112,7 @@ def graph_features(problem: performance.Problem, brkga_part: np.ndarray | None =
                    ) -> jraph.GraphsTuple:
   """The normalized features of one problem's graph (see the module docstring).
 
-  `brkga_part` [o, d + 1] comes from `brkga_features` (zeros if None, e.g. in tests)."""
+  `brkga_part` [o, d + 1] comes from `seed_features` (zeros if None, e.g. in tests)."""
   graph = problem.graph
   memory = memory_features(graph)
   senders, receivers, edges = edge_features(graph)

@@ -1,5 +1,10 @@
 """REGAL's policy: a jraph GNN that predicts Beta distributions for BRKGA's mutant genes.
 
+Every gene's mean has a neutral action besides the k quantized means: the gene stays uniform,
+as in the unguided search. The last layer starts at zero and the neutral logit above the
+others (`PolicyConfig.initial_steer`), so an untrained policy read out by argmax is the
+unguided search, bit for bit, and sampled it steers few genes.
+
 Network (REGAL equations 1-2, appendix A.14-A.16): node and edge encoders (MLPs), `rounds`
 rounds of message passing with separate forward (producer -> consumer) and backward messages,
 each an MLP of (own state, neighbour state, edge), aggregated by sum or mean; a residual MLP or a
@@ -7,7 +12,7 @@ GRU updates the node state. A shared head gives every node, for each of its d + 
 device affinities, 1 priority), categorical logits over k quantized means and k quantized
 variances (k = `placement_bins` for affinities, `priority_bins` for the priority). Transfer
 genes stay uniform. `Baseline` is the separate value network b(G): an MLP of the mean-pooled
-encoded nodes, starting near -1 (the reward of matching uniform BRKGA).
+encoded nodes, starting near 0 (the reward of matching the unguided search).
 
 Dequantization (our reading of appendix A.6; the paper's text is not at hand): bin i of k
 means mu = (i + 1/2) / k; variance bin j means a fraction (j + 1/2) / k of the largest
@@ -36,10 +41,15 @@ class PolicyConfig:
   aggregation: str = "sum"  # or "mean"
   placement_bins: int = 2
   priority_bins: int = 16
+  # The probability with which an untrained policy steers a gene when sampled (the neutral
+  # action's logit starts above the others' so; with argmax it never steers).
+  initial_steer: float = 0.1
 
 
 class Logits(NamedTuple):
-  """Per node: [N, d, kp] placement mean / variance logits, [N, ks] priority ones."""
+  """Per node: [N, d, 1 + kp] placement mean and [N, d, kp] variance logits, [N, 1 + ks] and
+  [N, ks] priority ones. Mean bin 0 is the neutral action: the gene stays uniform, as in the
+  unguided search, and its variance bin is ignored."""
   placement_mean: jnp.ndarray
   placement_var: jnp.ndarray
   priority_mean: jnp.ndarray
@@ -59,6 +69,23 @@ def dequantize(mean_bin, var_bin, bins: int) -> tuple[jnp.ndarray, jnp.ndarray]:
   mean = (mean_bin + 0.5) / bins
   concentration = bins / (var_bin + 0.5) - 1.0
   return mean * concentration, (1.0 - mean) * concentration
+
+
+NEUTRAL = 0  # The mean bin that leaves a gene uniform.
+
+
+def guided_beta(action_mean, action_var, bins: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """(alpha, beta) of actions whose mean bin 0 is neutral (exactly 1, 1: uniform keys) and
+  whose bins 1..k are `dequantize`'s 0..k-1."""
+  alpha, beta = dequantize(action_mean - 1, action_var, bins)
+  neutral = action_mean == NEUTRAL
+  return jnp.where(neutral, 1.0, alpha), jnp.where(neutral, 1.0, beta)
+
+
+def neutral_logit(bins: int, initial_steer: float) -> float:
+  """The neutral bin's starting logit (the others' start at 0): sampled, an untrained policy
+  steers a gene with probability `initial_steer`."""
+  return float(np.log(bins * (1.0 - initial_steer) / initial_steer))
 
 
 class _MLP(nn.Module):
@@ -121,10 +148,15 @@ class Policy(nn.Module):
     c, d = self.config, self.num_devices
     nodes = Encoder(c)(graph)
     kp, ks = c.placement_bins, c.priority_bins
-    out = _MLP((c.hidden, 2 * d * kp + 2 * ks))(nodes)
-    placement = out[:, :2 * d * kp].reshape(-1, d, 2, kp)
-    priority = out[:, 2 * d * kp:].reshape(-1, 2, ks)
-    return Logits(placement[:, :, 0], placement[:, :, 1], priority[:, 0], priority[:, 1])
+    # The last layer starts at zero: every node starts at the neutral action's prior.
+    hidden = nn.relu(nn.Dense(c.hidden)(nodes))
+    out = nn.Dense(d * (2 * kp + 1) + 2 * ks + 1, kernel_init=nn.initializers.zeros)(hidden)
+    placement = out[:, :d * (2 * kp + 1)].reshape(-1, d, 2 * kp + 1)
+    priority = out[:, d * (2 * kp + 1):]
+    prior = lambda bins: jnp.zeros(bins + 1).at[NEUTRAL].set(  # noqa: E731
+        neutral_logit(bins, c.initial_steer))
+    return Logits(placement[..., :kp + 1] + prior(kp), placement[..., kp + 1:],
+                  priority[:, :ks + 1] + prior(ks), priority[:, ks + 1:])
 
 
 class Baseline(nn.Module):
@@ -139,8 +171,8 @@ class Baseline(nn.Module):
                           total_repeat_length=nodes.shape[0])
     pooled = _aggregate(nodes, graph_of, num_graphs, "mean")
     hidden = nn.relu(nn.Dense(self.config.hidden)(pooled))
-    # Rewards are -objective / uniform BRKGA's objective: -1 is the natural starting guess.
-    return nn.Dense(1, bias_init=nn.initializers.constant(-1.0))(hidden)[:, 0]
+    # Rewards are log(unguided / guided objective): 0 is the natural starting guess.
+    return nn.Dense(1)(hidden)[:, 0]
 
 
 def sample(key: jax.Array, logits: Logits) -> Actions:
@@ -156,10 +188,13 @@ def node_log_prob(logits: Logits, actions: Actions) -> jnp.ndarray:
   """[N] log-probability of each node's chosen bins (all its genes)."""
   def picked(l, a):
     return jnp.take_along_axis(jax.nn.log_softmax(l), a[..., None], axis=-1)[..., 0]
-  placement = picked(logits.placement_mean, actions.placement_mean) + picked(
-      logits.placement_var, actions.placement_var)
-  priority = picked(logits.priority_mean, actions.priority_mean) + picked(
-      logits.priority_var, actions.priority_var)
+
+  def gene(mean_logits, mean, var_logits, var):  # A neutral gene's variance is not chosen.
+    return picked(mean_logits, mean) + jnp.where(mean == NEUTRAL, 0.0, picked(var_logits, var))
+  placement = gene(logits.placement_mean, actions.placement_mean, logits.placement_var,
+                   actions.placement_var)
+  priority = gene(logits.priority_mean, actions.priority_mean, logits.priority_var,
+                  actions.priority_var)
   return placement.sum(axis=-1) + priority
 
 
@@ -185,10 +220,10 @@ def mutant_distributions(actions: Actions, layout: chromosome_lib.Layout, config
   `first_node` in the batch: affinities and priorities from the actions, transfers uniform."""
   o = layout.num_ops
   sl = slice(first_node, first_node + o)
-  pa, pb = dequantize(actions.placement_mean[sl], actions.placement_var[sl],
-                      config.placement_bins)
-  sa, sb = dequantize(actions.priority_mean[sl], actions.priority_var[sl],
-                      config.priority_bins)
+  pa, pb = guided_beta(actions.placement_mean[sl], actions.placement_var[sl],
+                       config.placement_bins)
+  sa, sb = guided_beta(actions.priority_mean[sl], actions.priority_var[sl],
+                       config.priority_bins)
   ones = jnp.ones(layout.num_tensors * layout.num_devices)
   return (jnp.concatenate([pa.reshape(-1), sa, ones]),
           jnp.concatenate([pb.reshape(-1), sb, ones]))
@@ -204,3 +239,26 @@ def batch_graphs(graphs: list[jraph.GraphsTuple], node_bucket: int, edge_bucket:
     raise ValueError(f"batch of {nodes} nodes / {edges} edges exceeds the bucket "
                      f"({node_bucket} / {edge_bucket})")
   return jraph.pad_with_graphs(batched, node_bucket, edge_bucket, len(graphs) + 1)
+
+
+def imitation_targets(best: list[np.ndarray], layout: chromosome_lib.Layout,
+                      config: PolicyConfig) -> Actions:
+  """Per-node target actions (numpy) that steer mutants toward what good solutions of one
+  graph agree on (`best`: chromosomes of the graph's own layout, e.g. the unguided search's
+  answers with different seeds): an op whose device they all share gets a high mean on that
+  device's gene and a low one elsewhere; a priority whose mean-bins they all share within one
+  gets their rounded mean bin; the rest stay neutral. Chosen means take the narrowest
+  variance bin."""
+  chromosomes = np.stack([np.asarray(c, np.float32) for c in best])
+  decoded = chromosome_lib.decode(chromosomes, layout)
+  placement = np.asarray(decoded.placement)  # [K, o]
+  agreed = (placement == placement[:1]).all(axis=0)
+  kp, ks = config.placement_bins, config.priority_bins
+  device_mean = np.where(np.arange(layout.num_devices)[None, :] == placement[0][:, None],
+                         kp, 1)  # Bins 1..k: the lowest and the highest mean.
+  placement_mean = np.where(agreed[:, None], device_mean, NEUTRAL)
+  bins = np.minimum((np.asarray(decoded.op_priority) * ks).astype(np.int64), ks - 1)  # [K, o]
+  close = bins.max(axis=0) - bins.min(axis=0) <= 1
+  priority_mean = np.where(close, 1 + np.rint(bins.mean(axis=0)).astype(np.int64), NEUTRAL)
+  return Actions(placement_mean.astype(np.int32), np.zeros_like(placement_mean, np.int32),
+                 priority_mean.astype(np.int32), np.zeros_like(priority_mean, np.int32))

@@ -1,11 +1,13 @@
 """Running a trained REGAL policy on any graph (`regal.optimize --policy WORKDIR`).
 
-REGAL's search on one graph: BRKGA features from a 400-evaluation uniform run, the policy's
-greedy (most likely) mutant distributions, then BRKGA with those distributions and the rest of
-the budget (the paper counts both parts against it).
+`RegalGuide` is a guide of the one search (`regal.search.guides`): features of the graph and
+of its heuristic seeds (no model evaluations), the policy's most likely mutant
+distributions (the neutral action leaves a gene uniform), then the search with the whole
+budget. Training runs the same features, the same readout and the same search.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import jax
@@ -13,13 +15,14 @@ import ml_collections
 import numpy as np
 
 from datasets import errors
+from datasets.padding import bucket_size
 from regal.learning import checkpoint
 from regal.learning import features as features_lib
 from regal.learning import policy as policy_lib
 from regal.learning import reinforce
-
-FEATURE_EVALS = features_lib.BRKGA_FEATURE_EVALS  # What `mutant_distributions` spends.
 from regal.scoring import performance
+from regal.search import guides
+from regal.search import seed_arms
 
 
 def load(workdir: str, problem: performance.Problem):
@@ -48,14 +51,50 @@ def load(workdir: str, problem: performance.Problem):
   return policy_config, state.policy_params
 
 
+def feature_seeds(problem: performance.Problem) -> dict[str, np.ndarray]:
+  """The seeds the policy's features are read from: the default heuristic arms, whatever
+  arms the search itself is given (so features match training's)."""
+  return seed_arms.arm_seeds(problem, seed_arms.DEFAULT_ARMS)[0]
+
+
+def padded_graph(problem: performance.Problem, seeds: dict[str, np.ndarray]):
+  """The problem's features as a batch of one, padded to size buckets (one compile per
+  bucket)."""
+  graph = problem.graph
+  return policy_lib.batch_graphs([features_lib.graph_features(
+      problem, features_lib.seed_features(problem, seeds))], bucket_size(graph.num_ops + 1),
+      bucket_size(max(graph.num_edges, 1)))
+
+
+_APPLY = {}
+
+
 def mutant_distributions(problem: performance.Problem, policy_config: policy_lib.PolicyConfig,
-                         params, seed: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
-  """(alpha, beta) per gene from the policy on this graph, and the evaluations spent on its
-  BRKGA features."""
-  part = features_lib.run_brkga_features(problem, seed)
-  graph = policy_lib.batch_graphs([features_lib.graph_features(problem, part)],
-                                  problem.graph.num_ops + 1, max(problem.graph.num_edges, 1))
-  logits = policy_lib.Policy(policy_config, problem.devices.num_devices).apply(params, graph)
+                         params) -> tuple[np.ndarray, np.ndarray]:
+  """(alpha, beta) per gene: the policy's most likely actions on this graph."""
+  key = (policy_config, problem.devices.num_devices)
+  if key not in _APPLY:
+    _APPLY[key] = jax.jit(policy_lib.Policy(policy_config, problem.devices.num_devices).apply)
+  logits = _APPLY[key](params, padded_graph(problem, feature_seeds(problem)))
   alpha, beta = policy_lib.mutant_distributions(policy_lib.greedy(logits), problem.layout,
                                                 policy_config)
-  return np.asarray(alpha), np.asarray(beta), FEATURE_EVALS
+  return np.asarray(alpha), np.asarray(beta)
+
+
+@dataclasses.dataclass(frozen=True)
+class RegalGuide:
+  """A trained policy's mutant distributions (`regal.optimize --policy WORKDIR`)."""
+  workdir: str
+
+  def planned_evaluations(self, problem: performance.Problem) -> int:
+    del problem
+    return 0  # Features come from the graph and its heuristic seeds.
+
+  def guide(self, problem: performance.Problem, seed: int,
+            before: guides.Guidance) -> guides.Guidance:
+    del seed  # The readout is deterministic.
+    policy_config, params = load(self.workdir, problem)
+    alpha, beta = mutant_distributions(problem, policy_config, params)
+    steered = int(np.sum((alpha != 1) | (beta != 1)))
+    return dataclasses.replace(before, mutant_alpha=alpha, mutant_beta=beta, details={
+        **before.details, "policy": self.workdir, "steered_genes": steered})

@@ -1,8 +1,9 @@
 """Contextual-bandit REINFORCE for REGAL's policy (REGAL section 4.1).
 
 One step: for a mini-batch of graphs, sample the policy's actions (mutant distributions), run
-BRKGA with them (`rollout`), reward r = -objective / objective of uniform BRKGA with the same
-budget, and minimize  -(r - b) log p(actions) + 1e-4 (b - r)^2 (+ optional entropy bonus),
+the search with them (`rollout`), reward r = log(unguided objective / guided objective), the
+unguided search on the same graph with the same seed and budget (0: no better, no worse),
+and minimize  -(r - b) log p(actions) + 1e-4 (b - r)^2 (+ optional entropy bonus),
 with b = Baseline(G), by Adam with gradient clipping.
 """
 from __future__ import annotations
@@ -17,7 +18,6 @@ import jraph
 import numpy as np
 import optax
 
-from regal.learning import features as features_lib
 from regal.learning import policy as policy_lib
 
 BASELINE_WEIGHT = 1e-4
@@ -84,6 +84,31 @@ def loss_fn(params, graph: jraph.GraphsTuple, actions: policy_lib.Actions,
   return jnp.sum(jnp.where(graph_mask, per_graph, 0.0)) / count
 
 
+def imitation_loss(policy_params, graph: jraph.GraphsTuple, targets: policy_lib.Actions,
+                   node_mask: jnp.ndarray, num_devices: int,
+                   policy_config: policy_lib.PolicyConfig) -> jnp.ndarray:
+  """Mean over real nodes of -log p(target actions) (`policy.imitation_targets`)."""
+  logits = policy_lib.Policy(policy_config, num_devices).apply(policy_params, graph)
+  log_prob = policy_lib.node_log_prob(logits, targets)
+  return -jnp.sum(jnp.where(node_mask, log_prob, 0.0)) / jnp.maximum(node_mask.sum(), 1)
+
+
+def imitation_optimizer(learning_rate: float) -> optax.GradientTransformation:
+  return optax.adam(learning_rate)
+
+
+def imitation_step(policy_params, opt_state, graph: jraph.GraphsTuple,
+                   targets: policy_lib.Actions, node_mask: jnp.ndarray, num_devices: int,
+                   policy_config: policy_lib.PolicyConfig, learning_rate: float):
+  """One Adam step of imitation (jit with arguments 5-7 static): (params, opt_state, loss).
+  REINFORCE then starts from the imitated policy with its own optimizer."""
+  loss, grads = jax.value_and_grad(imitation_loss)(policy_params, graph, targets, node_mask,
+                                                   num_devices, policy_config)
+  updates, opt_state = imitation_optimizer(learning_rate).update(grads, opt_state,
+                                                                 policy_params)
+  return optax.apply_updates(policy_params, updates), opt_state, loss
+
+
 def update(state: TrainState, graph: jraph.GraphsTuple, actions: policy_lib.Actions,
            rewards: jnp.ndarray, graph_mask: jnp.ndarray, num_devices: int,
            policy_config: policy_lib.PolicyConfig, config: TrainConfig,
@@ -108,7 +133,8 @@ def leave_one_out(rewards: np.ndarray, groups: np.ndarray) -> np.ndarray:
   return np.where(count > 1, (totals[inverse] - rewards) / np.maximum(count - 1, 1), rewards)
 
 
-def search_budget(total_evals: int) -> int:
-  """Evaluations left for REGAL's BRKGA after the feature run (the paper counts both)."""
-  return total_evals - features_lib.BRKGA_FEATURE_EVALS
+def log_ratio_rewards(unguided: np.ndarray, guided: np.ndarray) -> np.ndarray:
+  """log(unguided / guided) per rollout: positive when the guided search found less (both
+  objectives minimized, positive)."""
+  return np.log(np.asarray(unguided, np.float64) / np.asarray(guided, np.float64))
 

@@ -1,6 +1,6 @@
 """Rollouts on Ray actors, or in the driver: the same `RolloutWorker`, the same results.
 
-`RolloutPool(problems, evals, num_actors)` starts `num_actors` Ray actors (a local cluster by
+`RolloutPool(problems, evals, num_actors, preset=...)` starts `num_actors` Ray actors (a local cluster by
 default; `address` joins an existing one), each holding a `RolloutWorker` with its compiled
 searches; `map(tasks)` splits tasks over the actors and returns the objectives in task order.
 Every task carries its own seed, so results do not depend on which actor ran it. Tasks go
@@ -25,6 +25,7 @@ from datasets import errors
 
 from regal.learning.rollout import RolloutWorker, Task
 from regal.scoring import performance
+from regal.search import brkga_presets
 
 MAX_RETRIES = 3
 CHUNKS_PER_WORKER = 8  # Chunks per worker and call: progress and saves come this often.
@@ -34,10 +35,11 @@ OnDone = Callable[[list[int], list[Any]], None]
 
 class RolloutPool:
   def __init__(self, problems: Sequence[performance.Problem], evals: int, num_actors: int = 2,
-               address: str | None = None, num_cpus: int | None = None):
-    self.problems, self.evals = list(problems), evals
+               address: str | None = None, num_cpus: int | None = None,
+               preset: str = brkga_presets.DEFAULT):
+    self.problems, self.evals, self.preset = list(problems), evals, preset
     self.num_actors = num_actors
-    self.local = RolloutWorker(self.problems, evals) if num_actors == 0 else None
+    self.local = RolloutWorker(self.problems, evals, preset) if num_actors == 0 else None
     self.actors = []
     if num_actors:
       import ray  # Only the pool needs Ray.
@@ -50,7 +52,7 @@ class RolloutPool:
       self.actors = [self._new_actor() for _ in range(num_actors)]
 
   def _new_actor(self):
-    return self._remote.remote(self.problems, self.evals)
+    return self._remote.remote(self.problems, self.evals, self.preset)
 
   def map(self, tasks: Sequence[Task], on_done: OnDone | None = None) -> list:
     """Each task's result (`RolloutWorker.run`), in task order."""
@@ -60,12 +62,6 @@ class RolloutPool:
     """Kills one actor (for tests of the recovery path)."""
     import ray
     ray.kill(self.actors[slot], no_restart=True)
-
-  def feature_populations(self, indices: Sequence[int], evals: int, seeds: Sequence[int],
-                          on_done: OnDone | None = None) -> list:
-    """`RolloutWorker.feature_population` of many graphs, spread over the actors."""
-    return self._spread(len(indices), "feature_populations",
-                        lambda chunk: ([(indices[i], seeds[i]) for i in chunk], evals), on_done)
 
   def _spread(self, count: int, method: str, arguments, on_done: OnDone | None) -> list:
     """Calls `method(*arguments(chunk))` on the workers for chunks of positions 0..count-1,
@@ -128,11 +124,8 @@ class RolloutPool:
 
 
 class _Actor:
-  def __init__(self, problems, evals):
-    self.worker = RolloutWorker(problems, evals)
+  def __init__(self, problems, evals, preset):
+    self.worker = RolloutWorker(problems, evals, preset)
 
   def run(self, tasks):
     return self.worker.run(tasks)
-
-  def feature_populations(self, pairs, evals):
-    return self.worker.feature_populations(pairs, evals)

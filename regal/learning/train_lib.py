@@ -1,25 +1,30 @@
 """REGAL training: `train_and_evaluate(config, workdir)` behind `python -m regal.train`.
 
-Per graph, once: BRKGA features from a 400-evaluation uniform run (`features`), and the
-objective of uniform BRKGA with the whole budget (the reward's reference); both cached in the
-workdir. Then REINFORCE steps: a batch of training graphs, sampled actions, BRKGA rollouts with
-the remaining budget on the rollout pool (Ray actors by default), rewards r = -objective /
-uniform objective, one Adam step. Every `eval_every` steps the greedy policy is scored on
-validation graphs (mean % improvement over uniform BRKGA with the same budget).
+Rollouts run the one search (`regal.search.guides.run_guided`: what `regal.optimize` runs, the
+preset's settings for the model, the heuristic seeds, every evaluation from the problem's own
+model). Per graph: features of the graph and its heuristic seeds (no evaluations). Per graph
+and reference seed (`reference_seeds` of them), once: the unguided search's objective, cached
+in the workdir as it is needed. Then REINFORCE steps: a batch of training graphs, each with
+one of its reference seeds, sampled actions (`samples_per_graph` per graph, a leave-one-out
+baseline), guided searches on the rollout pool (Ray actors by default), rewards
+r = log(unguided / guided) at the same seed and budget, one Adam step. Every `eval_every`
+steps the policy's most likely distributions are scored on validation graphs with
+`eval_seeds` seeds each (mean % improvement over the unguided search, win rate).
 
 Measured rewards (`config.reward = "measured"`, REGAL fine-tuning on devices): the objective
 is the measured run time of a rollout's best solution (`regal.execute`: stand-in kernels for
 the synthetic graphs, host devices on a CPU, measurements cached by assignment), the reference
-the measured time of uniform BRKGA's best solution on the graph (cached in the workdir as
-`uniform-measured-<config>.json`); validation and test are measured the same way.
+the measured time of the unguided search's best solution on the graph and seed (cached in the
+workdir as `unguided-measured-<config>.json`); validation and test are measured the same way.
 `config.finetune_from` names a trained workdir whose policy is the starting point.
 
 Workdir: `checkpoint.msgpack` (`regal.learning.checkpoint`: the state with its step, config
 fingerprint, config and validation history in one file, written atomically after every step,
 so a killed run resumes where it stopped; a checkpoint from another config is refused),
 `metrics.csv`, TensorBoard events in `tb/`, the per-graph caches
-`features-<config>.npz`, `uniform-<config>.json` and with the test filter
-`filter1000-<config>.json` / `filter10000-<config>.json` (named by `cache_fingerprint`; a
+`unguided-<config>.npz` (per graph and seed: the objective and the best chromosome) and with
+the test filter `filter1000-<config>.npz` / `filter10000-<config>.npz` (named by
+`cache_fingerprint`; a
 fine-tuning run reads its source's), and at the end `report.json` and `reward_curve.png`.
 Every per-graph stage is saved as its chunks finish (`Trainer._per_graph`) and reports
 progress every few seconds, so an interrupt at any instant loses at most one chunk of work.
@@ -45,10 +50,12 @@ from datasets import atomic
 from datasets import dataset as dataset_lib
 from datasets import devices as devices_lib
 from datasets import errors
+from datasets import synthetic
 from datasets.padding import bucket_size
 from regal.learning import checkpoint
 from regal.learning import features as features_lib
 from regal.learning import policy as policy_lib
+from regal.learning import policy_runner
 from regal.learning import reinforce
 from regal.learning.rollout import Task
 from regal.learning.rollout_pool import RolloutPool
@@ -67,13 +74,17 @@ _LATER_DEFAULTS = {"reward": "model", "finetune_from": "", "standin_seconds": 0.
 
 
 _REWARD_SETTINGS = ("reward", "finetune_from", "standin_seconds", "measure_repeats")
+# What shapes only the policy's training, not the searches the caches hold.
+_POLICY_ONLY = ("imitation_steps", "imitation_learning_rate", "learning_rate", "clip_norm",
+                "entropy_weight", "normalize_advantage", "samples_per_graph", "batch_size",
+                "policy", "seed")
 
 
 _POSITIVE = ("num_train", "num_valid", "num_test", "num_devices", "evals", "batch_size",
-             "samples_per_graph", "eval_every", "num_eval_graphs", "log_every",
+             "samples_per_graph", "reference_seeds", "eval_seeds", "imitation_learning_rate", "eval_every", "num_eval_graphs", "log_every",
              "measure_repeats", "policy.hidden", "policy.rounds", "policy.placement_bins",
              "policy.priority_bins")
-_NOT_NEGATIVE = ("num_steps", "num_actors", "clip_norm", "entropy_weight", "test_filter_pct",
+_NOT_NEGATIVE = ("num_steps", "imitation_steps", "num_actors", "clip_norm", "entropy_weight", "test_filter_pct",
                  "standin_seconds")
 
 
@@ -94,7 +105,17 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   if not config.learning_rate > 0:
     raise errors.ConfigError(f"config.learning_rate must be positive, got "
                              f"{config.learning_rate!r}")
-  devices_lib.homogeneous(config.num_devices)  # The device-count ceiling.
+  devices = devices_lib.homogeneous(config.num_devices)  # The device-count ceiling.
+  if config.eval_seeds > config.reference_seeds:
+    raise errors.ConfigError(f"config.eval_seeds ({config.eval_seeds}) must not exceed "
+                             f"config.reference_seeds ({config.reference_seeds})")
+  if not 0 < config.policy.initial_steer < 1:
+    raise errors.ConfigError(f"config.policy.initial_steer must lie in (0, 1), got "
+                             f"{config.policy.initial_steer!r}")
+  # The model and objective must be scorable (rewards come from that model): checked on a
+  # small graph before the dataset is built.
+  performance.Problem(synthetic.sized_graph(4), devices, model=config.model,
+                      objective=config.objective)
 
 
 def fingerprint(config: ml_collections.ConfigDict, ignore: tuple[str, ...] = ()) -> str:
@@ -110,7 +131,7 @@ def fingerprint(config: ml_collections.ConfigDict, ignore: tuple[str, ...] = ())
 def cache_fingerprint(config: ml_collections.ConfigDict) -> str:
   """What the per-graph caches (features, uniform objectives, test filter) depend on: not the
   reward settings, so a fine-tuning run reuses its source workdir's caches."""
-  return fingerprint(config, _REWARD_SETTINGS)
+  return fingerprint(config, _REWARD_SETTINGS + _POLICY_ONLY)
 
 
 def _policy_config(config) -> policy_lib.PolicyConfig:
@@ -134,9 +155,6 @@ class Trainer:
   """Everything a training run holds: problems, features, pool, compiled steps."""
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str):
-    if config.evals <= features_lib.BRKGA_FEATURE_EVALS:
-      raise errors.ConfigError(f"evals must exceed the {features_lib.BRKGA_FEATURE_EVALS} "
-                               f"feature evaluations, got {config.evals}")
     self.config, self.workdir = config, workdir
     os.makedirs(workdir, exist_ok=True)
     dataset = dataset_lib.for_training(config.dataset, config.num_train, config.num_valid,
@@ -153,18 +171,22 @@ class Trainer:
     self.policy_config = _policy_config(config)
     self.train_config = _train_config(config)
     self.num_devices = config.num_devices
-    self.pool = RolloutPool(problems, config.evals, config.num_actors)
-    # The BRKGA both REGAL's rollouts and the uniform-BRKGA reference run (a tuned preset:
-    # its Betas drive the reference's mutants; REGAL's come from the policy).
-    preset = brkga_presets.setting(config.get("brkga_preset", "default"))
-    self.brkga_params = None if preset is None else brkga_presets.to_params(preset)
+    # Rollouts and the unguided reference run the one search (`regal.search.guides`) with the
+    # preset's parameters and settings for the model.
+    self.pool = RolloutPool(problems, config.evals, config.num_actors,
+                            preset=config.get("brkga_preset", "default"))
     if config.reward not in ("model", "measured"):
       raise errors.ConfigError(f"unknown reward {config.reward!r}; known: model, measured")
     self.measured_rewards: dict = {}  # Graph index -> MeasuredReward, built when first used.
     self.uniform_seconds: dict[str, float] | None = None
     self.features = self._features()
-    self.uniform = self._uniform()
+    self.unguided_cache: dict[tuple[int, int], np.ndarray] = {}
     self.splits["test"] = self._filtered_test()
+    if not self.measured:  # Every reference up front: one stage, spread over the pool.
+      pairs = [(i, k) for i in self.splits["train"] for k in range(config.reference_seeds)]
+      pairs += [(i, k) for split in ("valid", "test") for i in self.splits[split]
+                for k in range(config.eval_seeds)]
+      self.unguided(*zip(*pairs))
     max_nodes = max(p.graph.num_ops for p in problems)
     max_edges = max(p.graph.num_edges for p in problems)
     self.graphs_per_step = config.batch_size * config.samples_per_graph
@@ -182,42 +204,66 @@ class Trainer:
         return os.path.join(folder, name)
     return None
 
-  def _per_graph(self, name: str, what: str, indices: list[int], compute) -> dict[int, Any]:
+  def _per_graph(self, name: str, what: str, indices: list[int], compute,
+                 unit: str = "searches") -> dict[int, Any]:
     """`per_graph_stage` in this workdir, reading a fine-tuning source's cache too."""
     return per_graph_stage(os.path.join(self.workdir, name), self._cached(name), what,
-                           indices, compute)
+                           indices, compute, unit)
 
   def _features(self) -> list:
+    """Each graph's features, its heuristic seeds' included (`policy_runner.padded_graph`'s,
+    without the padding): no model evaluations."""
+    return [features_lib.graph_features(p, features_lib.seed_features(
+        p, policy_runner.feature_seeds(p))) for p in self.problems]
+
+  def seed_of(self, slot: int) -> int:
+    """The search seed of reference slot `slot` (0..reference_seeds - 1) of every graph."""
+    return EVAL_SEED + slot
+
+  def _unguided_runs(self, name: str, what: str, pairs: list[tuple[int, int]],
+                     evals: int) -> dict[tuple[int, int], np.ndarray]:
+    """The unguided search on each (graph, seed slot) of `pairs`: [objective, best chromosome
+    ...] (a per-graph stage in an .npz whose items are the pairs, numbered graph *
+    reference_seeds + slot)."""
+    slots = self.config.reference_seeds
+    ids = [graph * slots + slot for graph, slot in pairs]
+
     def compute(missing, on_done):
-      self.pool.feature_populations(
-          missing, features_lib.BRKGA_FEATURE_EVALS, [self.config.seed + i for i in missing],
-          on_done=lambda chunk, values: on_done(
-              [missing[k] for k in chunk],
-              [features_lib.brkga_features(self.problems[missing[k]].graph, placement,
-                                           priority, self.num_devices)
-               for k, (placement, priority) in zip(chunk, values)]))
+      self.pool.map([Task(i // slots, None, None, self.seed_of(i % slots), evals, best=True)
+                     for i in missing],
+                    on_done=lambda chunk, values: on_done(
+                        [missing[k] for k in chunk],
+                        [np.concatenate([[value], chromosome]).astype(np.float64)
+                         for value, chromosome in values]))
 
-    everyone = list(range(len(self.problems)))
-    parts = self._per_graph(f"features-{cache_fingerprint(self.config)}.npz",
-                            f"BRKGA features ({features_lib.BRKGA_FEATURE_EVALS} evaluations "
-                            f"per graph)", everyone, compute)
-    return [features_lib.graph_features(p, parts[i]) for i, p in enumerate(self.problems)]
+    values = self._per_graph(name, what, ids, compute)
+    return {pair: values[i] for pair, i in zip(pairs, ids)}
 
-  def _uniform_runs(self, name: str, what: str, indices: list[int], evals: int,
-                    params=None) -> dict[int, float]:
-    """Uniform BRKGA's objective on each graph of `indices` (a per-graph stage)."""
-    def compute(missing, on_done):
-      self.pool.map([Task(i, None, None, EVAL_SEED, evals, params=params) for i in missing],
-                    on_done=lambda chunk, values: on_done([missing[k] for k in chunk], values))
+  def _uniform_runs(self, name: str, what: str, indices: list[int],
+                    evals: int) -> dict[int, float]:
+    """The unguided search's objective with the first reference seed on each graph."""
+    runs = self._unguided_runs(name, what, [(i, 0) for i in indices], evals)
+    return {i: float(runs[(i, 0)][0]) for i in indices}
 
-    return self._per_graph(name, what, indices, compute)
+  def _unguided_pairs(self, pairs) -> None:
+    wanted = [pair for pair in dict.fromkeys(pairs) if pair not in self.unguided_cache]
+    if wanted:
+      self.unguided_cache.update(self._unguided_runs(
+          f"unguided-{cache_fingerprint(self.config)}.npz",
+          f"unguided search reference ({self.config.evals} evaluations each)",
+          wanted, self.config.evals))
 
-  def _uniform(self) -> np.ndarray:
-    everyone = list(range(len(self.problems)))
-    values = self._uniform_runs(f"uniform-{cache_fingerprint(self.config)}.json",
-                                f"uniform BRKGA reference ({self.config.evals} evaluations per "
-                                f"graph)", everyone, self.config.evals, self.brkga_params)
-    return np.asarray([values[i] for i in everyone])
+  def unguided(self, indices, slots) -> np.ndarray:
+    """The reward's reference: the unguided search on each graph with the same seed (slot)
+    and budget, cached in the workdir as it is computed."""
+    pairs = [(int(i), int(k)) for i, k in zip(indices, slots)]
+    self._unguided_pairs(pairs)
+    return np.array([float(self.unguided_cache[pair][0]) for pair in pairs])
+
+  def unguided_best(self, index: int, slot: int) -> np.ndarray:
+    """The unguided search's best chromosome on graph `index` with the seed of `slot`."""
+    self._unguided_pairs([(index, slot)])
+    return np.asarray(self.unguided_cache[(index, slot)][1:], np.float32)
 
   # ----- measured rewards --------------------------------------------------------------------
   @property
@@ -237,27 +283,31 @@ class Trainer:
           executor.available_devices(self.num_devices), repeats=self.config.measure_repeats)
     return self.measured_rewards[index].measure(placement, order)
 
-  def reference(self, indices) -> np.ndarray:
-    """The reward's reference per graph: uniform BRKGA's objective, or with measured rewards
-    its best solution's measured time (cached in the workdir)."""
+  def reference(self, indices, slots) -> np.ndarray:
+    """The reward's reference per rollout: the unguided search's objective on the graph with
+    the same seed, or with measured rewards its best solution's measured time (cached in the
+    workdir)."""
     if not self.measured:
-      return self.uniform[indices]
+      return self.unguided(indices, slots)
     if self.uniform_seconds is None:
       self.uniform_seconds = {}
-    wanted = [i for i in dict.fromkeys(int(i) for i in indices) if i not in self.uniform_seconds]
+    slots_per_graph = self.config.reference_seeds
+    pairs = [int(i) * slots_per_graph + int(k) for i, k in zip(indices, slots)]
+    wanted = [p for p in dict.fromkeys(pairs) if p not in self.uniform_seconds]
     if wanted:
       def compute(missing, on_done):
-        self.pool.map([Task(i, None, None, EVAL_SEED, self.config.evals, best=True,
-                            params=self.brkga_params) for i in missing],
+        self.pool.map([Task(p // slots_per_graph, None, None,
+                            self.seed_of(p % slots_per_graph), self.config.evals, best=True)
+                       for p in missing],
                       on_done=lambda chunk, values: on_done(
                           [missing[k] for k in chunk],
-                          [self.measure(missing[k], chromosome)
+                          [self.measure(missing[k] // slots_per_graph, chromosome)
                            for k, (_, chromosome) in zip(chunk, values)]))
 
       self.uniform_seconds.update(self._per_graph(
-          f"uniform-measured-{fingerprint(self.config)}.json",
-          "measured uniform BRKGA reference", wanted, compute))
-    return np.array([self.uniform_seconds[int(i)] for i in indices])
+          f"unguided-measured-{fingerprint(self.config)}.json",
+          "measured unguided search reference", wanted, compute))
+    return np.array([self.uniform_seconds[p] for p in pairs])
 
   def _filtered_test(self) -> list[int]:
     """The test graphs with room for improvement (REGAL section 5.1): uniform BRKGA with
@@ -267,7 +317,7 @@ class Trainer:
     if not self.config.test_filter_pct:
       return test
     runs = {budget: self._uniform_runs(
-        f"filter{budget}-{cache_fingerprint(self.config)}.json",
+        f"filter{budget}-{cache_fingerprint(self.config)}.npz",
         f"test filter: uniform BRKGA with {budget} evaluations", test, budget)
         for budget in (FILTER_SHORT, FILTER_LONG)}
     short, long = ([runs[budget][i] for i in test] for budget in (FILTER_SHORT, FILTER_LONG))
@@ -280,6 +330,41 @@ class Trainer:
       raise errors.ConfigError(f"no test graph passes the {self.config.test_filter_pct}% "
                                f"filter; lower test_filter_pct or add test graphs")
     return kept
+
+  # ----- imitation --------------------------------------------------------------------------
+  def imitate(self, state: reinforce.TrainState) -> reinforce.TrainState:
+    """`imitation_steps` Adam steps toward what the unguided search's answers on each
+    training graph agree on (`policy.imitation_targets`; deterministic, so a run killed
+    before its first checkpoint imitates the same again)."""
+    config = self.config
+    train = self.splits["train"]
+    targets = {i: policy_lib.imitation_targets(
+        [self.unguided_best(i, k) for k in range(config.reference_seeds)],
+        self.problems[i].layout, self.policy_config) for i in train}
+    step_fn = jax.jit(reinforce.imitation_step, static_argnums=(5, 6, 7))
+    params = state.policy_params
+    opt_state = reinforce.imitation_optimizer(config.imitation_learning_rate).init(params)
+    progress = Progress("imitating the unguided search's agreed choices",
+                        config.imitation_steps, unit="steps")
+    for step in range(config.imitation_steps):
+      rng = np.random.default_rng([config.seed, 1_000_000 + step])
+      chosen = rng.choice(train, size=min(self.graphs_per_step, len(train)), replace=False)
+      graph, _ = self._batch(chosen)
+      nodes = graph.nodes.shape[0]
+      real = sum(self.problems[i].graph.num_ops for i in chosen)
+      batch = policy_lib.Actions(*(np.concatenate(
+          [np.asarray(getattr(targets[i], field)) for i in chosen]
+          + [np.zeros((nodes - real,) + np.asarray(getattr(targets[chosen[0]], field)).shape[1:],
+                      np.int32)]) for field in policy_lib.Actions._fields))
+      node_mask = np.arange(nodes) < real
+      params, opt_state, loss = step_fn(params, opt_state, graph, batch, node_mask,
+                                        self.num_devices, self.policy_config,
+                                        config.imitation_learning_rate)
+      progress.advance(1)
+    progress.finish()
+    if config.imitation_steps:
+      logging.info("imitation: loss %.4f after %d steps", float(loss), config.imitation_steps)
+    return state.replace(policy_params=params)
 
   # ----- policy rollouts -------------------------------------------------------------------
   def _batch(self, indices):
@@ -303,38 +388,42 @@ class Trainer:
       distributions.append((np.asarray(alpha), np.asarray(beta)))
     return graph, mask, actions, distributions
 
-  def rollouts(self, policy_params, indices, key, greedy: bool, seeds):
+  def rollouts(self, policy_params, indices, key, greedy: bool, slots):
     """(graph, mask, actions, objectives) of the policy's distributions on graphs `indices`
-    (repeats allowed: each copy draws its own actions), rollout k with seed `seeds[k]`;
-    objectives are measured seconds with measured rewards."""
+    (repeats allowed: each copy draws its own actions), rollout k with the seed of reference
+    slot `slots[k]`; objectives are measured seconds with measured rewards."""
     graph, mask, actions, distributions = self.distributions(policy_params, indices, key,
                                                              greedy)
-    tasks = [Task(i, alpha, beta, int(seed), reinforce.search_budget(self.config.evals),
-                  best=self.measured, params=self.brkga_params)
-             for i, seed, (alpha, beta) in zip(indices, seeds, distributions)]
+    tasks = [Task(i, alpha, beta, self.seed_of(slot), self.config.evals, best=self.measured)
+             for i, slot, (alpha, beta) in zip(indices, slots, distributions)]
     results = self.pool.map(tasks)
     if self.measured:
       results = [self.measure(i, chromosome) for i, (_, chromosome) in zip(indices, results)]
     return graph, mask, actions, np.asarray(results)
 
   def evaluate(self, policy_params, indices, what: str = "validation") -> dict[str, float]:
-    """Greedy policy on `indices`: % improvement over uniform BRKGA, share matched or beaten."""
+    """The policy's most likely distributions on `indices`, each graph with the first
+    `eval_seeds` reference seeds: mean % improvement over the unguided search with the same
+    seed and budget, the share of (graph, seed) pairs improved, and the mean reward."""
+    pairs = [(i, slot) for i in indices for slot in range(self.config.eval_seeds)]
     objectives = []
     batch = self.config.batch_size
-    progress = Progress(f"{what}: the greedy policy's searches", len(indices), announce=False)
-    for start in range(0, len(indices), batch):
-      chunk = indices[start:start + batch]
-      _, _, _, values = self.rollouts(policy_params, chunk, None, True,
-                                      [EVAL_SEED] * len(chunk))
+    progress = Progress(f"{what}: the guided searches", len(pairs), unit="searches",
+                        announce=False)
+    for start in range(0, len(pairs), batch):
+      chunk = pairs[start:start + batch]
+      _, _, _, values = self.rollouts(policy_params, [i for i, _ in chunk], None, True,
+                                      [slot for _, slot in chunk])
       objectives += values.tolist()
       progress.advance(len(chunk))
     progress.finish()
     objectives = np.asarray(objectives)
-    uniform = self.reference(indices)
-    improvement = 100.0 * (uniform - objectives) / uniform
+    unguided = self.reference([i for i, _ in pairs], [slot for _, slot in pairs])
+    improvement = 100.0 * (unguided - objectives) / unguided
     return {"improvement_pct": float(improvement.mean()),
-            "matched_or_beaten": float((objectives <= uniform).mean()),
-            "reward": float((-objectives / uniform).mean())}
+            "win_rate": float((objectives < unguided).mean()),
+            "matched_or_beaten": float((objectives <= unguided).mean()),
+            "reward": float(reinforce.log_ratio_rewards(unguided, objectives).mean())}
 
 
 PROGRESS_SECONDS = 5.0
@@ -376,7 +465,7 @@ class Progress:
 
 
 def per_graph_stage(path: str, saved: str | None, what: str, indices: list[int],
-                    compute) -> dict[int, Any]:
+                    compute, unit: str = "graphs") -> dict[int, Any]:
   """{graph index: result} of one training stage: what an earlier (killed) run saved in
   `saved` (usually `path` itself), then `compute(missing, on_done)` for the rest, which calls
   `on_done(indices, results)` as chunks finish; each is saved to `path` at once and reported
@@ -385,7 +474,7 @@ def per_graph_stage(path: str, saved: str | None, what: str, indices: list[int],
   missing = [i for i in indices if i not in done]
   if not missing:
     return done
-  progress = Progress(what, len(indices), len(indices) - len(missing))
+  progress = Progress(what, len(indices), len(indices) - len(missing), unit)
 
   def on_done(chunk: list[int], values: list) -> None:
     if chunk:
@@ -529,6 +618,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     logging.info("resuming %s at step %d", workdir, int(state.step))
   elif start is not None:
     state = _start_from(start, state)
+  elif config.imitation_steps and not trainer.measured:
+    state = trainer.imitate(state)
   valid = trainer.splits["valid"][:config.num_eval_graphs]
   if not history:
     history.append({"step": 0, **trainer.evaluate(state.policy_params, valid)})
@@ -543,17 +634,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     step = int(state.step)
     rng = np.random.default_rng([config.seed, step])
     chosen = rng.choice(train, size=min(config.batch_size, len(train)), replace=False)
-    # Common random numbers: a graph's rollouts use the same seed at every step, so reward
-    # differences measure the distributions rather than the luck of the draw. The samples of
-    # one graph in one step always share a seed (their leave-one-out baseline needs that).
-    graph_seeds = (np.full(len(chosen), EVAL_SEED) if config.common_random_numbers
-                   else step * config.batch_size + np.arange(len(chosen)))
+    # Common random numbers: each rollout runs with one of the graph's reference seeds, so its
+    # reward compares it with the unguided search of the same seed; the samples of one graph
+    # in one step share the seed (their leave-one-out baseline needs that).
+    graph_slots = rng.integers(0, config.reference_seeds, len(chosen))
     indices = np.repeat(chosen, config.samples_per_graph).tolist()
-    seeds = np.repeat(graph_seeds, config.samples_per_graph)
+    slots = np.repeat(graph_slots, config.samples_per_graph)
     key = jax.random.fold_in(jax.random.key(config.seed), step)
     graph, mask, actions, objectives = trainer.rollouts(state.policy_params, indices, key,
-                                                        False, seeds)
-    rewards = -objectives / trainer.reference(indices)
+                                                        False, slots)
+    rewards = reinforce.log_ratio_rewards(trainer.reference(indices, slots), objectives)
     padded_rewards = np.zeros(len(mask), np.float32)
     padded_rewards[:len(indices)] = rewards
     reference = None
@@ -567,7 +657,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                                  trainer.train_config, reference)
     done += 1
     row = {"step": step + 1, "loss": float(loss), "reward": float(rewards.mean()),
-           "improvement_pct": float(100 * (1 + rewards).mean())}
+           "improvement_pct": float(100 * (1 - np.exp(-rewards)).mean())}
     if (step + 1) % config.eval_every == 0 or step + 1 == config.num_steps:
       history.append({"step": step + 1, **trainer.evaluate(state.policy_params, valid)})
       row["valid_improvement_pct"] = history[-1]["improvement_pct"]
@@ -654,7 +744,7 @@ def _plot(history, path: str) -> None:
   ax.plot([h["step"] for h in history], [h["improvement_pct"] for h in history], marker="o")
   ax.axhline(0, color="grey", lw=0.8)
   ax.set_xlabel("training step")
-  ax.set_ylabel("validation: % better than uniform BRKGA")
+  ax.set_ylabel("validation: % better than unguided")
   fig.tight_layout()
   buffer = io.BytesIO()
   fig.savefig(buffer, format="png", dpi=120)

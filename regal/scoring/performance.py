@@ -322,14 +322,15 @@ _REGISTERED_CHROMOSOMES: dict[int, Callable] = {}
 class registered_scorer:
   """`with registered_scorer(problem) as handle:` makes the problem's host scorer callable
   from a `bucket_fitness_fn` under `handle` (an int operand, so one compiled search serves
-  every graph of a bucket)."""
+  every graph of a bucket); `bucket`: the padded layout (default `bucket_layout(problem)`)."""
 
   _next = 0
 
-  def __init__(self, problem: Problem, decoder: str = "direct", bias: float = 0.0):
+  def __init__(self, problem: Problem, decoder: str = "direct", bias: float = 0.0,
+               bucket: chromosome_lib.Layout | None = None):
     self.entry = (host_scorer(problem), problem.graph.num_ops, problem.graph.num_tensors)
     decode = host_decoder(problem, decoder, bias)
-    own, bucket = problem.layout, bucket_layout(problem)
+    own, bucket = problem.layout, bucket or bucket_layout(problem)
     score = self.entry[0]
 
     def score_chromosomes(chromosomes):  # Bucket-layout chromosomes, decoded on the host.

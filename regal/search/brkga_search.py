@@ -110,6 +110,32 @@ def bucketed(problem: performance.Problem) -> bool:
           and problem.noise_sigma == 0)
 
 
+@dataclasses.dataclass(frozen=True)
+class PaddedShape:
+  """The static shapes a bucketed search compiles for: the chromosome layout padded to size
+  buckets and the local moves' neighbour capacity. Graphs of one shape share the compiled
+  search; `common_shape` pads many graphs to one (a training run: one compile in all)."""
+  bucket: chromosome_lib.Layout
+  capacity: int
+
+
+def padded_shape(problem: performance.Problem) -> PaddedShape:
+  return PaddedShape(performance.bucket_layout(problem),
+                     local_moves.neighbour_capacity(problem.graph))
+
+
+def common_shape(problems) -> PaddedShape:
+  """The smallest shape every problem fits (same device count)."""
+  shapes = [padded_shape(p) for p in problems]
+  devices = {s.bucket.num_devices for s in shapes}
+  if len(devices) != 1:
+    raise ValueError(f"one padded shape needs one device count, got {sorted(devices)}")
+  return PaddedShape(chromosome_lib.Layout(max(s.bucket.num_ops for s in shapes),
+                                           max(s.bucket.num_tensors for s in shapes),
+                                           devices.pop()),
+                     max(s.capacity for s in shapes))
+
+
 def search_layout(problem: performance.Problem) -> chromosome_lib.Layout:
   """The chromosome layout BRKGA evolves for `problem` (what default parameters depend on)."""
   return performance.bucket_layout(problem) if bucketed(problem) else problem.layout
@@ -220,8 +246,10 @@ def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
 
 def _bucketed_search(bucket: chromosome_lib.Layout, params: brkga.Params, evals: int,
                      num_seeds: int, settings: SearchSettings, swaps: float, capacity: int):
-  """(compiled search(key, seeds, table, token, handle) -> brkga.Result, compile seconds; 0
-  when cached)."""
+  """(compiled search(key, seeds, table, token, handle, mutant alpha, mutant beta) ->
+  brkga.Result, compile seconds; 0 when cached). The mutant distributions [bucket.size] are
+  operands, so guided and unguided searches share the compiled code."""
+  params = params.replace(mutant_alpha=1.0, mutant_beta=1.0)
   leaves, treedef = jax.tree_util.tree_flatten(params)
   key = (bucket, str(treedef), tuple(np.asarray(leaf).tobytes() for leaf in leaves), evals,
          num_seeds, settings, swaps, capacity)
@@ -229,8 +257,9 @@ def _bucketed_search(bucket: chromosome_lib.Layout, params: brkga.Params, evals:
     return _COMPILED[key], 0.0
   fitness = performance.bucket_fitness_fn(bucket, settings.decoder)
 
-  def search(rng, seeds, table, token, handle):
-    return _search_fn(lambda c: fitness(c, handle), params, evals, bucket.size, settings,
+  def search(rng, seeds, table, token, handle, alpha, beta):
+    guided = params.replace(mutant_alpha=alpha, mutant_beta=beta)
+    return _search_fn(lambda c: fitness(c, handle), guided, evals, bucket.size, settings,
                       swaps, bucket)(rng, seeds, table, token)
 
   table = local_moves.MoveTable(
@@ -242,7 +271,8 @@ def _bucketed_search(bucket: chromosome_lib.Layout, params: brkga.Params, evals:
   start = time.perf_counter()
   compiled = jax.jit(search).lower(
       jax.random.key(0), jax.ShapeDtypeStruct((num_seeds, bucket.size), jnp.float32), table,
-      jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32)).compile()
+      jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32),
+      *[jax.ShapeDtypeStruct((bucket.size,), jnp.float32)] * 2).compile()
   _COMPILED[key] = compiled
   return compiled, time.perf_counter() - start
 
@@ -251,23 +281,24 @@ def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
              params: brkga.Params | None = None,
              seeds: dict[str, np.ndarray] | None = None,
              settings: SearchSettings = SearchSettings(),
-             time_limit: float | None = None) -> SearchResult:
+             time_limit: float | None = None, shape: PaddedShape | None = None) -> SearchResult:
   """BRKGA with `evals` fitness evaluations; `seeds` name chromosomes for the first population.
   `time_limit` seconds end the search early, at a generation boundary, as does SIGINT or
-  SIGTERM under `errors.run_cli` (during the compile too: the search then stops at once)."""
+  SIGTERM under `errors.run_cli` (during the compile too: the search then stops at once).
+  `shape`: the padded shape of a bucketed search (default: the problem's own)."""
   with errors.stoppable():
-    return _optimize(problem, evals, seed, params, seeds, settings, time_limit)
+    return _optimize(problem, evals, seed, params, seeds, settings, time_limit, shape)
 
 
 def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga.Params | None,
               seeds: dict[str, np.ndarray] | None, settings: SearchSettings,
-              time_limit: float | None) -> SearchResult:
+              time_limit: float | None, shape: PaddedShape | None) -> SearchResult:
   params = params or default_params(problem, evals)
   seeds = {"single_device": single_device_seed(problem), **(seeds or {})}
   swaps = swap_fraction(problem, settings)
-  if bucketed(problem) and all(np.ndim(np.asarray(getattr(params, name))) == 0
-                               for name in ("mutant_alpha", "mutant_beta")):
-    return _optimize_bucketed(problem, evals, seed, params, seeds, settings, swaps, time_limit)
+  if bucketed(problem):
+    return _optimize_bucketed(problem, evals, seed, params, seeds, settings, swaps, time_limit,
+                              shape or padded_shape(problem))
   seed_matrix = jnp.asarray(np.stack(list(seeds.values())), jnp.float32)
   fitness = performance.make_fitness_fn(problem, settings.decoder, settings.bias)
   seed_values = np.asarray(fitness(seed_matrix))
@@ -290,25 +321,41 @@ def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga
 def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
                        params: brkga.Params, seeds: dict[str, np.ndarray],
                        settings: SearchSettings, swaps: float,
-                       time_limit: float | None) -> SearchResult:
-  own, bucket = problem.layout, performance.bucket_layout(problem)
+                       time_limit: float | None, shape: PaddedShape) -> SearchResult:
+  own, bucket, capacity = problem.layout, shape.bucket, shape.capacity
   seed_matrix = np.stack([chromosome_lib.to_bucket(own, bucket, np.asarray(c, np.float32),
                                                    fill=0.0) for c in seeds.values()])
-  capacity = local_moves.neighbour_capacity(problem.graph)
   table = local_moves.move_table(problem.graph, bucket.num_ops, capacity)
   compiled, compile_seconds = _bucketed_search(bucket, params, evals, len(seeds), settings,
                                                swaps, capacity)
-  with performance.registered_scorer(problem, settings.decoder, settings.bias) as handle, \
+  alpha, beta = (mutant_genes(own, bucket, getattr(params, name))
+                 for name in ("mutant_alpha", "mutant_beta"))
+  with performance.registered_scorer(problem, settings.decoder, settings.bias,
+                                     bucket) as handle, \
       _deadline(time_limit) as token:
     seed_values = performance.score_registered_chromosomes(handle, seed_matrix)
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(
         jax.random.key(seed), jnp.asarray(seed_matrix), table, jnp.asarray(token, jnp.int32),
-        jnp.asarray(handle, jnp.int32)))
+        jnp.asarray(handle, jnp.int32), alpha, beta))
     search_seconds = time.perf_counter() - start
   best = chromosome_lib.from_bucket(own, bucket, np.asarray(result.best_chromosome))
   return _result(problem, result, best, seeds, seed_values, compile_seconds, search_seconds,
                  settings, evals, params)
+
+
+def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
+                 values) -> jnp.ndarray:
+  """A mutant Beta parameter (a scalar, or one per gene of the graph's own layout) per gene
+  of the bucket layout. Per-gene values leave the padded genes, which decode to nothing, at 1,
+  so a guide that steers no gene keeps the engine's uniform draws, bit for bit."""
+  values = np.asarray(values, np.float32)
+  if values.ndim == 0:
+    return jnp.full(bucket.size, values, jnp.float32)
+  if values.shape != (own.size,):
+    raise ValueError(f"mutant distributions must have one value per gene ({own.size}), got "
+                     f"{values.shape}")
+  return jnp.asarray(chromosome_lib.to_bucket(own, bucket, values, fill=1.0), jnp.float32)
 
 
 def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[str, np.ndarray],

@@ -25,14 +25,21 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   config.num_devices = 2
   config.model = "sync"  # REGAL's synthetic task: synchronous model, runtime.
   config.objective = "runtime"
-  config.evals = 1000  # Per graph, the 400 feature evaluations included.
+  config.evals = 5000  # Per search: rollouts and the unguided reference alike.
   config.batch_size = 4
   config.num_steps = 80
   config.learning_rate = 1e-3
   config.clip_norm = 10.0
   config.entropy_weight = 0.0
   config.normalize_advantage = False
-  config.common_random_numbers = False  # Every rollout of a graph uses one seed.
+  # Search seeds per graph: each rollout uses one of them, and its reward compares it with the
+  # unguided search of the same seed (computed once per graph and seed, cached).
+  config.reference_seeds = 2
+  config.eval_seeds = 2  # Of those, the ones validation and test run each graph with.
+  # Before REINFORCE: Adam steps toward what the unguided search's answers (one per reference
+  # seed) agree on for each training graph (a device, a priority bin; neutral elsewhere).
+  config.imitation_steps = 200
+  config.imitation_learning_rate = 3e-3
   # Samples of each graph per step; above 1 their leave-one-out mean replaces b(G) in the
   # advantage (not in the paper: it removes the graph's difficulty and the rollout seed's luck
   # from the reward's noise; with 1, as in the paper, 100 steps showed no trend).
@@ -57,7 +64,7 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   config.brkga_preset = "default"
   config.policy = ml_collections.ConfigDict(dict(
       hidden=32, rounds=2, update="residual", aggregation="sum", placement_bins=2,
-      priority_bins=16))
+      priority_bins=16, initial_steer=0.1))
   if preset == "paper":
     config.num_train, config.num_valid, config.num_test = 10000, 1000, 1000
     config.evals = 5000
@@ -82,6 +89,9 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   elif preset == "test":  # Seconds: what the test suite trains.
     config.num_train, config.num_valid, config.num_test = 4, 2, 2
     config.evals = 500
+    config.reference_seeds = 2
+    config.eval_seeds = 1
+    config.imitation_steps = 3
     config.batch_size = 2
     config.num_steps = 2
     config.eval_every = 2

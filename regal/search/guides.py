@@ -1,0 +1,120 @@
+"""The one search and what may steer it.
+
+`run_guided(problem, evals, seed, guidance)` is the search every caller runs: `regal.optimize
+--method brkga`, REGAL's training rollouts and validation (`regal.learning.rollout`), the
+learning table and the sweeps. It is `brkga_search.optimize` with the preset's parameters and
+search settings for the problem's model (decoder, local moves), the guidance's chromosomes in
+the first population and its per-gene mutant distributions, on the bucketed compiled search
+(one compile per size bucket, guided or not).
+
+A guide turns a problem into `Guidance`: heuristic seeds (`seed_arms`: the list schedulers, GP,
+the Doppler policy), the REGAL policy (`regal.learning.policy_runner.RegalGuide`: mutant
+distributions from a GNN over the graph and its seeds). Guides chain: each refines the
+guidance of the one before. Every model evaluation a guide spends is in
+`Guidance.evaluations` and comes out of the run's budget, so a guided search never evaluates
+more than an unguided one at the same `evals`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from datasets import errors
+from regal.scoring import performance
+from regal.search import brkga_presets
+from regal.search import brkga_search
+from regal.search import seed_arms
+
+
+@dataclasses.dataclass(frozen=True)
+class Guidance:
+  """What a guide gives the search, on the problem's own chromosome layout."""
+  seeds: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # First population.
+  mutant_alpha: np.ndarray | None = None  # [layout.size] Beta parameters; None: the preset's.
+  mutant_beta: np.ndarray | None = None
+  evaluations: int = 0  # Model evaluations spent producing it (counted in the budget).
+  details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class Guide(Protocol):
+  def planned_evaluations(self, problem: performance.Problem) -> int:
+    """The model evaluations `guide` will spend (known before it runs)."""
+
+  def guide(self, problem: performance.Problem, seed: int, before: Guidance) -> Guidance:
+    """`before` refined."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedArms:
+  """Heuristic (and Doppler-policy) assignments as first-population chromosomes."""
+  arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS
+  doppler: seed_arms.DopplerArm | None = None
+
+  def planned_evaluations(self, problem: performance.Problem) -> int:
+    del problem
+    return seed_arms.planned_evaluations(self.arms, self.doppler)
+
+  def guide(self, problem: performance.Problem, seed: int, before: Guidance) -> Guidance:
+    seeds, spent = seed_arms.arm_seeds(problem, self.arms, self.doppler, seed)
+    return dataclasses.replace(before, seeds={**before.seeds, **seeds},
+                               evaluations=before.evaluations + spent)
+
+
+def guidance(problem: performance.Problem, seed: int, guides: Sequence[Guide]) -> Guidance:
+  """The guides' guidance, in chain order."""
+  result = Guidance()
+  for one in guides:
+    result = one.guide(problem, seed, result)
+  return result
+
+
+def check_budget(problem: performance.Problem, evals: int, guides: Sequence[Guide],
+                 preset: str = brkga_presets.DEFAULT) -> None:
+  """Refuses, before any guide runs, a budget that leaves the search less than one
+  population after the guides' planned evaluations."""
+  population = search_params(problem, evals, preset).population_size
+  planned = sum(one.planned_evaluations(problem) for one in guides)
+  if evals - planned < population:
+    raise errors.ConfigError(f"--evals {evals} leaves {evals - planned} evaluations for BRKGA "
+                             f"after the guides spend {planned}; it needs at least one "
+                             f"population ({population})")
+
+
+def search_params(problem: performance.Problem, evals: int,
+                  preset: str = brkga_presets.DEFAULT):
+  """The preset's BRKGA parameters for the searched layout (a size bucket on native
+  engines: one compile per bucket) and the whole budget `evals`."""
+  return brkga_presets.params(preset, brkga_search.search_layout(problem).size, evals=evals)
+
+
+def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guidance,
+               preset: str = brkga_presets.DEFAULT, decoder: str | None = None,
+               time_limit: float | None = None,
+               progress: Callable[[str], None] | None = None,
+               shape: brkga_search.PaddedShape | None = None) -> brkga_search.SearchResult:
+  """The search with `evals` evaluations in all, the guidance's included. `shape`: a padded
+  shape shared by many graphs (training: one compile), else the problem's own buckets."""
+  params = search_params(problem, evals, preset)
+  settings = brkga_presets.search_settings(preset, decoder=decoder, model=problem.model)
+  left = evals - guided.evaluations
+  if left < params.population_size:
+    raise errors.ConfigError(f"--evals {evals} leaves {left} evaluations for BRKGA after the "
+                             f"guides spent {guided.evaluations}; it needs at least one "
+                             f"population ({params.population_size})")
+  if guided.mutant_alpha is not None:
+    params = params.replace(mutant_alpha=np.asarray(guided.mutant_alpha, np.float32),
+                            mutant_beta=np.asarray(guided.mutant_beta, np.float32))
+  with errors.stoppable():  # From the line on: a signal prompted by it stops the search.
+    if progress is not None:
+      progress(f"searching: BRKGA on {problem.graph.num_ops} ops, {left} evaluations "
+               f"(population {params.population_size}, {len(guided.seeds) + 1} seeds); SIGINT "
+               f"(Ctrl-C) stops it and keeps the best found")
+    try:
+      result = brkga_search.optimize(problem, evals=left, seed=seed, params=params,
+                                     seeds=guided.seeds, settings=settings,
+                                     time_limit=time_limit, shape=shape)
+    except ValueError as error:  # e.g. a budget below one population
+      raise errors.ConfigError(str(error)) from None
+  return dataclasses.replace(result, evaluations=result.evaluations + guided.evaluations)

@@ -1,0 +1,89 @@
+"""regal.search.guides and the REGAL guide: an untrained policy steers nothing (the guided
+search is the unguided one, bit for bit), a guide's evaluations come out of the budget, and
+regal.optimize --policy runs one search within it (the unguided one only on request, apart)."""
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+from datasets import devices as devices_lib
+from datasets import errors
+from datasets.synthetic import sized_graph
+from regal.app import optimize_lib
+from regal.learning import checkpoint, policy_runner, reinforce, train_lib
+from regal.learning import policy as policy_lib
+from regal.learning.configs import default as default_config
+from regal.scoring import performance
+from regal.search import guides
+
+
+@pytest.fixture(scope="module")
+def untrained_workdir(tmp_path_factory):
+  """A workdir holding an untrained policy's checkpoint (as a run's first step would start)."""
+  config = default_config.get_config("test")
+  workdir = str(tmp_path_factory.mktemp("untrained"))
+  problem = performance.Problem(sized_graph(20, seed=1), devices_lib.homogeneous(2),
+                                model="sync")
+  example = policy_runner.padded_graph(problem, policy_runner.feature_seeds(problem))
+  state = reinforce.init_state(jax.random.key(0), example, config.num_devices,
+                               policy_lib.PolicyConfig(**config.policy.to_dict()),
+                               reinforce.TrainConfig())
+  checkpoint.save(checkpoint.in_workdir(workdir), state,
+                  {"step": 0, "config": train_lib.fingerprint(config),
+                   "config_values": config.to_dict(), "history": []})
+  return workdir
+
+
+@pytest.mark.parametrize("model", ["sync", "wc"])
+def test_an_untrained_policy_is_the_unguided_search_bit_for_bit(untrained_workdir, model):
+  graph = sized_graph(40, seed=3)
+  runs = [optimize_lib.run(graph, devices_lib.homogeneous(2), model=model, evals=2000, seed=4,
+                           policy_dir=policy).data for policy in (None, untrained_workdir)]
+  plain, guided = runs
+  assert guided["details"]["steered_genes"] == 0
+  for key in ("objective", "placement", "schedule", "evaluations"):
+    assert guided[key] == plain[key], key
+  assert guided["details"]["winner_origin"] == plain["details"]["winner_origin"]
+
+
+def test_steering_changes_the_search_and_the_unguided_comparison_is_apart(untrained_workdir):
+  """A policy that steers (here: every gene concentrated) gives another search; with
+  compare_unguided the unguided search is reported apart and never becomes the answer."""
+  problem = performance.Problem(sized_graph(40, seed=3), devices_lib.homogeneous(2),
+                                model="sync")
+  seeded = guides.guidance(problem, 0, [guides.SeedArms()])
+  size = problem.layout.size
+  steered = dataclasses.replace(seeded, mutant_alpha=np.full(size, 50.0, np.float32),
+                                mutant_beta=np.full(size, 0.5, np.float32))
+  plain = guides.run_guided(problem, 2000, 4, seeded)
+  other = guides.run_guided(problem, 2000, 4, steered)
+  assert not np.array_equal(plain.history, other.history)
+  assert plain.evaluations <= 2000 and other.evaluations <= 2000
+  report = optimize_lib.run(problem.graph, problem.devices, model="sync", evals=2000, seed=4,
+                            policy_dir=untrained_workdir, compare_unguided=True).data
+  unguided = report["details"]["unguided"]
+  assert unguided["objective"] == report["objective"]  # Untrained: the same search.
+  assert 0 < unguided["evaluations"] <= 2000 and report["evaluations"] <= 2000
+
+
+def test_a_guides_evaluations_come_out_of_the_budget():
+  problem = performance.Problem(sized_graph(30, seed=2), devices_lib.homogeneous(2), model="wc")
+  seeded = guides.guidance(problem, 0, [guides.SeedArms()])
+  spent = 700
+  result = guides.run_guided(problem, 2000, 1, dataclasses.replace(seeded, evaluations=spent))
+  alone = guides.run_guided(problem, 2000 - spent, 1, seeded)
+  assert result.evaluations == alone.evaluations + spent <= 2000
+  with pytest.raises(errors.ConfigError, match="leaves 10 evaluations for BRKGA"):
+    guides.run_guided(problem, 2000, 1, dataclasses.replace(seeded, evaluations=1990))
+
+
+def test_the_doppler_arms_episodes_are_counted_in_regal_optimize():
+  from regal.search import seed_arms
+  graph = sized_graph(12, seed=6)
+  doppler = seed_arms.DopplerArm(evals=64, samples=2)
+  planned = seed_arms.planned_evaluations(("single_device", "doppler"), doppler)
+  report = optimize_lib.run(graph, devices_lib.homogeneous(2), model="wc", evals=1000,
+                            arms=("single_device", "doppler"), doppler=doppler).data
+  assert planned > 0 and report["details"]["arm_evaluations"] == planned
+  assert report["evaluations"] <= 1000
