@@ -341,3 +341,21 @@ def test_sigint_says_where_and_how_to_resume_and_leaves_no_ray_process(tmp_path)
   while _ray_processes() - before and time.time() < deadline:
     time.sleep(0.5)
   assert not _ray_processes() - before
+
+
+def test_the_best_validated_policy_is_kept(tmp_path):
+  """Validation (never the test split) chooses the policy inference uses: a later step that
+  validates worse leaves the best file alone; ties keep the earlier."""
+  import jax.numpy as jnp
+  workdir = str(tmp_path)
+  best = checkpoint.best_in_workdir(workdir)
+  history = [{"step": 0, "improvement_pct": 1.0}]
+  train_lib._keep_if_best(workdir, {"w": jnp.zeros(2)}, history, "c")
+  assert checkpoint.read_meta(best)["step"] == 0
+  for step, score in ((20, 0.5), (40, 1.0)):
+    history.append({"step": step, "improvement_pct": score})
+    train_lib._keep_if_best(workdir, {"w": jnp.ones(2)}, history, "c")
+    assert checkpoint.read_meta(best)["step"] == 0
+  history.append({"step": 60, "improvement_pct": 1.5})
+  train_lib._keep_if_best(workdir, {"w": jnp.ones(2)}, history, "c")
+  assert checkpoint.read_meta(best)["step"] == 60

@@ -22,9 +22,18 @@ FORMAT = "regal.checkpoint"
 WORKDIR_FILE = "checkpoint.msgpack"  # A training workdir's checkpoint.
 
 
+BEST_FILE = "best.msgpack"  # The state with the best validation score so far.
+
+
 def in_workdir(workdir: str) -> str:
   """The checkpoint file of a REGAL training workdir."""
   return os.path.join(workdir, WORKDIR_FILE)
+
+
+def best_in_workdir(workdir: str) -> str:
+  """The best-validated policy of a REGAL training workdir: what inference and the final
+  report use (validation graphs only choose it)."""
+  return os.path.join(workdir, BEST_FILE)
 
 
 def save(path: str, state: Any, meta: dict[str, Any]) -> None:

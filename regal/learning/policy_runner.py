@@ -26,7 +26,8 @@ from regal.search import seed_arms
 
 
 def load(workdir: str, problem: performance.Problem):
-  """(policy config, policy params) of the checkpoint in `workdir`, checked against the
+  """(policy config, policy params) of the best-validated policy in `workdir` (else its last
+  checkpoint's), checked against the
   problem (device count and feature width must match what the policy was trained on)."""
   path = checkpoint.in_workdir(workdir)
   if not os.path.exists(path):
@@ -47,7 +48,8 @@ def load(workdir: str, problem: performance.Problem):
                                     problem.graph.num_ops + 1, max(problem.graph.num_edges, 1))
   template = reinforce.init_state(jax.random.key(0), example, config.num_devices,
                                   policy_config, reinforce.TrainConfig())
-  state, _ = checkpoint.restore(path, template)
+  best = checkpoint.best_in_workdir(workdir)  # The best-validated policy, when there is one.
+  state, _ = checkpoint.restore(best if os.path.exists(best) else path, template)
   return policy_config, state.policy_params
 
 

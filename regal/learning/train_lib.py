@@ -597,10 +597,13 @@ def workdir_config(workdir: str) -> ml_collections.ConfigDict:
 
 
 def trained_policy(trainer: Trainer, workdir: str):
-  """The policy parameters of the checkpoint in `workdir`, trained with `trainer`'s config."""
+  """The best-validated policy parameters of `workdir` (its last checkpoint's without a best
+  file), trained with `trainer`'s config."""
   if _checkpoint_meta(workdir, fingerprint(trainer.config)) is None:
     raise errors.ConfigError(f"no checkpoint in {workdir}")
-  state, _ = checkpoint.restore(checkpoint.in_workdir(workdir), initial_state(trainer))
+  best = checkpoint.best_in_workdir(workdir)
+  path = best if os.path.exists(best) else checkpoint.in_workdir(workdir)
+  state, _ = checkpoint.restore(path, initial_state(trainer))
   return state.policy_params
 
 
@@ -624,6 +627,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   if not history:
     history.append({"step": 0, **trainer.evaluate(state.policy_params, valid)})
     logging.info("step 0: validation improvement %.2f%%", history[-1]["improvement_pct"])
+    _keep_if_best(workdir, state, history, config_id)
   truncate_metrics(os.path.join(workdir, "metrics.csv"), int(state.step))
   events = ScalarEvents(os.path.join(workdir, "tb"), int(state.step))
   train = trainer.splits["train"]
@@ -661,6 +665,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     if (step + 1) % config.eval_every == 0 or step + 1 == config.num_steps:
       history.append({"step": step + 1, **trainer.evaluate(state.policy_params, valid)})
       row["valid_improvement_pct"] = history[-1]["improvement_pct"]
+      _keep_if_best(workdir, state, history, config_id)
     _append_csv(os.path.join(workdir, "metrics.csv"), {**row, "valid_improvement_pct":
                                                        row.get("valid_improvement_pct", "")})
     events.add({name: value for name, value in row.items() if name != "step"}, step + 1)
@@ -679,9 +684,20 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                    f", validation improvement {row['valid_improvement_pct']:.2f}%"
                    if "valid_improvement_pct" in row else "")
   events.close()
-  report = _final_report(trainer, state, history, workdir)
+  report = _final_report(trainer, trained_policy(trainer, workdir), history, workdir)
   trainer.pool.shutdown()
   return report
+
+
+def _keep_if_best(workdir: str, state, history: list[dict], config_id: str) -> None:
+  """Saves `state` as the workdir's best policy when the last validation beats every earlier
+  one (ties keep the earlier). Written before the checkpoint of its step, so a kill between
+  the two reruns that step and saves the same again."""
+  scores = [h["improvement_pct"] for h in history]
+  if scores[-1] > max(scores[:-1], default=-np.inf):
+    checkpoint.save(checkpoint.best_in_workdir(workdir), state,
+                    {"step": history[-1]["step"], "config": config_id,
+                     "validation": history[-1]})
 
 
 class ScalarEvents:
@@ -717,19 +733,21 @@ class ScalarEvents:
     self._writer.close()
 
 
-def _final_report(trainer: Trainer, state, history, workdir: str) -> dict[str, Any]:
+def _final_report(trainer: Trainer, policy_params, history, workdir: str) -> dict[str, Any]:
+  """The best-validated policy on the test graphs."""
   test = trainer.splits["test"]
   start = time.perf_counter()
   graph, _ = trainer._batch(test[:trainer.config.batch_size])
-  jax.block_until_ready(trainer.apply_policy(state.policy_params, graph))
+  jax.block_until_ready(trainer.apply_policy(policy_params, graph))
   inference = (time.perf_counter() - start) / min(len(test), trainer.config.batch_size)
-  result = trainer.evaluate(state.policy_params, test, "test")
+  result = trainer.evaluate(policy_params, test, "test")
   # Which graphs each split held (training never saw the test ones).
   names = {split: [trainer.problems[i].graph.name for i in indices]
            for split, indices in trainer.splits.items()}
   report = {"dataset": trainer.config.dataset, "split_graphs": names,
             "test": result, "test_graphs": len(test), "history": history,
-            "inference_seconds_per_graph": inference, "steps": int(state.step),
+            "inference_seconds_per_graph": inference, "steps": history[-1]["step"],
+            "best_validation_step": max(history, key=lambda h: h["improvement_pct"])["step"],
             "evals": trainer.config.evals, "reward": trainer.config.reward}
   atomic.write_text(os.path.join(workdir, "report.json"), json.dumps(report, indent=1))
   _plot(history, os.path.join(workdir, "reward_curve.png"))

@@ -347,11 +347,12 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
 def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
                  values) -> jnp.ndarray:
   """A mutant Beta parameter (a scalar, or one per gene of the graph's own layout) per gene
-  of the bucket layout. Per-gene values leave the padded genes, which decode to nothing, at 1,
-  so a guide that steers no gene keeps the engine's uniform draws, bit for bit."""
+  of the bucket layout. The padded genes, which decode to nothing, stay at 1: a guide that
+  steers no gene keeps the engine's uniform draws, and a scalar draws what the same value
+  given gene by gene does, bit for bit."""
   values = np.asarray(values, np.float32)
   if values.ndim == 0:
-    return jnp.full(bucket.size, values, jnp.float32)
+    values = np.full(own.size, values, np.float32)
   if values.shape != (own.size,):
     raise ValueError(f"mutant distributions must have one value per gene ({own.size}), got "
                      f"{values.shape}")

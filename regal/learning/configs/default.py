@@ -1,6 +1,8 @@
 """Training configurations for `python -m regal.train` (ml_collections).
 
-  --config=regal/learning/configs/default.py         the quick default: ~6 minutes on 2 cores
+  --config=regal/learning/configs/default.py         the default (sync model, 2 devices):
+                                                     ~11 minutes on 2 cores
+  --config=regal/learning/configs/default.py:wc      the same for the WC model on 4 devices
   --config=regal/learning/configs/default.py:paper   REGAL's synthetic setting (hours to days)
   --config=regal/learning/configs/default.py:long    an hour on 2 CPU cores: REGAL at 5K
                                                      evaluations against BRKGA 5K on a filtered
@@ -27,8 +29,8 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   config.objective = "runtime"
   config.evals = 5000  # Per search: rollouts and the unguided reference alike.
   config.batch_size = 4
-  config.num_steps = 80
-  config.learning_rate = 1e-3
+  config.num_steps = 40
+  config.learning_rate = 1e-4
   config.clip_norm = 10.0
   config.entropy_weight = 0.0
   config.normalize_advantage = False
@@ -86,6 +88,9 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
     config.num_eval_graphs = 16
     config.log_every = 5
     config.test_filter_pct = 18.0
+  elif preset == "wc":  # The WC model's policy (Doppler's model), 4 devices.
+    config.model = "wc"
+    config.num_devices = 4
   elif preset == "test":  # Seconds: what the test suite trains.
     config.num_train, config.num_valid, config.num_test = 4, 2, 2
     config.evals = 500
@@ -101,5 +106,5 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
     config.policy.rounds = 1
     config.samples_per_graph = 2  # Exercises the leave-one-out path at half the default cost.
   elif preset:
-    raise ValueError(f"unknown preset {preset!r}; known: paper, long, test")
+    raise ValueError(f"unknown preset {preset!r}; known: paper, long, wc, test")
   return config
