@@ -303,18 +303,18 @@ def test_imitation_moves_the_most_likely_actions_to_the_targets():
 
 
 def test_learning_table_statistics_by_hand():
-  from experiments import learning_table
+  from experiments import paired_stats
   rng = np.random.default_rng(0)
   constant = np.full((4, 3), 2.5)
-  assert learning_table.bootstrap_interval(constant, rng) == (2.5, 2.5)
+  assert paired_stats.bootstrap_interval(constant, rng) == (2.5, 2.5)
   spread = np.array([[1.0, 3.0], [5.0, 7.0]])
-  low, high = learning_table.bootstrap_interval(spread, rng)
+  low, high = paired_stats.bootstrap_interval(spread, rng)
   assert 1.0 <= low < 4.0 < high <= 7.0
   rows = [{"unguided": [10.0, 10.0], "guided": [9.0, 11.0], "guided_evals_to_match": [5, 9],
            "guided_seconds": [1.0, 1.0], "unguided_seconds": [0.5, 0.5]},
           {"unguided": [20.0, 20.0], "guided": [19.0, 19.0], "guided_evals_to_match": [3, 3],
            "guided_seconds": [1.0, 1.0], "unguided_seconds": [0.5, 0.5]}]
-  summary = learning_table.summarize(rows, np.array([8.0, 18.0]))
+  summary = paired_stats.summarize(rows, np.array([8.0, 18.0]))
   assert summary["mean_improvement_pct"] == pytest.approx((0.0 + 5.0) / 2)
   assert summary["win_rate"] == 0.75 and summary["loss_rate"] == 0.25
   # Gaps to the best known: 2 + 2 + 2 + 2 = 8; closed: 1 - 1 + 1 + 1 = 2.

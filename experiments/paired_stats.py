@@ -1,0 +1,50 @@
+"""Statistics of paired runs (the same graph and seed, with and without a guide), for
+`experiments.learning_table`: kept apart from its flags so tests and other tables import them."""
+from __future__ import annotations
+
+import numpy as np
+
+BOOTSTRAP = 10_000
+
+
+def first_match(result, target: float, params) -> int:
+  """Evaluations the search had spent when its best first reached `target` (its budget when
+  it never did), from its per-generation history."""
+  reached = np.flatnonzero(np.asarray(result.history) <= target)
+  if not len(reached):
+    return int(result.evaluations)
+  seed_spent = result.evaluations - (params.population_size * params.num_populations
+                                     + (len(result.history) - 1) * params.offspring_per_generation
+                                     * params.num_populations)
+  return int(max(seed_spent, 0) + params.population_size * params.num_populations
+             + reached[0] * params.offspring_per_generation * params.num_populations)
+
+
+def bootstrap_interval(per_pair: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+  """95% interval of the mean over graphs of per-graph means of [G, S] values: graphs
+  resampled, then seeds within each."""
+  graphs, seeds = per_pair.shape
+  pick_graphs = rng.integers(0, graphs, (BOOTSTRAP, graphs))
+  pick_seeds = rng.integers(0, seeds, (BOOTSTRAP, graphs, seeds))
+  samples = per_pair[pick_graphs[..., None], pick_seeds].mean(axis=(1, 2))
+  low, high = np.percentile(samples, [2.5, 97.5])
+  return float(low), float(high)
+
+
+def summarize(rows: list[dict], best_known: np.ndarray) -> dict:
+  unguided = np.array([r["unguided"] for r in rows])
+  guided = np.array([r["guided"] for r in rows])
+  improvement = 100 * (unguided - guided) / unguided
+  low, high = bootstrap_interval(improvement, np.random.default_rng(0))
+  room = np.maximum(unguided - best_known[:, None], 0.0)
+  return {"mean_improvement_pct": float(improvement.mean(axis=1).mean()),
+          "ci95_pct": [low, high], "win_rate": float((guided < unguided).mean()),
+          "loss_rate": float((guided > unguided).mean()),
+          "headroom_captured": float((unguided - guided).sum() / room.sum())
+          if room.sum() > 0 else None,
+          "unguided_gap_to_best_known_pct": float(np.mean(100 * room / best_known[:, None])),
+          "median_guided_evals_to_match": float(np.median(
+              [e for r in rows for e in r["guided_evals_to_match"]])),
+          "guided_seconds": float(np.mean([s for r in rows for s in r["guided_seconds"]])),
+          "unguided_seconds": float(np.mean([s for r in rows for s in r["unguided_seconds"]])),
+          "pairs": int(improvement.size)}
