@@ -186,11 +186,8 @@ def simulate(graph: NativeGraph, placement: np.ndarray, op_priority: np.ndarray,
   peak = np.empty((population, num_devices), np.float32)
 
   def run(rows: slice) -> None:
-    _simulate(graph.compute_cost, graph.extra_memory, graph.tensor_size, graph.tensor_producer,
-              graph.in_degree, graph.outputs_ptr, graph.outputs, graph.inputs_ptr, graph.inputs,
-              graph.readers_ptr, graph.readers, graph.control_ptr, graph.control, graph.speed,
-              graph.bandwidth, graph.latency, placement[rows], op_priority[rows],
-              transfer_priority[rows], graph.memory, makespan[rows], peak[rows])
+    _simulate(*graph.arrays, placement[rows], op_priority[rows], transfer_priority[rows],
+              graph.memory, makespan[rows], peak[rows])
 
   native_common.run_split(run, population, threads)
   return makespan, peak

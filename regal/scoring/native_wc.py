@@ -50,6 +50,15 @@ class NativeGraph:
   memory: bool = True  # Track memory (peaks); without it the peaks are NaN, and it is faster.
 
   @property
+  def arrays(self) -> tuple[np.ndarray, ...]:
+    """The graph arrays, in the order the compiled kernels (`native_wc`, `native_sync`) take
+    them first."""
+    return (self.compute_cost, self.extra_memory, self.tensor_size, self.tensor_producer,
+            self.in_degree, self.outputs_ptr, self.outputs, self.inputs_ptr, self.inputs,
+            self.readers_ptr, self.readers, self.control_ptr, self.control, self.speed,
+            self.bandwidth, self.latency)
+
+  @property
   def num_ops(self) -> int:
     return self.compute_cost.shape[0]
 
@@ -276,10 +285,7 @@ def simulate(graph: NativeGraph, placement: np.ndarray, op_priority: np.ndarray,
   peak = np.empty((population, num_devices), np.float32)
 
   def run(rows: slice) -> None:
-    _simulate(graph.compute_cost, graph.extra_memory, graph.tensor_size, graph.tensor_producer,
-              graph.in_degree, graph.outputs_ptr, graph.outputs, graph.inputs_ptr, graph.inputs,
-              graph.readers_ptr, graph.readers, graph.control_ptr, graph.control, graph.speed,
-              graph.bandwidth, graph.latency, placement[rows], op_priority[rows],
+    _simulate(*graph.arrays, placement[rows], op_priority[rows],
               transfer_priority[rows], op_time_scale[rows] if scaled else op_time_scale,
               transfer_time_scale[rows] if scaled else transfer_time_scale, graph.memory,
               makespan[rows], peak[rows])
