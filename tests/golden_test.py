@@ -26,6 +26,7 @@ _CASES = (
     ("brkga_synthetic_sync", ("synthetic", 12, 4), 2, "sync", "brkga", 800),
     ("brkga_chain_mm_wc", ("doppler", "chain_mm_112nodes.txt"), 4, "wc", "brkga", 1500),
     ("brkga_ffnn_doppler", ("doppler", "ffnn_192nodes.txt"), 4, "doppler", "brkga", 600),
+    ("brkga_synthetic_delay", ("synthetic", 16, 6), 3, "delay", "brkga", 900),
     ("critical_path_synthetic", ("synthetic", 14, 3), 2, "wc", "critical_path", 0),
     ("critical_path_block", ("doppler", "transformer_block_215nodes.txt"), 4, "wc",
      "critical_path", 0),
