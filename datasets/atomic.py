@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import stat
 import tempfile
@@ -130,6 +131,50 @@ def open_for_write(path: str, mode: str = "w") -> Iterator[IO]:
     if isinstance(error, OSError) and error.filename in (None, temp_path):
       raise _cannot_write(path, error) from None
     raise
+
+
+def cut_partial_line(path: str) -> bool:
+  """Cuts a last line that a killed run left without its newline, so the next record starts
+  on a line of its own instead of being glued to it (and lost with it); True if it cut one."""
+  if not os.path.exists(path):
+    return False
+  with open(path, "rb+") as f:
+    data = f.read()
+    if not data or data.endswith(b"\n"):
+      return False
+    f.truncate(data.rfind(b"\n") + 1)
+  return True
+
+
+def append_json_line(path: str, record: dict) -> None:
+  """A crash-safe journal append: one JSON line, synced to disk before returning, after
+  cutting a partial line a kill left (`cut_partial_line`). A kill at any instant loses at
+  most the record being written, never one already returned."""
+  directory = os.path.dirname(path)
+  if directory:
+    os.makedirs(directory, exist_ok=True)
+  cut_partial_line(path)
+  with open(path, "a") as f:
+    f.write(json.dumps(record) + "\n")
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def read_json_lines(path: str) -> list[dict]:
+  """The JSON objects of a journal, in order; lines that do not parse (a line cut by a
+  kill) are skipped; a missing file holds none."""
+  records = []
+  if not os.path.exists(path):
+    return records
+  with open(path) as f:
+    for line in f:
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      if isinstance(record, dict):
+        records.append(record)
+  return records
 
 
 def write_text(path: str, text: str) -> None:

@@ -10,6 +10,12 @@ from typing import Any
 
 import numpy as np
 
+# `../shared/graphs` beside the repository: the reference graphs in other projects' formats
+# (read from there, never copied in). Every experiment finds them here.
+SHARED_GRAPHS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                              "..", "shared", "graphs"))
+DOPPLER_GRAPHS = os.path.join(SHARED_GRAPHS, "doppler")
+
 
 def _ccr_class(row: dict[str, str]) -> float:
   """0.1, 1 or 10 (the table's ratio, rounded); 0 for graphs without edges (Independent)."""

@@ -26,20 +26,21 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags, logging  # noqa: E402
 
+from datasets import benchmarks  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from experiments import report as report_lib  # noqa: E402
-from regal.app import optimize_lib  # noqa: E402
+from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import doppler_sim  # noqa: E402
 
-DOPPLER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs", "doppler")
+DOPPLER_DIR = benchmarks.DOPPLER_GRAPHS
 DOPPLER_FILES = {"chain_mm": "chain_mm_112nodes.txt", "ffnn": "ffnn_192nodes.txt",
                  "llama_block": "transformer_block_215nodes.txt",
                  "llama_layer": "full_transformer_layer_261nodes.txt"}
 
-_METHODS = flags.DEFINE_list("methods", list(optimize_lib.METHODS), "Methods to run.")
+_METHODS = flags.DEFINE_list("methods", list(methods.METHODS), "Methods to run.")
 _SYNTHETIC = flags.DEFINE_integer("synthetic", 10, "Synthetic test graphs to include.")
 _DOPPLER_DIR = flags.DEFINE_string("doppler_dir", DOPPLER_DIR, "Folder of the Doppler graphs.")
 _EVALS = flags.DEFINE_integer("evals", 5000, "Budget of the search methods.")
@@ -71,8 +72,14 @@ def run_table(methods: Sequence[str]) -> list[dict]:
   total, started = len(jobs) * len(methods), time.perf_counter()
   for label, graph, devices, model in jobs:
     for method in methods:
-      report = optimize_lib.run(graph, devices, model=model, evals=_EVALS.value,
-                                seed=_SEED.value, method=method, time_limit=_TIME_LIMIT.value)
+      report = optimize_lib.run(
+          graph, devices,
+          methods.RunConfig(
+              model=model,
+              evals=_EVALS.value,
+              seed=_SEED.value,
+              method=method,
+              time_limit=_TIME_LIMIT.value))
       data = report.data
       wall = data["wall_seconds"]["compile"] + data["wall_seconds"]["search"]
       scale = (lambda v: float(doppler_sim.doppler_units(v))) if model == "doppler" else float
@@ -111,10 +118,10 @@ def markdown(results: list[dict], methods: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  unknown = [m for m in _METHODS.value if m not in optimize_lib.METHODS]
+  unknown = [m for m in _METHODS.value if m not in methods.METHODS]
   if unknown:
     raise errors.ConfigError(f"unknown method {unknown[0]!r}; known: "
-                             f"{', '.join(optimize_lib.METHODS)}")
+                             f"{', '.join(methods.METHODS)}")
   started = time.perf_counter()
   results = run_table(_METHODS.value)
   header, facts = report_lib.header("Every placement method: Doppler graphs and synthetic graphs",

@@ -44,16 +44,17 @@ from typing import Sequence  # noqa: E402
 from absl import flags  # noqa: E402
 
 from datasets import analysis  # noqa: E402
+from datasets import benchmarks  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from datasets import sharded  # noqa: E402
 from experiments import report  # noqa: E402
-from regal.app import optimize_lib  # noqa: E402
+from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import doppler_sim, performance  # noqa: E402
-from regal.search import seed_arms  # noqa: E402
+from regal.doppler_policy import method as doppler_method  # noqa: E402
 
-DOPPLER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs", "doppler")
+DOPPLER_DIR = benchmarks.DOPPLER_GRAPHS
 DOPPLER_FILES = {"chain_mm": "chain_mm_112nodes", "ffnn": "ffnn_192nodes",
                  "llama_block": "transformer_block_215nodes",
                  "llama_layer": "full_transformer_layer_261nodes"}
@@ -103,13 +104,15 @@ def run_column(column: str, graph, devices, model: str, evals: int, doppler_eval
                seed: int, regal_policy: str | None):
   common = dict(model=model, evals=evals, seed=seed)
   if column in ("critical_path_doppler", "critical_path", "doppler", "enumerative"):
-    return optimize_lib.run(graph, devices, method=column, **common)
+    return optimize_lib.run(graph, devices, methods.RunConfig(method=column, **common))
   if column == "regal":
-    return optimize_lib.run(graph, devices, policy_dir=regal_policy, **common)
+    return optimize_lib.run(graph, devices, methods.RunConfig(policy_dir=regal_policy, **common))
   arms = {"brkga": ("single_device",), "brkga_cp": ("single_device", "critical_path"),
           "brkga_doppler": ("single_device", "critical_path", "doppler")}[column]
-  return optimize_lib.run(graph, devices, arms=arms,
-                          doppler=seed_arms.DopplerArm(evals=doppler_evals), **common)
+  return optimize_lib.run(
+      graph, devices,
+      methods.RunConfig(
+          arms=arms, doppler=doppler_method.DopplerOptions(evals=doppler_evals), **common))
 
 
 def _regal_fits(policy_dir: str | None, num_devices: int) -> bool:
@@ -184,8 +187,8 @@ def transfer_table(quick: bool, evals: int, few_shot: int, seed: int, progress=p
         zero = doppler_method.doppler(problem, 0, seed, checkpoint=checkpoint)
         few = doppler_method.doppler(problem, few_shot, seed, checkpoint=checkpoint)
         scratch_run = doppler_method.doppler(problem, few_shot, seed)
-        critical = optimize_lib.run(problem.graph, devices, model=model,
-                                    method="critical_path")
+        critical = optimize_lib.run(problem.graph, devices,
+                                    methods.RunConfig(model=model, method="critical_path"))
         rows.append({"source": source, "target": target,
                      "critical_path": units(critical.data["objective"]),
                      "zero_shot": units(zero.objective), "few_shot": units(few.objective),
@@ -203,7 +206,8 @@ def markdown(suites: list[dict], transfer: dict | None, settings: dict) -> list[
       lines += [f"## {suite['suite']}", "", "no graphs (the Doppler files are missing)", ""]
       continue
     first = suite["rows"][0]
-    unit = "Doppler's units (clock / 1e10)" if first["model"] == "doppler" else "the model's time units"
+    unit = "Doppler's units (clock / 1e10)" if first[
+        "model"] == "doppler" else "the model's time units"
     lines += [f"## {suite['suite']}: {first['devices']}, {first['model']} model, simulated "
               f"makespan in {unit}", ""]
     columns = [c for c in COLUMNS if c in first["simulated"]]

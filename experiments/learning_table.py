@@ -36,6 +36,7 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
+from datasets import benchmarks  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import errors  # noqa: E402
@@ -47,7 +48,7 @@ from regal.scoring import performance  # noqa: E402
 from regal.search import guides  # noqa: E402
 
 FAMILIES = ("synthetic", "doppler", "sharded", "sinnen")
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs")
+SHARED = benchmarks.SHARED_GRAPHS
 SEED_BASE = 20_000_003  # Search seeds of this table: none of training's.
 
 _POLICY = flags.DEFINE_string("policy", None, "A trained regal.train workdir.")
@@ -100,7 +101,7 @@ def paired_runs(problems, workdir: str, budget: str, seeds: int, progress) -> li
   for index, problem in enumerate(problems):
     evals = (guides.brkga_search.default_evals(problem) if budget == "default"
              else int(budget))
-    seeded = guides.guidance(problem, 0, [guides.SeedArms()])
+    seeded = guides.guidance(problem, 0, [guides.HeuristicSeeds()])
     row = {"graph": problem.graph.name, "ops": problem.graph.num_ops, "evals": evals,
            "unguided": [], "guided": [], "unguided_seconds": [], "guided_seconds": [],
            "guided_evals_to_match": [], "steered_genes": 0}
@@ -129,7 +130,7 @@ def paired_runs(problems, workdir: str, budget: str, seeds: int, progress) -> li
 def long_runs(problems, rows, factor: int) -> list[float]:
   """The unguided search with `factor` times each graph's budget (one seed)."""
   return [float(guides.run_guided(p, factor * r["evals"], SEED_BASE, guides.guidance(
-      p, 0, [guides.SeedArms()])).objective) for p, r in zip(problems, rows)]
+      p, 0, [guides.HeuristicSeeds()])).objective) for p, r in zip(problems, rows)]
 
 
 def plot(rows: list[dict], path: str, title: str) -> None:

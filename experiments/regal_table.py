@@ -53,7 +53,7 @@ from absl import flags, logging  # noqa: E402
 from datasets import errors  # noqa: E402
 from experiments import report  # noqa: E402
 from regal import baselines  # noqa: E402
-from regal.app import optimize_lib  # noqa: E402
+from regal.app import methods, optimize_lib  # noqa: E402
 from regal.learning import train_lib  # noqa: E402
 from regal.learning.configs import default as default_config  # noqa: E402
 from regal import search  # noqa: E402
@@ -132,9 +132,14 @@ def brkga_runs(trainer, indices, evals: int, params=None, distributions=None):
 
 def our_search(problem: performance.Problem, evals: int) -> float:
   """What `regal.optimize` reports with `evals` evaluations (default seeds and preset)."""
-  return float(optimize_lib.run(problem.graph, problem.devices, model=problem.model,
-                                objective=problem.objective, evals=evals,
-                                seed=train_lib.EVAL_SEED).data["objective"])
+  return float(
+      optimize_lib.run(
+          problem.graph, problem.devices,
+          methods.RunConfig(
+              model=problem.model,
+              objective=problem.objective,
+              evals=evals,
+              seed=train_lib.EVAL_SEED)).data["objective"])
 
 
 def run_table(trainer, policy_params, indices, time_limit: float, limits: Sequence[int],

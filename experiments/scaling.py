@@ -33,9 +33,9 @@ from datasets import errors, zoo  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
 from experiments import report  # noqa: E402
 from experiments.bench import model_timing  # noqa: E402
-from regal.app import optimize_lib  # noqa: E402
+from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import performance  # noqa: E402
-from regal.search import coarsen  # noqa: E402
+from datasets import coarsen  # noqa: E402
 
 ZOO_SIZES = {100: dict(layers=1), 1000: dict(layers=12), 10000: dict(layers=36, backward=True)}
 
@@ -69,7 +69,7 @@ def optimize_rows(sizes, evals: int, num_devices: int, skip=(), progress=print) 
         progress(f"{family} {graph.num_ops} ops, coarsen {spec}: skipped (--skip)")
         continue
       started = time.perf_counter()
-      result = optimize_lib.run(graph, devices, evals=evals, coarsen_spec=spec)
+      result = optimize_lib.run(graph, devices, methods.RunConfig(evals=evals, coarsen_spec=spec))
       data = result.data
       rows.append({"family": family, "size": size, "ops": graph.num_ops,
                    "edges": graph.num_edges, "coarsen": spec,

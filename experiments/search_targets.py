@@ -30,16 +30,17 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from datasets import analysis  # noqa: E402
+from datasets import benchmarks  # noqa: E402
 from datasets import sharded  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from experiments import report  # noqa: E402
 from regal import baselines  # noqa: E402
-from regal.app import optimize_lib  # noqa: E402
+from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import doppler_sim, performance  # noqa: E402
 
-DOPPLER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs", "doppler")
+DOPPLER_DIR = benchmarks.DOPPLER_GRAPHS
 DOPPLER_FILES = ("chain_mm_112nodes", "ffnn_192nodes", "transformer_block_215nodes",
                  "full_transformer_layer_261nodes")
 
@@ -56,7 +57,7 @@ def _ours(graph, devices, model: str, evals: int | None) -> dict[str, Any]:
   seed, and the budget and seconds it took."""
   if _QUICK.value:
     evals = min(evals or 3000, 3000)
-  data = optimize_lib.run(graph, devices, model=model, evals=evals).data
+  data = optimize_lib.run(graph, devices, methods.RunConfig(model=model, evals=evals)).data
   return {"objective": data["objective"], "search": data["search_objective"],
           "best_seed": data["baselines"]["best_seed"]["objective"],
           "best_seed_name": data["baselines"]["best_seed"]["name"],

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from datasets import errors
+from datasets import atomic, errors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,38 +88,7 @@ def trial_key(params: dict[str, Any]) -> str:
 
 def load(path: str) -> dict[str, dict]:
   """The latest record per trial key in a results file; unreadable lines are skipped."""
-  records: dict[str, dict] = {}
-  if not os.path.exists(path):
-    return records
-  with open(path) as f:
-    for line in f:
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError:
-        continue  # A partial line from a killed run.
-      if isinstance(record, dict) and "key" in record:
-        records[record["key"]] = record
-  return records
-
-
-def repair_partial_line(path: str) -> bool:
-  """Cuts a last line that a killed run left without its newline, so the next record starts on
-  a line of its own instead of being glued to it (and lost with it); True if it cut one."""
-  if not os.path.exists(path):
-    return False
-  with open(path, "rb+") as f:
-    data = f.read()
-    if not data or data.endswith(b"\n"):
-      return False
-    f.truncate(data.rfind(b"\n") + 1)
-  return True
-
-
-def _append(path: str, record: dict) -> None:
-  with open(path, "a") as f:
-    f.write(json.dumps(record) + "\n")
-    f.flush()
-    os.fsync(f.fileno())
+  return {record["key"]: record for record in atomic.read_json_lines(path) if "key" in record}
 
 
 def resolve(trial: str) -> Callable[[dict, bool], dict]:
@@ -160,7 +129,6 @@ def run(sweep: Sweep, out_dir: str, quick: bool = False, local: bool = False,
   os.makedirs(out_dir, exist_ok=True)
   path = results_path(sweep, out_dir, quick, subsample)
   trials = expand(sweep, quick, subsample)
-  repair_partial_line(path)
   finished = load(path)
   todo = [p for p in trials if finished.get(trial_key(p), {}).get("status") != "ok"]
   progress(f"sweep {sweep.name}: {len(trials)} trials, {len(trials) - len(todo)} already "
@@ -170,7 +138,7 @@ def run(sweep: Sweep, out_dir: str, quick: bool = False, local: bool = False,
 
   def record(done: int, result: dict) -> None:
     nonlocal failed
-    _append(path, result)
+    atomic.append_json_line(path, result)
     finished[result["key"]] = result
     failed += result["status"] != "ok"
     progress(f"  {done}/{len(todo)} ({result['status']}, {result['seconds']:.1f} s"

@@ -94,16 +94,16 @@ def search_trial(params: dict, quick: bool) -> dict:
   from datasets import io as graph_io
   from regal import search
   from regal.scoring import performance
-  from regal.search import brkga_presets, seed_arms
-  shared = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
-                        "shared", "graphs")
+  from regal.baselines import heuristics
+  from regal.search import brkga_presets
+  shared = benchmarks.SHARED_GRAPHS
   values = {**brkga_presets.search_values("default"), **params}
   settings = brkga_presets.settings_from_values(values)
 
   def solve(problem, evals=None):
     """(the search's own objective, the best seed's objective as the seed is: read by the
     direct decoder, whichever decoder the search uses)."""
-    seeds, _ = seed_arms.arm_seeds(problem, seed_arms.DEFAULT_ARMS)
+    seeds = heuristics.seeds(problem)
     budget = 2000 if quick else (evals or search.default_evals(problem))
     result = search.optimize(problem, budget, seed=0, seeds=seeds, settings=settings)
     best_seed = min(performance.score_reference(problem, c)[0] for c in seeds.values())

@@ -33,7 +33,6 @@ from regal.scoring import parallel
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
 import contextlib  # noqa: E402
-import json  # noqa: E402
 import logging as std_logging  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
@@ -44,17 +43,18 @@ from typing import Any, Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
+from datasets import benchmarks  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from datasets import errors  # noqa: E402
+from datasets import atomic, errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from datasets.benchmarks import sinnen_instances, stg_instances, stratified  # noqa: E402,F401
 from experiments import report  # noqa: E402
 from regal import baselines, search  # noqa: E402
-from regal.app import optimize_lib  # noqa: E402
+from regal.app import methods, optimize_lib  # noqa: E402
 from regal.baselines import exact  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs")
+SHARED = benchmarks.SHARED_GRAPHS
 OURS = ("critical_path", "heft", "hill_climb", "cpsat", "brkga")
 # anrg-saga's schedulers; not run by default: BruteForce and SMT (exhaustive), Hybrid (needs
 # arguments), DPS (over 20 s per instance on 50-task STG graphs: `--methods ...,saga:DPS`).
@@ -137,8 +137,8 @@ def ours(method: str, graph, processors: int, tasks_per_graph: int) -> tuple[dic
   problem = performance.Problem(graph, devices, model="delay")
   facts: dict[str, Any] = {}
   if method == "brkga":
-    result = optimize_lib.run(graph, devices, model="delay", evals=_EVALS.value,
-                              seed=_SEED.value)
+    result = optimize_lib.run(
+        graph, devices, methods.RunConfig(model="delay", evals=_EVALS.value, seed=_SEED.value))
     placement, schedule = result.placement, result.schedule
     facts = {"search_objective": result.data["search_objective"],
              "best_seed": result.data["baselines"].get("best_seed", {}).get("objective"),
@@ -206,30 +206,8 @@ def rows_path() -> str:
 
 
 def load_rows(path: str) -> dict[tuple, dict]:
-  rows = {}
-  if os.path.exists(path):
-    with open(path) as f:
-      for line in f:
-        try:
-          row = json.loads(line)
-        except json.JSONDecodeError:
-          continue  # A line cut by a kill.
-        rows[(row["set"], row["file"], row["processors"], row["method"])] = row
-  return rows
-
-
-def append_row(path: str, row: dict) -> None:
-  """One JSON line, on a line of its own even after a line cut by a kill."""
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  with open(path, "a+b") as f:
-    f.seek(0, os.SEEK_END)
-    if f.tell():
-      f.seek(-1, os.SEEK_END)
-      if f.read(1) != b"\n":
-        f.write(b"\n")
-    f.write((json.dumps(row) + "\n").encode())
-    f.flush()
-    os.fsync(f.fileno())
+  return {(row["set"], row["file"], row["processors"], row["method"]): row
+          for row in atomic.read_json_lines(path)}
 
 
 def run_one(instance: dict, method: str, graph, reference) -> dict:
@@ -349,7 +327,8 @@ def markdown(summary: dict[str, Any], methods: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  if (_EVALS.value is not None and _EVALS.value < 64) or _TIME_LIMIT.value <= 0 or _SAMPLE.value < 0:
+  if (_EVALS.value is not None and
+      _EVALS.value < 64) or _TIME_LIMIT.value <= 0 or _SAMPLE.value < 0:
     raise errors.ConfigError("--evals must be at least 64, --time_limit positive, --sample "
                              ">= 0")
   unknown = [m for m in _METHODS.value if m not in OURS and not (
@@ -386,7 +365,7 @@ def main(argv: Sequence[str]) -> None:
     reference = read_task_graph(instance["path"])
     for method in todo:
       row = run_one(instance, method, graph, reference)
-      append_row(path, row)
+      atomic.append_json_line(path, row)
       done[(row["set"], row["file"], row["processors"], method)] = row
     if (index + 1) % 20 == 0 or index + 1 == total:
       print(f"[{index + 1}/{total}] {time.perf_counter() - started:.0f} s", flush=True)

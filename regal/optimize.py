@@ -45,9 +45,10 @@ from datasets import atomic  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from regal.app import gantt, optimize_lib  # noqa: E402
+from regal.app import gantt, methods, optimize_lib  # noqa: E402
+from regal.app import report as report_lib  # noqa: E402
 from regal.scoring import performance  # noqa: E402
-from regal.search import seed_arms  # noqa: E402
+from regal.doppler_policy import method as doppler_method  # noqa: E402
 
 _GRAPH = flags.DEFINE_string("graph", None, "Graph file (json, costgraph, doppler, dot or stg), "
                              "or several: comma-separated files or a directory.")
@@ -66,7 +67,7 @@ _MEMORY_LIMIT = flags.DEFINE_float("memory_limit", None, "Per-device memory limi
 _ENGINE = flags.DEFINE_enum("engine", "auto", list(performance.ENGINES), "How batched "
                             "scoring runs: native (the WC model's compiled host loop), jax, or "
                             "auto (native for the WC model on a CPU, else jax).")
-_METHOD = flags.DEFINE_enum("method", "brkga", list(optimize_lib.METHODS),
+_METHOD = flags.DEFINE_enum("method", "brkga", list(methods.METHODS),
                             "Placement method: brkga or a baseline (regal/baselines).")
 _EVALS = flags.DEFINE_integer("evals", None, "Fitness evaluations (BRKGA, hill climb, local "
                               "and random search budget). Default: sized from the graph so "
@@ -95,9 +96,9 @@ _COMPARE_UNGUIDED = flags.DEFINE_bool(
 _BRKGA_PRESET = flags.DEFINE_string(
     "brkga_preset", "default", "BRKGA's parameters: default (Goncalves & Resende) or a preset "
     "saved by the tuning sweep (regal/search/brkga_presets.json, e.g. tuned).")
-_SEED_ARMS = flags.DEFINE_string("seed_arms", ",".join(seed_arms.DEFAULT_ARMS),
+_SEED_ARMS = flags.DEFINE_string("seed_arms", ",".join(methods.DEFAULT_ARMS),
                                  "BRKGA's seed chromosomes, comma-separated: "
-                                 + ", ".join(seed_arms.ARMS) + ".")
+                                 + ", ".join(methods.ARMS) + ".")
 _DOPPLER_CHECKPOINT = flags.DEFINE_string(
     "doppler_checkpoint", None, "A saved Doppler policy (method doppler or the doppler seed "
     "arm): start from it instead of imitating critical path; any graph (transfer).")
@@ -105,7 +106,7 @@ _DOPPLER_EVALS = flags.DEFINE_integer("doppler_evals", 1024, "Episodes the doppl
                                       "trains for (taken from --evals).")
 _DOPPLER_SAMPLES = flags.DEFINE_integer("doppler_samples", 8, "Sampled Doppler assignments "
                                         "seeded besides the greedy and the best one.",
-                                        lower_bound=0, upper_bound=seed_arms.MAX_DOPPLER_SAMPLES)
+                                        lower_bound=0, upper_bound=doppler_method.MAX_SAMPLES)
 _DOPPLER_SAVE = flags.DEFINE_string("doppler_save", None, "With --method doppler: save the "
                                     "trained policy to this file (parameters and network config).")
 _EXECUTE = flags.DEFINE_bool("execute", False, "Run the winner and the baselines it was "
@@ -178,25 +179,41 @@ def _given(name: str) -> bool:
   return flags.FLAGS[name].present > 0
 
 
+def run_config(measured=None, progress=None) -> methods.RunConfig:
+  """The run the flags describe (`measured`: Doppler's stage-III reward source)."""
+  return methods.RunConfig(
+      model=_MODEL.value, objective=_OBJECTIVE.value, memory_limit=_MEMORY_LIMIT.value,
+      method=_METHOD.value, evals=_EVALS.value, seed=_SEED.value, time_limit=_TIME_LIMIT.value,
+      coarsen_spec=_COARSEN.value, engine=_ENGINE.value,
+      arms=methods.parse_arms(_SEED_ARMS.value), policy_dir=_POLICY.value,
+      brkga_preset=_BRKGA_PRESET.value, decoder=_DECODER.value,
+      compare_unguided=_COMPARE_UNGUIDED.value,
+      doppler=doppler_method.DopplerOptions(checkpoint=_DOPPLER_CHECKPOINT.value,
+                                            evals=_DOPPLER_EVALS.value,
+                                            samples=_DOPPLER_SAMPLES.value),
+      doppler_save=_DOPPLER_SAVE.value, measured=measured, stage3_steps=_STAGE3_STEPS.value,
+      progress=progress)
+
+
 def check_flags() -> None:
   """Values out of range, and flags that the other flags would make do nothing, refused
   before any work (absl cannot tell a flag given from one left at its default)."""
-  method, reads = _METHOD.value, optimize_lib.METHOD_READS
+  method = _METHOD.value
+  reads = {option: methods.readers(option) for option in ("evals", "time_limit", "seed", "engine")}
   for name, value in (("time_limit", _TIME_LIMIT.value), ("memory_limit", _MEMORY_LIMIT.value)):
     if value is not None and not (math.isfinite(value) and value > 0):
       raise errors.ConfigError(f"--{name} must be a positive finite number, got {value}")
   for name, value, lowest in (("evals", _EVALS.value, 1), ("doppler_evals", _DOPPLER_EVALS.value,
                                                             0)):
-    if value is not None and not lowest <= value <= optimize_lib.MAX_EVALS:
+    if value is not None and not lowest <= value <= methods.MAX_EVALS:
       raise errors.ConfigError(f"--{name} must be between {lowest} and "
-                               f"{optimize_lib.MAX_EVALS:,}, got {errors.brief(value)}")
-  if _REWARD.value == "measured" and method != "doppler":
-    raise errors.ConfigError("--reward measured serves Doppler's stage III: use it with "
-                             "--method doppler")
+                               f"{methods.MAX_EVALS:,}, got {errors.brief(value)}")
+  # The library's checks of the run (methods.RunConfig.validate), before any work.
+  run_config(measured=object() if _REWARD.value == "measured" else None).validate()
   if _MEMORY_LIMIT.value is not None and _OBJECTIVE.value != "runtime_under_memory":
     raise errors.ConfigError(f"--memory_limit is read by --objective runtime_under_memory "
                              f"only; objective {_OBJECTIVE.value} would ignore it")
-  doppler_arm = method == "brkga" and "doppler" in seed_arms.parse_arms(_SEED_ARMS.value)
+  doppler_arm = method == "brkga" and "doppler" in methods.parse_arms(_SEED_ARMS.value)
   measured, execute = _REWARD.value == "measured", _EXECUTE.value
   spec = flags.FLAGS.device_spec
   ignored = (
@@ -249,13 +266,10 @@ def main(argv: Sequence[str]) -> None:
   if on_devices:
     from regal.scoring import parallel as parallel_lib
     parallel_lib.use_host_devices(devices.num_devices)  # Before JAX starts.
-  arms = seed_arms.parse_arms(_SEED_ARMS.value)
-  doppler = seed_arms.DopplerArm(checkpoint=_DOPPLER_CHECKPOINT.value,
-                                 evals=_DOPPLER_EVALS.value, samples=_DOPPLER_SAMPLES.value)
   if _GRAPH.value and not _DATASET.value:
     paths = optimize_lib.graph_paths(_GRAPH.value)
     if len(paths) > 1 or _OUT_DIR.value:
-      return run_many(paths, devices, arms, doppler)
+      return run_many(paths, devices)
   graph, source = load_graph()
   enable_compilation_cache()
   program = measured = None
@@ -266,18 +280,10 @@ def main(argv: Sequence[str]) -> None:
     if _REWARD.value == "measured":
       from regal.execute.measured import MeasuredReward
       measured = MeasuredReward(graph, program, device_list, _EXECUTE_MODE.value)
-  report = optimize_lib.run(graph, devices, model=_MODEL.value, objective=_OBJECTIVE.value,
-                            memory_limit=_MEMORY_LIMIT.value, evals=_EVALS.value,
-                            seed=_SEED.value, source=source, method=_METHOD.value,
-                            time_limit=_TIME_LIMIT.value, coarsen_spec=_COARSEN.value,
-                            policy_dir=_POLICY.value, arms=arms, doppler=doppler,
-                            doppler_save=_DOPPLER_SAVE.value, measured=measured,
-                            stage3_steps=_STAGE3_STEPS.value,
-                            brkga_preset=_BRKGA_PRESET.value, engine=_ENGINE.value,
-                            decoder=_DECODER.value,
-                            progress=lambda line: print(line, flush=True),
-                            compare_unguided=_COMPARE_UNGUIDED.value)
-  print(optimize_lib.summary(report))
+  report = optimize_lib.run(graph, devices,
+                            run_config(measured, progress=lambda line: print(line, flush=True)),
+                            source=source)
+  print(report_lib.summary(report))
   if _EXECUTE.value:
     from regal.execute import compare
     report.data["execution"] = compare.execute_assignments(
@@ -285,12 +291,12 @@ def main(argv: Sequence[str]) -> None:
         _EXECUTE_MODE.value)
     print(compare.summary(report.data["execution"]))
   if _GANTT.value:  # First: a chart that fails leaves no result file behind either.
-    scale, unit = optimize_lib.time_units(_MODEL.value)
+    scale, unit = report_lib.time_units(_MODEL.value)
     gantt.draw(graph, report.placement, report.schedule, _GANTT.value, time_scale=scale,
                time_unit=unit)
     print(f"wrote {_GANTT.value}")
   if _OUT.value:
-    optimize_lib.write_json(report, _OUT.value)
+    report_lib.write_json(report, _OUT.value)
     print(f"wrote {_OUT.value}")
   if not (_OUT.value or _GANTT.value):
     print("nothing saved: --out result.json keeps the result, --gantt chart.png its chart")
@@ -299,7 +305,7 @@ def main(argv: Sequence[str]) -> None:
                            "feasible: false, with the excess per device)")
 
 
-def run_many(paths, devices, arms, doppler) -> None:
+def run_many(paths, devices) -> None:
   if _OUT.value:
     raise errors.ConfigError("--out names one result: with several graphs give --out_dir")
   if _EXECUTE.value or _REWARD.value == "measured" or _POLICY.value or _DOPPLER_SAVE.value:
@@ -312,12 +318,8 @@ def run_many(paths, devices, arms, doppler) -> None:
       raise errors.ConfigError(f"--gantt {_GANTT.value!r}: with several graphs give the "
                                f"chart format: {', '.join(atomic.CHART_EXTENSIONS)}")
   enable_compilation_cache()
-  failures = optimize_lib.run_many(
-      paths, devices, _OUT_DIR.value, chart, _FORMAT.value, model=_MODEL.value,
-      objective=_OBJECTIVE.value, memory_limit=_MEMORY_LIMIT.value, evals=_EVALS.value,
-      seed=_SEED.value, method=_METHOD.value, time_limit=_TIME_LIMIT.value,
-      coarsen_spec=_COARSEN.value, arms=arms, doppler=doppler,
-      brkga_preset=_BRKGA_PRESET.value, engine=_ENGINE.value, decoder=_DECODER.value)
+  failures = optimize_lib.run_many(paths, devices, run_config(), _OUT_DIR.value, chart,
+                                   _FORMAT.value)
   if failures and not errors.stop_requested():  # Interrupted: run_cli says so, exit 130/143.
     raise errors.RegalError(f"{failures} of {len(paths)} graphs failed (their errors are above)")
 

@@ -15,9 +15,10 @@ from datasets import io as graph_io
 from datasets.graph import Graph
 from regal import baselines
 from regal.baselines import enumerative, exact, fusion, list_scheduling, partition
+from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import doppler_sim, performance
 from regal.scoring.schedule import validate_placement
-from regal.search import coarsen
+from datasets import coarsen
 
 FAST_METHODS = ("critical_path", "critical_path_doppler", "heft", "gp_dfs", "enumerative",
                 "cpsat", "quickp")
@@ -130,8 +131,12 @@ def _assert_valid(result, problem):
   graph = problem.graph
   validate_placement(result.placement, graph.num_ops, problem.devices.num_devices)
   assert sorted(result.order.tolist()) == list(range(graph.num_ops))
-  rescored, _ = baselines.score(problem, result.placement, result.order)
-  assert rescored == result.objective
+  # The answer is its chromosome: placement and order, and the transfer priorities that the
+  # wc and sync models read (a random search's are random, not encode's 0.5).
+  placement, order = chromosome_lib.assignment(result.chromosome, problem.layout)
+  assert placement.tolist() == result.placement.tolist()
+  assert order.tolist() == result.order.tolist()
+  assert performance.score_reference(problem, result.chromosome)[0] == result.objective
   assert np.isfinite(result.objective) and result.wall_seconds >= 0
 
 
@@ -182,7 +187,8 @@ def test_hill_climb_starts_from_the_best_seed_and_climbs_on_the_exact_model():
                     "n4 [Weight=4]; n5 [Weight=5]; n0 -> n3 [Weight=6]; n1 -> n2 [Weight=2]; "
                     "n2 -> n4 [Weight=6]; n3 -> n4 [Weight=4]; }", "g.dot")
   problem = performance.Problem(graph, devices_lib.homogeneous(2), model="delay")
-  seeds = baselines.local_search.heuristic_seeds(problem)
+  from regal.baselines import heuristics
+  seeds = heuristics.assignments(problem)
   seed_values = {name: baselines.score(problem, p, o)[0] for name, (p, o) in seeds.items()}
   result = baselines.run_method("hill_climb", problem, evals=400, seed=0)
   _assert_valid(result, problem)

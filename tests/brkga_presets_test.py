@@ -7,7 +7,7 @@ import pytest
 import brkga
 from datasets import devices as devices_lib
 from datasets import errors, synthetic
-from regal.app import optimize_lib
+from regal.app import methods, optimize_lib
 from regal.learning import train_lib
 from regal.learning.configs import default as default_config
 from regal.scoring import performance
@@ -58,12 +58,14 @@ def test_optimize_uses_the_preset_and_refuses_it_for_other_methods(presets_file)
   graph = synthetic.generate(np.random.default_rng(0), synthetic.SyntheticSpec(
       min_nodes=12, max_nodes=12))
   devices = devices_lib.homogeneous(2)
-  report = optimize_lib.run(graph, devices, model="sync", evals=400, brkga_preset="tuned")
+  report = optimize_lib.run(graph, devices,
+                            methods.RunConfig(model="sync", evals=400, brkga_preset="tuned"))
   settings = report.data["settings"]["brkga"]
   assert settings["preset"] == "tuned" and settings["population_size"] == 40
   assert settings["num_populations"] == 2 and settings["mutant_alpha"] == 2.0
   with pytest.raises(errors.ConfigError, match="use it with --method brkga"):
-    optimize_lib.run(graph, devices, model="sync", method="gp_dfs", brkga_preset="tuned")
+    optimize_lib.run(graph, devices,
+                     methods.RunConfig(model="sync", method="gp_dfs", brkga_preset="tuned"))
 
 
 def test_unguided_searches_take_the_presets_betas(presets_file):

@@ -15,14 +15,14 @@ def test_layout_slices():
   assert layout.priority_slice == slice(12, 15) and layout.transfer_slice == slice(15, 23)
 
 
-def test_decode_argmax_ties_and_pins():
+def test_decode_argmax_and_ties():
   layout = ch.Layout(num_ops=3, num_tensors=1, num_devices=2)
   genes = np.array([0.2, 0.9,   # op 0 -> device 1
                     0.5, 0.5,   # op 1: tie -> device 0
-                    0.7, 0.1,   # op 2 -> device 0, but pinned to 1 below
+                    0.1, 0.7,   # op 2 -> device 1
                     0.3, 0.8, 0.1,  # priorities
                     0.25, 0.75], np.float32)
-  decoded = ch.decode(genes, layout, pinned=np.array([-1, -1, 1]))
+  decoded = ch.decode(genes, layout)
   assert decoded.placement.tolist() == [1, 0, 1]
   assert np.allclose(decoded.op_priority, [0.3, 0.8, 0.1])
   assert np.allclose(decoded.transfer_priority, [[0.25, 0.75]])

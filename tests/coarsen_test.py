@@ -1,4 +1,4 @@
-"""regal.search.coarsen: acyclic groups, QuickP's rules, and coarse solutions that map back."""
+"""datasets.coarsen: acyclic groups, QuickP's rules, and coarse solutions that map back."""
 import graph_strategies
 import hypothesis
 import numpy as np
@@ -11,7 +11,40 @@ from datasets import errors, synthetic
 from datasets.graph import Graph, validate
 from regal import baselines
 from regal.scoring import performance, reference_models
-from regal.search import coarsen
+from datasets import coarsen
+
+
+def expand_schedule(graph: Graph, devices, coarsening: coarsen.Coarsening,
+                    coarse_placement: np.ndarray, op_start: np.ndarray,
+                    transfer_start: np.ndarray, transfer_end: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """A coarse graph's timed schedule as one of the original graph: every group's members run
+  back to back from the group's start, and every tensor leaving a group travels in its
+  message's transfer. Returns (op_start [o], op_end [o], transfer_start [t, D],
+  transfer_end [t, D]), NaN where a tensor is not sent; the makespan is the coarse one. The
+  coarse graph is a faithful model of its groups when this schedule is valid."""
+  starts = np.empty(graph.num_ops)
+  ends = np.empty(graph.num_ops)
+  # The group's end as the coarse model computes it (summed cost over speed): the members'
+  # own sum can round an ulp past it, into the next op on that device.
+  group_cost = np.bincount(coarsening.group_of, weights=graph.compute_cost,
+                           minlength=coarsening.num_groups)
+  for group, members in enumerate(coarsening.members):
+    now = float(op_start[group])
+    speed = float(devices.speed[coarse_placement[group]])
+    group_end = now + group_cost[group] / speed
+    for op in members:
+      starts[op] = now
+      now = min(now + graph.compute_cost[op] / speed, group_end)
+      ends[op] = now
+    ends[members[-1]] = group_end
+  message_of = coarsen.coarse_tensors(graph, coarsening).message_of
+  shape = (graph.num_tensors, devices.num_devices)
+  sent_start, sent_end = np.full(shape, np.nan), np.full(shape, np.nan)
+  crossing = message_of >= 0
+  sent_start[crossing] = np.asarray(transfer_start)[message_of[crossing]]
+  sent_end[crossing] = np.asarray(transfer_end)[message_of[crossing]]
+  return starts, ends, sent_start, sent_end
 
 
 def _check(graph: Graph, coarsening: coarsen.Coarsening) -> Graph:
@@ -177,7 +210,7 @@ def test_a_coarse_schedule_maps_back_with_the_same_makespan(graph, target, data)
   transfer_priority = np.zeros((coarse.num_tensors, num_devices))
   schedule = reference_models.simulate_wc(coarse, devices, placement, op_priority,
                                           transfer_priority)
-  times = coarsen.expand_schedule(graph, devices, coarsening, placement, schedule.op_start,
+  times = expand_schedule(graph, devices, coarsening, placement, schedule.op_start,
                                   schedule.transfer_start, schedule.transfer_end)
   ops_placement, _ = coarsen.expand(coarsening, placement, coarse.topological_order)
   _check_timed_schedule(graph, devices, ops_placement, *times)
@@ -199,7 +232,7 @@ def test_a_group_ends_exactly_where_the_coarse_model_ends_it():
   placement = np.zeros(3, np.int64)
   schedule = reference_models.simulate_wc(coarse, devices, placement, np.array([1.0, 2.0, 0.0]),
                                           np.zeros((coarse.num_tensors, 3)))
-  times = coarsen.expand_schedule(graph, devices, coarsening, placement, schedule.op_start,
+  times = expand_schedule(graph, devices, coarsening, placement, schedule.op_start,
                                   schedule.transfer_start, schedule.transfer_end)
   _check_timed_schedule(graph, devices, np.zeros(graph.num_ops, np.int64), *times)
 
@@ -232,14 +265,14 @@ def test_coarsening_for_search_keeps_the_graph_parallel(topology):
     unbounded = coarsen.compose(fused, coarsen.heavy_edge_coarsening(
         coarsen.coarse_graph(graph, fused), 32))
     assert bounded.num_groups == 32 and unbounded.num_groups <= 32
-    bounded_path = coarsen.critical_path(_check(graph, bounded))
-    assert bounded_path <= 0.6 * coarsen.critical_path(_check(graph, unbounded))
-    assert bounded_path >= coarsen.critical_path(graph)
+    bounded_path = analysis.longest_compute_path(_check(graph, bounded))
+    assert bounded_path <= 0.6 * analysis.longest_compute_path(_check(graph, unbounded))
+    assert bounded_path >= analysis.longest_compute_path(graph)
 
 
 def test_critical_path_matches_a_readable_longest_path():
   graph = _graph([3, 1, 4, 1, 5], [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)])
-  assert coarsen.critical_path(graph) == 3 + 4 + 1 + 5
+  assert analysis.longest_compute_path(graph) == 3 + 4 + 1 + 5
   assert analysis.top_levels(graph, graph.compute_cost).tolist() == [0, 3, 3, 7, 8]
 
 
@@ -273,7 +306,7 @@ def _assert_levels_are_fresh(graph, quotient):
   tops = analysis.top_levels(coarse, coarse.compute_cost)
   for root, top in quotient.top.items():
     assert top == pytest.approx(tops[coarsening.group_of[root]])
-  assert quotient.critical_path == pytest.approx(coarsen.critical_path(coarse))
+  assert quotient.critical_path == pytest.approx(analysis.longest_compute_path(coarse))
   bottoms = np.zeros(coarse.num_ops)  # The longest path from each group's start, readably.
   for group in coarse.topological_order[::-1].tolist():
     bottoms[group] = coarse.compute_cost[group] + max(

@@ -57,7 +57,7 @@ def test_three_delay_models_agree_bit_for_bit(graph, devices, seed):
 @given(dags(max_ops=12, max_outputs=2), device_sets, st.integers(0, 2**31))
 def test_topological_priorities_reproduce_the_placement_only_model(graph, devices, seed):
   placements = np.random.default_rng(seed).integers(0, devices.num_devices, (3, graph.num_ops))
-  topological = delay_model.topological_priorities(graph)
+  topological = chromosome_lib.order_priorities(graph.topological_order).astype(np.float32)
   native = native_delay.simulate(native_delay.build_native_delay_graph(graph, devices),
                                  placements, np.tile(topological, (3, 1)))
   for placement, makespan in zip(placements, native):

@@ -28,7 +28,7 @@ def test_critical_path_follows_transfers_and_devices():
   schedule = rm.simulate_wc(graph, devices, placement, np.array([4.0, 3, 2, 1]),
                             np.zeros((2, 2)))
   assert schedule.makespan == 16
-  ops, transfers = gantt.critical_path(graph, placement, schedule)
+  ops, transfers = gantt.critical_chain(graph, placement, schedule)
   assert ops == [0, 1, 2]
   assert transfers == [(0, 1), (1, 0)]
 
@@ -38,10 +38,22 @@ def test_draw_png_and_svg(tmp_path):
   devices = devices_lib.homogeneous(2)
   placement = np.array([0, 1, 0, 0])
   schedule = rm.simulate_wc(graph, devices, placement, np.zeros(4), np.zeros((2, 2)))
-  for name in ("chart.png", "chart.svg"):
-    gantt.draw(graph, placement, schedule, str(tmp_path / name))
+  import matplotlib
+  gantt.draw(graph, placement, schedule, str(tmp_path / "chart.png"))
   assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-  assert b"<svg" in (tmp_path / "chart.svg").read_bytes()[:500]
+  with matplotlib.rc_context({"svg.fonttype": "none"}):  # Text as text, to read it back.
+    gantt.draw(graph, placement, schedule, str(tmp_path / "chart.svg"))
+  svg = (tmp_path / "chart.svg").read_text()
+  # A row per device used, a link row per direction data crossed, the makespan in the title,
+  # op names in bars wide enough and the legend's op types.
+  sent = {(int(placement[graph.tensor_producer[t]]), int(d))
+          for t, d in np.argwhere(~np.isnan(schedule.transfer_start))}
+  assert sent == {(0, 1), (1, 0)}
+  for text in ("device 0", "device 1", "link 0-&gt;1", "link 1-&gt;0",
+               f"makespan {float(schedule.makespan):.6g}", ">side<", ">MatMul<", ">Add<",
+               ">critical path<"):
+    assert text in svg, text
+  assert "device 2" not in svg
 
 
 def _zero_length_ops_on_a_busy_device():
@@ -65,8 +77,8 @@ def test_critical_path_ends_among_zero_length_ops_sharing_a_device_and_start():
   previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the walk did not end"))
   signal.alarm(10)
   try:
-    ops, transfers = gantt.critical_path(graph, placement, schedule)
-    from_z2 = gantt.critical_path(graph, placement, schedule._replace(
+    ops, transfers = gantt.critical_chain(graph, placement, schedule)
+    from_z2 = gantt.critical_chain(graph, placement, schedule._replace(
         op_end=np.array([2.0, 2.0, 2.0, 2.0]), makespan=np.float64(2)))
   finally:
     signal.alarm(0)
@@ -102,9 +114,10 @@ def test_a_coarsened_zoo_model_is_charted(tmp_path):
   """The reported case in small: a coarsened BERT layer's answer holds groups of zero-cost ops
   sharing a device and a start time; its chart is drawn (the walk through them ends)."""
   from datasets import zoo
-  from regal.app import optimize_lib
+  from regal.app import methods, optimize_lib
   graph = zoo.model_graph("bert_base", layers=1, seq_len=16)
-  report = optimize_lib.run(graph, devices_lib.homogeneous(4), method="heft", coarsen_spec="12")
+  report = optimize_lib.run(graph, devices_lib.homogeneous(4),
+                            methods.RunConfig(method="heft", coarsen_spec="12"))
   ends = report.schedule.op_end
   zero = np.flatnonzero(graph.compute_cost == 0)
   shared = {(int(report.placement[o]), float(ends[o])) for o in zero}

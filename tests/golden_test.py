@@ -47,7 +47,7 @@ def _graph(spec):
 
 def _method_result(case) -> dict:
   from datasets import devices as devices_lib
-  from regal.app import optimize_lib
+  from regal.app import methods, optimize_lib
   from regal.baselines import exact
   from regal.scoring import performance
   name, graph_spec, num_devices, model, method, evals = case
@@ -60,8 +60,8 @@ def _method_result(case) -> dict:
     return {"objective": float(result.objective),
             "placement": [int(d) for d in result.placement],
             "order": [int(i) for i in result.order]}
-  report = optimize_lib.run(graph, devices, model=model, method=method,
-                            evals=evals or None, seed=0)
+  report = optimize_lib.run(
+      graph, devices, methods.RunConfig(model=model, method=method, evals=evals or None, seed=0))
   return {"objective": float(report.data["objective"]),
           "search_objective": report.data["search_objective"],
           "placement": [p["device"] for p in report.data["placement"]],
@@ -75,9 +75,17 @@ def _training_result(tmp: str, report: dict | None = None) -> dict:
   from regal.learning.configs import default as default_config
   if report is None:
     report = train_lib.train_and_evaluate(default_config.get_config("test"), tmp)
-  state = checkpoint.read_state_dict(checkpoint.in_workdir(tmp))
+  state = stored_state(checkpoint.in_workdir(tmp))
   return {"history": report["history"], "test": report["test"],
           "state": state_fingerprint(state)}
+
+
+def stored_state(path: str) -> dict:
+  """A checkpoint's state as a nested dict of arrays, read without a template (flax's own
+  reader, not the product's: the test must see what is on disk)."""
+  from flax import serialization
+  with open(path, "rb") as f:
+    return serialization.msgpack_restore(f.read())["state"]
 
 
 def state_fingerprint(state_dict) -> dict[str, list]:

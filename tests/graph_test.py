@@ -9,7 +9,27 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from datasets import errors
-from datasets.graph import Graph, GraphBuilder, find_cycle, to_networkx
+from datasets.graph import Graph, GraphBuilder, find_cycle
+
+
+def to_networkx(graph: Graph):
+  """A `networkx.MultiDiGraph` over op indices; one edge per data or control edge (the
+  independent reference the graph's derived views are checked against).
+
+  Nodes carry `name`, `op_type`, `compute_cost`, `extra_memory`; edges carry `kind`
+  ("data" or "control"), `tensor` (index or None) and `bytes`.
+  """
+  nx_graph = nx.MultiDiGraph(name=graph.name)
+  for op in range(graph.num_ops):
+    nx_graph.add_node(op, name=graph.op_names[op], op_type=graph.op_types[op],
+                      compute_cost=float(graph.compute_cost[op]),
+                      extra_memory=float(graph.extra_memory[op]))
+  for tensor, consumer in zip(graph.data_edge_tensor, graph.data_edge_consumer):
+    nx_graph.add_edge(int(graph.tensor_producer[tensor]), int(consumer), kind="data",
+                      tensor=int(tensor), bytes=float(graph.tensor_size[tensor]))
+  for src, dst in zip(graph.control_edge_src, graph.control_edge_dst):
+    nx_graph.add_edge(int(src), int(dst), kind="control", tensor=None, bytes=0.0)
+  return nx_graph
 
 
 def diamond() -> Graph:

@@ -10,7 +10,7 @@ import pytest
 from datasets import devices as devices_lib
 from datasets import errors
 from datasets.synthetic import sized_graph
-from regal.app import optimize_lib
+from regal.app import methods, optimize_lib
 from regal.learning import checkpoint, policy_runner, reinforce, train_lib
 from regal.learning import policy as policy_lib
 from regal.learning.configs import default as default_config
@@ -38,8 +38,11 @@ def untrained_workdir(tmp_path_factory):
 @pytest.mark.parametrize("model", ["sync", "wc"])
 def test_an_untrained_policy_is_the_unguided_search_bit_for_bit(untrained_workdir, model):
   graph = sized_graph(40, seed=3)
-  runs = [optimize_lib.run(graph, devices_lib.homogeneous(2), model=model, evals=2000, seed=4,
-                           policy_dir=policy).data for policy in (None, untrained_workdir)]
+  runs = [
+      optimize_lib.run(graph, devices_lib.homogeneous(2),
+                       methods.RunConfig(model=model, evals=2000, seed=4, policy_dir=policy)).data
+      for policy in (None, untrained_workdir)
+  ]
   plain, guided = runs
   assert guided["details"]["steered_genes"] == 0
   for key in ("objective", "placement", "schedule", "evaluations"):
@@ -52,7 +55,7 @@ def test_steering_changes_the_search_and_the_unguided_comparison_is_apart(untrai
   compare_unguided the unguided search is reported apart and never becomes the answer."""
   problem = performance.Problem(sized_graph(40, seed=3), devices_lib.homogeneous(2),
                                 model="sync")
-  seeded = guides.guidance(problem, 0, [guides.SeedArms()])
+  seeded = guides.guidance(problem, 0, [guides.HeuristicSeeds()])
   size = problem.layout.size
   steered = dataclasses.replace(seeded, mutant_alpha=np.full(size, 50.0, np.float32),
                                 mutant_beta=np.full(size, 0.5, np.float32))
@@ -60,8 +63,11 @@ def test_steering_changes_the_search_and_the_unguided_comparison_is_apart(untrai
   other = guides.run_guided(problem, 2000, 4, steered)
   assert not np.array_equal(plain.history, other.history)
   assert plain.evaluations <= 2000 and other.evaluations <= 2000
-  report = optimize_lib.run(problem.graph, problem.devices, model="sync", evals=2000, seed=4,
-                            policy_dir=untrained_workdir, compare_unguided=True).data
+  report = optimize_lib.run(
+      problem.graph, problem.devices,
+      methods.RunConfig(
+          model="sync", evals=2000, seed=4, policy_dir=untrained_workdir,
+          compare_unguided=True)).data
   unguided = report["details"]["unguided"]
   assert unguided["objective"] == report["objective"]  # Untrained: the same search.
   assert 0 < unguided["evaluations"] <= 2000 and report["evaluations"] <= 2000
@@ -69,7 +75,7 @@ def test_steering_changes_the_search_and_the_unguided_comparison_is_apart(untrai
 
 def test_a_guides_evaluations_come_out_of_the_budget():
   problem = performance.Problem(sized_graph(30, seed=2), devices_lib.homogeneous(2), model="wc")
-  seeded = guides.guidance(problem, 0, [guides.SeedArms()])
+  seeded = guides.guidance(problem, 0, [guides.HeuristicSeeds()])
   spent = 700
   result = guides.run_guided(problem, 2000, 1, dataclasses.replace(seeded, evaluations=spent))
   alone = guides.run_guided(problem, 2000 - spent, 1, seeded)
@@ -79,11 +85,14 @@ def test_a_guides_evaluations_come_out_of_the_budget():
 
 
 def test_the_doppler_arms_episodes_are_counted_in_regal_optimize():
-  from regal.search import seed_arms
+  from regal.doppler_policy import method as doppler_method
   graph = sized_graph(12, seed=6)
-  doppler = seed_arms.DopplerArm(evals=64, samples=2)
-  planned = seed_arms.planned_evaluations(("single_device", "doppler"), doppler)
-  report = optimize_lib.run(graph, devices_lib.homogeneous(2), model="wc", evals=1000,
-                            arms=("single_device", "doppler"), doppler=doppler).data
+  doppler = doppler_method.DopplerOptions(evals=64, samples=2)
+  planned = sum(g.planned_evaluations(None)
+                for g in methods.seed_guides(("single_device", "doppler"), doppler))
+  report = optimize_lib.run(
+      graph, devices_lib.homogeneous(2),
+      methods.RunConfig(model="wc", evals=1000, arms=("single_device", "doppler"),
+                        doppler=doppler)).data
   assert planned > 0 and report["details"]["arm_evaluations"] == planned
   assert report["evaluations"] <= 1000

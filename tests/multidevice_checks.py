@@ -15,7 +15,6 @@ import numpy as np  # noqa: E402
 from datasets import jax_import, sharded, synthetic  # noqa: E402
 from regal.execute import calibrate_lib, choose_program, executor  # noqa: E402
 from regal.execute import jax_program as jax_program_lib  # noqa: E402
-from regal.execute import sharded_program as sharded_lib  # noqa: E402
 from regal.execute.measured import MeasuredReward  # noqa: E402
 
 GRAPHS = {
@@ -25,10 +24,24 @@ GRAPHS = {
 }
 
 
+def assemble_matrix(graph, values: dict[int, np.ndarray], tensors) -> np.ndarray:
+  """The logical matrix that `tensors` (the blocks of one input or elementwise meta-op) tile,
+  from their values: how a sharded result is read back as one array."""
+  semantics = graph.metadata["semantics"]
+  producer = graph.tensor_producer
+  regions = [semantics[int(producer[t])]["region"] for t in tensors]
+  rows = max(r[1] for r in regions)
+  cols = max(r[3] for r in regions)
+  out = np.zeros((rows, cols), np.float32)
+  for t, (r0, r1, c0, c1) in zip(tensors, regions):
+    out[r0:r1, c0:c1] = np.asarray(values[t]).reshape(r1 - r0, c1 - c0)
+  return out
+
+
 def matrix(graph, values, meta):
   tensors = [int(np.flatnonzero(graph.tensor_producer == op)[0])
              for op, m in enumerate(graph.metadata["meta_op"]) if m == meta]
-  return sharded_lib.assemble_matrix(graph, values, tensors).astype(np.float64)
+  return assemble_matrix(graph, values, tensors).astype(np.float64)
 
 
 def dense_reference(workload, graph, program):
@@ -71,7 +84,7 @@ def sharded_facts(rng):
           "devices_used": int(len(np.unique(run.op_devices)))}
     reference = dense_reference(workload, graph, program)
     if reference is not None:
-      out = sharded_lib.assemble_matrix(graph, one.outputs, list(program.outputs))
+      out = assemble_matrix(graph, one.outputs, list(program.outputs))
       result["dense_max_abs_error"] = float(np.abs(out - reference).max())
       result["dense_scale"] = float(np.abs(reference).max())
     facts[workload] = result
@@ -124,7 +137,10 @@ def calibration_facts():
           "bandwidth": np.where(np.isinf(fit.spec.bandwidth), -1,
                                 fit.spec.bandwidth).tolist(),
           "pearson": report["pearson"], "spearman": report["spearman"],
-          "rows": len(report["rows"])}
+          "rows": len(report["rows"]),
+          "op_samples": [[s["device"], s["cost"], s["seconds"]] for s in fit.op_samples],
+          "link_samples": [[s["src"], s["dst"], s["bytes"], s["seconds"]]
+                           for s in fit.link_samples]}
 
 
 def measured_facts(rng):

@@ -1,5 +1,4 @@
 """The scoring path: Problem validation, batched fitness against reference scoring."""
-import jax
 import numpy as np
 import pytest
 
@@ -19,8 +18,7 @@ def graph():
                                               ("runtime_under_memory", 350.0)])
 def test_fitness_equals_reference_scoring(graph, model, objective, limit):
   problem = performance.Problem(graph, devices_lib.homogeneous(2), model=model,
-                                objective=objective, memory_limit=limit,
-                                pinned=performance.pin_heaviest_to_first_device(graph))
+                                objective=objective, memory_limit=limit)
   population = np.random.default_rng(0).random((6, problem.layout.size)).astype(np.float32)
   values = np.asarray(performance.make_fitness_fn(problem)(population))
   expected = [performance.score_reference(problem, c)[0] for c in population]
@@ -35,28 +33,11 @@ def test_encoded_single_device_solution_scores_sum_of_costs(graph):
   assert schedule.op_start[graph.topological_order].tolist() == sorted(schedule.op_start)
 
 
-def test_stochastic_mode_is_keyed(graph):
-  problem = performance.Problem(graph, devices_lib.homogeneous(2), noise_sigma=0.3,
-                                noise_samples=4)
-  fitness = performance.make_fitness_fn(problem)
-  population = np.random.default_rng(1).random((3, problem.layout.size)).astype(np.float32)
-  a = fitness(population, jax.random.key(0))
-  assert np.array_equal(a, fitness(population, jax.random.key(0)))
-  assert not np.array_equal(a, fitness(population, jax.random.key(1)))
-  deterministic = performance.make_fitness_fn(
-      performance.Problem(graph, devices_lib.homogeneous(2)))(population)
-  # Lognormal noise of mean exp(sigma^2 / 2) > 1 lengthens schedules on average.
-  assert np.mean(a) > 0.9 * np.mean(deterministic)
-  with pytest.raises(errors.ConfigError, match="explicit PRNG key"):
-    fitness(population)
-
-
 @pytest.mark.parametrize("kwargs, message", [
     (dict(model="tpu"), "unknown model 'tpu'"),
     (dict(objective="speed"), "unknown objective 'speed'"),
     (dict(objective="runtime_under_memory"), "needs a memory limit"),
     (dict(objective="runtime_under_memory", memory_limit=-1), "must be positive"),
-    (dict(model="sync", noise_sigma=0.1), "need the wc model"),
     (dict(model="doppler", objective="memory"), "doppler model has no memory"),
 ])
 def test_bad_problems(graph, kwargs, message):

@@ -29,7 +29,7 @@ def test_a_rollout_is_the_search_regal_optimize_runs(worker):
   for index, problem in enumerate(worker.problems[:2]):
     [(value, best)] = worker.run([rollout.Task(index, None, None, seed=3, best=True)])
     direct = guides.run_guided(problem, 300, 3, guides.guidance(problem, 0,
-                                                                [guides.SeedArms()]),
+                                                                [guides.HeuristicSeeds()]),
                                shape=worker.shape)
     assert value == direct.objective
     np.testing.assert_array_equal(best, direct.best_chromosome)

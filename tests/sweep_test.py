@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from datasets import atomic
 from experiments import sweep_lib, sweeps
 
 REPO_ROOT = sweeps.__file__.rsplit("/experiments/", 1)[0]
@@ -124,7 +125,7 @@ def test_a_partial_last_line_is_cut_before_the_next_record(tmp_path):
   complete = sweep_lib.run(sweep, str(tmp_path), local=True, progress=lambda line: None)
   lines = path.read_text().splitlines(keepends=True)
   path.write_text("".join(lines[:3]) + lines[3][:len(lines[3]) // 2])  # Killed mid-write.
-  assert sweep_lib.repair_partial_line(str(path))
+  assert atomic.cut_partial_line(str(path))
   assert path.read_text() == "".join(lines[:3])
   path.write_text("".join(lines[:3]) + lines[3][:len(lines[3]) // 2])
   again = sweep_lib.run(sweep, str(tmp_path), local=True, progress=lambda line: None)

@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT
+from golden_test import stored_state
 
 from datasets import atomic
 from datasets import devices as devices_lib
 from datasets import errors
 from datasets.synthetic import sized_graph
-from regal.app import optimize_lib
+from regal.app import methods, optimize_lib
 from regal.learning import checkpoint, train_lib
 from regal.learning.configs import default as default_config
 from regal.learning.rollout import Task
@@ -191,13 +192,15 @@ def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_trainin
     train_lib.train_and_evaluate(config, workdir)
   assert checkpoint.read_meta(checkpoint.in_workdir(workdir))["step"] == 3
   # The trained policy runs on any graph through regal.optimize --policy.
-  result = optimize_lib.run(sized_graph(50, seed=5), devices_lib.homogeneous(2),
-                            model="sync", evals=700, policy_dir=workdir).data
+  result = optimize_lib.run(
+      sized_graph(50, seed=5), devices_lib.homogeneous(2),
+      methods.RunConfig(model="sync", evals=700, policy_dir=workdir)).data
   assert result["evaluations"] <= 700 and result["details"]["policy"] == workdir
   assert "unguided" not in result["details"]  # No second search unless asked.
   with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
-    optimize_lib.run(sized_graph(12, seed=5), devices_lib.homogeneous(3), model="sync",
-                     evals=700, policy_dir=workdir)
+    optimize_lib.run(
+        sized_graph(12, seed=5), devices_lib.homogeneous(3),
+        methods.RunConfig(model="sync", evals=700, policy_dir=workdir))
   # Fine-tuning that policy on measured run times (the session's 2 host devices, see
   # conftest): one step, the source workdir's caches reused, the measured references cached.
   tuned_config = _tiny_config(config.dataset)
@@ -253,7 +256,7 @@ def _run_state(workdir: str) -> dict:
     report = json.load(f)
   del report["inference_seconds_per_graph"]
   meta = checkpoint.read_meta(checkpoint.in_workdir(workdir))
-  state = checkpoint.read_state_dict(checkpoint.in_workdir(workdir))
+  state = stored_state(checkpoint.in_workdir(workdir))
   import jax
   leaves = {jax.tree_util.keystr(path): np.asarray(leaf).tobytes()
             for path, leaf in jax.tree_util.tree_leaves_with_path(state)}

@@ -31,7 +31,8 @@ from absl import app, flags  # noqa: E402
 
 from datasets import devices as devices_lib  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
-from regal.scoring import performance  # noqa: E402
+from regal.scoring import chromosome as chromosome_lib  # noqa: E402
+from regal.scoring import models, performance  # noqa: E402
 
 _BASELINE = flags.DEFINE_string("baseline", "HEAD", "Git revision of the baseline wc_model.py.")
 _BASELINE_MEMORY = flags.DEFINE_bool("baseline_memory", False,
@@ -56,7 +57,8 @@ def _fitness(problem, module, memory: bool, population: int):
   sim = jax.tree_util.tree_map(jnp.asarray, performance.sim_graph_for(problem, memory=memory))
 
   def local(sim, chromosomes):
-    inputs = performance.padded_inputs(problem, sim, chromosomes)
+    decoded = jax.vmap(lambda c: chromosome_lib.decode(c, problem.layout))(chromosomes)
+    inputs = models.pad_to(sim, *decoded)
     return module.simulate_batch(sim, *inputs, chunk=performance.WC_CHUNK,
                                  record_times=False).makespan
 
@@ -75,7 +77,7 @@ def main(argv: Sequence[str]) -> None:
     baseline_file.write_text(source.stdout)
     versions = {f"baseline {_BASELINE.value}": (_load(baseline_file, "baseline_wc_model"),
                                                 _BASELINE_MEMORY.value),
-                "working tree": (_load(REPO / "regal" / "wc_model.py", "tree_wc_model"),
+                "working tree": (_load(REPO / "regal" / "scoring" / "wc_model.py", "tree_wc_model"),
                                  _MEMORY.value)}
   graph = sized_graph(_OPS.value)
   problem = performance.Problem(graph, devices_lib.homogeneous(2))

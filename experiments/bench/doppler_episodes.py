@@ -27,15 +27,14 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from datasets import atomic  # noqa: E402
+from datasets import atomic, benchmarks  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from regal.doppler_policy import episode as episode_lib  # noqa: E402
 from regal.doppler_policy import training  # noqa: E402
 from regal.scoring import doppler_sim, performance  # noqa: E402
 
-DEFAULT_GRAPH = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "graphs",
-                             "doppler", "transformer_block_215nodes.txt")
+DEFAULT_GRAPH = os.path.join(benchmarks.DOPPLER_GRAPHS, "transformer_block_215nodes.txt")
 _GRAPH = flags.DEFINE_string("graph", DEFAULT_GRAPH, "Graph file.")
 _DEVICES = flags.DEFINE_integer("devices", 4, "Homogeneous devices.")
 _BATCH = flags.DEFINE_integer("batch", 64, "Episodes per batch.")

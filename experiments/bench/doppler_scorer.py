@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 from absl import flags
 
+from datasets import benchmarks
 from datasets import devices as devices_lib
 from datasets import errors
 from datasets import io as graph_io
@@ -36,7 +37,7 @@ _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls per scorer (median ke
 _OUT_DIR = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "doppler_scorer"),
                                "Where the report goes.")
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "graphs", "doppler")
+SHARED = benchmarks.DOPPLER_GRAPHS
 DOPPLER_FILES = ("chain_mm_112nodes.txt", "ffnn_192nodes.txt", "transformer_block_215nodes.txt",
                  "full_transformer_layer_261nodes.txt")
 

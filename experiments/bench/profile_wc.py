@@ -29,7 +29,7 @@ from absl import app, flags
 
 from datasets import devices as devices_lib
 from datasets.synthetic import sized_graph
-from regal.scoring import performance, wc_model
+from regal.scoring import models, performance, wc_model
 
 _OPS = flags.DEFINE_integer("ops", 200, "Synthetic graph size (ops).")
 _POPULATION = flags.DEFINE_integer("population", 512, "Chromosomes per call.")
@@ -144,7 +144,7 @@ def main(argv: Sequence[str]) -> None:
   population = _POPULATION.value
   chromosomes = jnp.asarray(np.random.default_rng(0).random(
       (population, problem.layout.size)).astype(np.float32))
-  inputs = performance.padded_inputs(problem, sim, chromosomes)
+  inputs = models.pad_to(sim, *performance.host_decoder(problem)(np.asarray(chromosomes)))
   simulate = jax.jit(lambda *a: wc_model.simulate_batch(
       sim, *a, chunk=performance.WC_CHUNK, record_times=False).makespan)
 

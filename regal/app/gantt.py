@@ -33,8 +33,8 @@ def _inputs_by_op(graph: Graph) -> list[list[int]]:
   return inputs
 
 
-def critical_path(graph: Graph, placement: np.ndarray, schedule: Schedule,
-                  tolerance: float = 1e-9) -> tuple[list[int], list[tuple[int, int]]]:
+def critical_chain(graph: Graph, placement: np.ndarray, schedule: Schedule,
+                   tolerance: float = 1e-9) -> tuple[list[int], list[tuple[int, int]]]:
   """(ops, transfers (tensor, dst)) on the chain of waits that ends with the last op. Every op
   is visited at most once, so schedules with zero-length ops sharing a device and a start time
   (a coarsened answer has hundreds) end the walk instead of circling between them."""
@@ -116,7 +116,7 @@ def draw(graph: Graph, placement: np.ndarray, schedule: Schedule, path: str,
   sent = np.argwhere(~np.isnan(schedule.transfer_start))
   channels = sorted({(int(placement[graph.tensor_producer[t]]), int(d)) for t, d in sent})
   channel_row = {c: i for i, c in enumerate(channels)}
-  crit_ops, crit_transfers = critical_path(graph, placement, schedule)
+  crit_ops, crit_transfers = critical_chain(graph, placement, schedule)
   crit_ops, crit_transfers = set(crit_ops), set(crit_transfers)
   legend, colours = type_colours(graph, schedule)
   start = schedule.op_start * time_scale

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from datasets import errors
 from regal.baselines import enumerative, exact, list_scheduling, local_search, partition, sampling
 from regal.baselines.common import MethodResult, finish, score
 from regal.scoring import performance
@@ -46,7 +47,6 @@ MAKESPAN_ONLY = ("cpsat", "quickp")
 def run_method(name: str, problem: performance.Problem, evals: int = 5000, seed: int = 0,
                time_limit: float = 10.0) -> MethodResult:
   """Runs baseline `name`; `evals` is the search budget, `time_limit` CP-SAT's (seconds)."""
-  from datasets import errors
   if name not in _METHODS:
     raise errors.ConfigError(f"unknown method {name!r}; known: brkga, {', '.join(METHODS)}")
   return _METHODS[name](problem, evals, seed, time_limit)

@@ -71,7 +71,7 @@ def finish(method: str, problem: performance.Problem, placement: np.ndarray | No
   if chromosome is None:
     chromosome = chromosome_lib.encode(np.asarray(placement), np.asarray(order), problem.layout)
   chromosome = np.asarray(chromosome, np.float32)
-  placement, order = chromosome_lib.assignment(chromosome, problem.layout, problem.pinned)
+  placement, order = chromosome_lib.assignment(chromosome, problem.layout)
   objective, schedule = scored or performance.score_reference(problem, chromosome)
   return MethodResult(method=method, placement=placement, order=order, objective=objective,
                       schedule=schedule, wall_seconds=time.perf_counter() - started,

@@ -3,7 +3,7 @@
 QuickP ("Efficient Device Placement for Distributed DNN Training", 2025) makes exact placement
 affordable on large graphs by solving a smaller model:
 
-* **Fusion** (its Algorithm 1, `regal.search.coarsen.quickp_fusion`): straight-line edges and
+* **Fusion** (its Algorithm 1, `datasets.coarsen.quickp_fusion`): straight-line edges and
   edges between cheap ops (at most alpha, by default the 90th percentile of the non-zero
   compute costs) are contracted, never an edge from a fan-out to a fan-in, and never one that
   would close a cycle. Fused ops run back to back on one device in topological order.
@@ -23,7 +23,7 @@ from datasets import analysis
 from datasets.analysis import CONTROL_ONLY, Dependencies, mean_transfer_time
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
-from regal.search import coarsen
+from datasets import coarsen
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Fused:
 
 
 def fuse(graph: Graph, alpha: float | None = None) -> Fused:
-  """QuickP's operator fusion (`regal.search.coarsen.quickp_fusion`) as a node-level model."""
+  """QuickP's operator fusion (`datasets.coarsen.quickp_fusion`) as a node-level model."""
   coarsening = coarsen.quickp_fusion(graph, alpha)
   node_of = coarsening.group_of
   deps = Dependencies.of(graph)

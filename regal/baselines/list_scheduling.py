@@ -25,6 +25,7 @@ from datasets.analysis import Dependencies
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.baselines.common import MethodResult, finish
+from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance, reference_models
 
 
@@ -35,20 +36,12 @@ def input_ready_time(op: int, device: int, placement: np.ndarray, end: np.ndarra
               for pred, size in zip(deps.preds[op], deps.pred_bytes[op])), default=0.0)
 
 
-def order_priorities(order: np.ndarray) -> np.ndarray:
-  """Op priorities [o] whose priority-driven topological order is `order` (a topological
-  order): falling evenly from 1 along it."""
-  priority = np.empty(len(order))
-  priority[np.asarray(order)] = 1.0 - np.arange(len(order)) / max(len(order), 1)
-  return priority
-
-
 def simulate_in_order(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
                       order: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
   """The delay model (`reference_models.simulate_delay`) with each device running its ops in
   `order`, a topological order: (makespan, start [o], end [o])."""
   schedule = reference_models.simulate_delay(graph, devices, placement,
-                                             order_priorities(order))
+                                             chromosome_lib.order_priorities(order))
   return float(schedule.makespan), schedule.op_start, schedule.op_end
 
 

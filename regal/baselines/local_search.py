@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from regal.baselines import heuristics
 from regal.baselines.common import MethodResult, finish
 from regal.scoring import performance
 
@@ -47,26 +48,11 @@ def _neighbours(placement: np.ndarray, rank: np.ndarray, moves: np.ndarray, num_
   return placements, ranks
 
 
-def heuristic_seeds(problem: performance.Problem) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-  """{name: (placement, op order)} of the cheap constructive heuristics (milliseconds each)."""
-  from regal.baselines import list_scheduling, partition  # partition imports this package.
-  graph, devices = problem.graph, problem.devices
-  gp = partition.gp_dfs(problem)
-  return {
-      "critical_path": list_scheduling.critical_path_assignment(graph, devices),
-      "critical_path_doppler": list_scheduling.critical_path_assignment(
-          graph, devices, doppler_repository=True),
-      "heft": list_scheduling.heft_assignment(graph, devices),
-      "gp_dfs": (gp.placement, gp.order),
-      "single_device": (np.zeros(graph.num_ops, np.int64), graph.topological_order),
-  }
-
-
 def hill_climb(problem: performance.Problem, evals: int = 5000, seed: int = 0,
                batch_size: int = 64) -> MethodResult:
   """Hill climbing from the best heuristic seed on the exact batched model (module doc)."""
   started = time.perf_counter()
-  seeds = heuristic_seeds(problem)
+  seeds = heuristics.assignments(problem)
   if evals < len(seeds):
     raise ValueError(f"hill_climb needs at least {len(seeds)} evaluations (its seeds), got "
                      f"{evals}")

@@ -27,6 +27,7 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.execute.executor import Executor
 from regal.execute.program import Program
+from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import reference_models
 
 TRANSFER_BYTES = tuple(4096 * 4 ** k for k in range(7))  # 4 KB .. 16 MB.
@@ -161,8 +162,7 @@ def random_placements(num_ops: int, num_devices: int, count: int, seed: int
 def predict(graph: Graph, spec: DeviceSpec, placement: np.ndarray, order: np.ndarray) -> float:
   """The reference WC model's makespan for a placement and an op order (transfers by
   tensor id, as the executor issues them as soon as produced)."""
-  priority = np.empty(graph.num_ops)
-  priority[order] = 1.0 - np.arange(graph.num_ops) / graph.num_ops
+  priority = chromosome_lib.order_priorities(order)
   transfer_priority = np.full((graph.num_tensors, spec.num_devices), 0.5)
   return float(reference_models.simulate_wc(graph, spec, placement, priority,
                                             transfer_priority).makespan)

@@ -166,18 +166,3 @@ def _apply(key: str, *args) -> tuple[jnp.ndarray, ...]:
   v = _heads(_assemble(args, spec["v"]), spec["heads"])
   out = jnp.einsum("hqk,khd->qhd", probs, v)
   return (out.reshape(out.shape[0], -1),)
-
-
-def assemble_matrix(graph: Graph, values: dict[int, np.ndarray], tensors) -> np.ndarray:
-  """The logical matrix that `tensors` (the blocks of one input or elementwise meta-op) tile,
-  from their values: how a sharded result is read back as one array."""
-  semantics = graph.metadata["semantics"]
-  producer = graph.tensor_producer
-  regions = [semantics[int(producer[t])]["region"] for t in tensors]
-  rows = max(r[1] for r in regions)
-  cols = max(r[3] for r in regions)
-  out = np.zeros((rows, cols), np.float32)
-  for t, (r0, r1, c0, c1) in zip(tensors, regions):
-    out[r0:r1, c0:c1] = np.asarray(values[t]).reshape(r1 - r0, c1 - c0)
-  return out
-

@@ -70,14 +70,6 @@ def read_meta(path: str) -> dict[str, Any]:
   return meta
 
 
-def read_state_dict(path: str) -> dict[str, Any]:
-  """The stored state as a nested dict of arrays (no template needed)."""
-  state = _read(path).get("state")
-  if not isinstance(state, dict):
-    raise errors.ConfigError(f"checkpoint {path}: holds no state")
-  return state
-
-
 def restore(path: str, template: Any) -> tuple[Any, dict[str, Any]]:
   """(state shaped like `template`, metadata); a one-line error if the file is unreadable or
   its parameters do not fit the template."""

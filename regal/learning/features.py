@@ -86,7 +86,7 @@ def brkga_features(graph: Graph, placement: np.ndarray, priority: np.ndarray,
 
 def seed_features(problem: performance.Problem, seeds: dict[str, np.ndarray]) -> np.ndarray:
   """`brkga_features` [o, d + 1] of the search's seed chromosomes (the heuristic assignments
-  the search starts from, `regal.search.guides.SeedArms`): free, since the search scores
+  the search starts from, `regal.search.guides.HeuristicSeeds`): free, since the search scores
   them anyway, and the same at training and at inference."""
   chromosomes = np.stack([np.asarray(c, np.float32) for c in seeds.values()])
   decoded = chromosome_lib.decode(chromosomes, problem.layout)

@@ -20,9 +20,9 @@ from regal.learning import checkpoint
 from regal.learning import features as features_lib
 from regal.learning import policy as policy_lib
 from regal.learning import reinforce
+from regal.baselines import heuristics
 from regal.scoring import performance
 from regal.search import guides
-from regal.search import seed_arms
 
 
 def load(workdir: str, problem: performance.Problem):
@@ -56,7 +56,7 @@ def load(workdir: str, problem: performance.Problem):
 def feature_seeds(problem: performance.Problem) -> dict[str, np.ndarray]:
   """The seeds the policy's features are read from: the default heuristic arms, whatever
   arms the search itself is given (so features match training's)."""
-  return seed_arms.arm_seeds(problem, seed_arms.DEFAULT_ARMS)[0]
+  return heuristics.seeds(problem)
 
 
 def padded_graph(problem: performance.Problem, seeds: dict[str, np.ndarray]):

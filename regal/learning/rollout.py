@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from regal.baselines import heuristics
 from regal.scoring import performance
 from regal.search import brkga_presets
 from regal.search import brkga_search
@@ -49,8 +50,7 @@ class RolloutWorker:
   def seeds(self, index: int) -> dict[str, np.ndarray]:
     """The heuristic seed chromosomes of graph `index` (deterministic, computed once)."""
     if index not in self._seeds:
-      self._seeds[index] = guides.SeedArms().guide(self.problems[index], 0,
-                                                   guides.Guidance()).seeds
+      self._seeds[index] = heuristics.seeds(self.problems[index])
     return self._seeds[index]
 
   def run(self, tasks: Sequence[Task]) -> list:

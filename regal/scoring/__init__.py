@@ -2,12 +2,13 @@
 
 A chromosome (`chromosome`) decodes to a placement, op priorities and transfer priorities; a
 performance model turns them into a `schedule.Schedule`. `performance.Problem` names the graph,
-devices, model and objective, and `performance` picks the engine that scores a population:
+devices, model and objective, and `performance` picks the engine that scores a population from
+the model's record in `models` (the one registry of the models):
 
 | model | readable reference (test oracle) | JAX engine | native (numba) engine |
 |---|---|---|---|
 | wc (work-conserving, Doppler paper) | `reference_models.simulate_wc` | `wc_model` | `native_wc` |
-| sync (REGAL's, with peak memory) | `reference_models.simulate_synchronous` | `sync_model` | - |
+| sync (REGAL's, with peak memory) | `reference_models.simulate_synchronous` | `sync_model` | `native_sync` |
 | doppler (the Doppler repository's simulator) | `doppler_sim` (SimPy) | - | `native_doppler` |
 | delay (task-scheduling literature) | `reference_models.simulate_delay` | `delay_model` | `native_delay` |
 

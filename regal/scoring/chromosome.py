@@ -5,7 +5,6 @@ A chromosome for a graph with o ops, t tensors and d devices is a vector in [0, 
     [ affinities (o x d, row-major) | node priorities (o) | transfer priorities (t x d) ]
 
 * placement: each op goes to the device of highest affinity (ties: the lowest device id);
-  pinned ops go where they are pinned regardless;
 * node priorities: a larger key runs earlier; ties go to the lower op id;
 * transfer priority [t, j]: the priority of sending tensor t to device j; larger goes first,
   ties to the lower tensor id.
@@ -22,8 +21,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from datasets import errors
-
-NO_PIN = -1
 
 
 class Layout(NamedTuple):
@@ -57,16 +54,14 @@ class Decoded(NamedTuple):
   transfer_priority: jnp.ndarray  # [t, d] larger is sent first.
 
 
-def decode(chromosome: jnp.ndarray, layout: Layout, pinned: jnp.ndarray | None = None) -> Decoded:
-  """Placement and priorities of a chromosome [..., n] (leading axes: a population);
-  `pinned[i]` >= 0 fixes op i's device. numpy in, numpy out (no JAX dispatch); else jnp."""
+def decode(chromosome: jnp.ndarray, layout: Layout) -> Decoded:
+  """Placement and priorities of a chromosome [..., n] (leading axes: a population). numpy
+  in, numpy out (no JAX dispatch); else jnp."""
   xp = np if isinstance(chromosome, np.ndarray) else jnp
   batch = chromosome.shape[:-1]
   affinity = chromosome[..., layout.affinity_slice].reshape(
       batch + (layout.num_ops, layout.num_devices))
   placement = xp.argmax(affinity, axis=-1).astype(xp.int32)  # First maximum: lowest id.
-  if pinned is not None:
-    placement = xp.where(pinned >= 0, pinned, placement).astype(xp.int32)
   return Decoded(placement=placement, op_priority=chromosome[..., layout.priority_slice],
                  transfer_priority=chromosome[..., layout.transfer_slice].reshape(
                      batch + (layout.num_tensors, layout.num_devices)))
@@ -77,11 +72,10 @@ def priority_order(op_priority: np.ndarray) -> np.ndarray:
   return np.lexsort((np.arange(len(op_priority)), -np.asarray(op_priority)))
 
 
-def assignment(chromosome: np.ndarray, layout: Layout, pinned: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
+def assignment(chromosome: np.ndarray, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
   """(placement [o], op order [o]) one chromosome decodes to on the host, both int64: what
   results report, executors run and `encode` turns back into a chromosome."""
-  decoded = decode(np.asarray(chromosome, np.float32), layout, pinned)
+  decoded = decode(np.asarray(chromosome, np.float32), layout)
   return (np.asarray(decoded.placement, np.int64),
           priority_order(np.asarray(decoded.op_priority)).astype(np.int64))
 
@@ -105,11 +99,25 @@ def encode(placement: np.ndarray, order: np.ndarray, layout: Layout,
     raise errors.ConfigError("order must list every op exactly once")
   affinity = np.zeros((num_ops, num_devices))
   affinity[np.arange(num_ops), placement] = 1.0
-  priority = np.empty(num_ops)
-  priority[order] = 1.0 - np.arange(num_ops) / max(num_ops, 1)
+  priority = order_priorities(order)
   if transfer_priority is None:
     transfer_priority = np.full((num_tensors, num_devices), 0.5)
   return np.concatenate([affinity.ravel(), priority, np.asarray(transfer_priority).ravel()])
+
+
+def rank_priorities(rank: np.ndarray) -> np.ndarray:
+  """Priority keys [..., o] (float64) of ranks [..., o] (0 runs first): falling evenly from
+  1, so the priority order is the rank order. The one map from an op order to keys: `encode`,
+  the list decoder, the hill climb's scorer and the executor's predictions use it."""
+  rank = np.asarray(rank)
+  return 1.0 - rank / max(rank.shape[-1], 1)
+
+
+def order_priorities(order: np.ndarray) -> np.ndarray:
+  """Priority keys [o] (float64) whose priority order is `order` (`rank_priorities`)."""
+  rank = np.empty(len(order))
+  rank[np.asarray(order)] = np.arange(len(order))
+  return rank_priorities(rank)
 
 
 def to_bucket(layout: Layout, bucket: Layout,

@@ -71,13 +71,6 @@ def build_delay_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32) -> De
                     bandwidth=np.where(eye, 1.0, devices.bandwidth).astype(dtype))
 
 
-def topological_priorities(graph: Graph) -> np.ndarray:
-  """Priorities [o] under which the priority-driven order is the graph's topological order."""
-  priority = np.empty(graph.num_ops, np.float32)
-  priority[graph.topological_order] = np.arange(graph.num_ops, 0, -1, dtype=np.float32)
-  return priority
-
-
 def simulate(g: DelayGraph, placement: jnp.ndarray, op_priority: jnp.ndarray
              ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """(makespan [], end times [o]) of one placement [o] and priorities [o]."""

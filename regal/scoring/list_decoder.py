@@ -19,8 +19,7 @@ while `chromosome.encode` writes 1 for a seed's device, so seeds (critical path,
 gene, and a local device move (which trades the row's largest key with the target's) moves a
 placed op to its new device. The decoded
 op priorities are the list order (first scheduled: 1, falling evenly), so every model runs the
-ops in the order the decoder planned them; transfer priorities pass through unchanged. Pinned
-ops keep their device.
+ops in the order the decoder planned them; transfer priorities pass through unchanged.
 
 The chromosome layout is the direct decoder's, so seeds, policies and the local moves work on
 either. `decode_reference` is the readable version; `decode` (numba, bit-exact with it in
@@ -33,7 +32,7 @@ import numpy as np
 
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import native_common
-from regal.scoring.native_common import heap_key, heap_pop, heap_push
+from regal.scoring.native_common import heap_key, heap_pop, heap_push, link_time
 from regal.scoring.native_delay import NativeDelayGraph, reset_ready
 
 DEFAULT_BIAS = 0.0
@@ -47,8 +46,8 @@ def mean_duration(graph: NativeDelayGraph) -> np.float32:
 
 
 def decode_reference(graph: NativeDelayGraph, chromosome: np.ndarray,
-                     layout: chromosome_lib.Layout, bias: float = DEFAULT_BIAS,
-                     pinned: np.ndarray | None = None) -> chromosome_lib.Decoded:
+                     layout: chromosome_lib.Layout, bias: float = DEFAULT_BIAS
+                     ) -> chromosome_lib.Decoded:
   """One chromosome [n], readable and slow: (placement, list-order priorities, transfer
   priorities), in float32 like `decode`."""
   f32 = np.float32
@@ -80,9 +79,7 @@ def decode_reference(graph: NativeDelayGraph, chromosome: np.ndarray,
     ready = [v for v in range(layout.num_ops) if placement[v] < 0 and preds[v] <= set(order)]
     op = min(ready, key=lambda v: (-priority[v], v))
     allowed = range(layout.num_devices)
-    if pinned is not None and pinned[op] >= 0:
-      allowed = [int(pinned[op])]
-    elif np.any(keys[op] == 1):
+    if np.any(keys[op] == 1):
       allowed = [int(np.flatnonzero(keys[op] == 1)[0])]
     costs = {}
     for device in allowed:
@@ -96,22 +93,14 @@ def decode_reference(graph: NativeDelayGraph, chromosome: np.ndarray,
     placement[op] = device
     order.append(op)
   transfer = chromosome[layout.transfer_slice].reshape(layout.num_tensors, layout.num_devices)
-  return chromosome_lib.Decoded(placement=placement, op_priority=list_priorities(
-      np.asarray(order)), transfer_priority=transfer)
-
-
-def list_priorities(order: np.ndarray) -> np.ndarray:
-  """Priorities [o] (float32) that make `order` the priority order: 1 falling evenly."""
-  num_ops = len(order)
-  priority = np.empty(num_ops, np.float32)
-  priority[np.asarray(order)] = (np.float32(1) - np.arange(num_ops, dtype=np.float32)
-                                 / np.float32(max(num_ops, 1)))
-  return priority
+  return chromosome_lib.Decoded(
+      placement=placement, op_priority=chromosome_lib.order_priorities(
+          np.asarray(order)).astype(np.float32), transfer_priority=transfer)
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _decode(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, speed, bandwidth,
-            latency, keys, priority_bits, pinned, unit, placement_out, priority_out):
+            latency, keys, priority_bits, unit, placement_out, priority_out):
   population, num_ops = priority_bits.shape
   num_devices = speed.shape[0]
   heap = np.empty(max(num_ops, 1), np.int64)
@@ -120,7 +109,7 @@ def _decode(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, spe
   end = np.empty(num_ops, np.float32)
   free = np.empty(num_devices, np.float32)
   arrival = np.empty(num_devices, np.float32)
-  scale = np.float32(max(num_ops, 1))
+  scale = np.float64(max(num_ops, 1))
   for p in range(population):
     place = placement_out[p]
     bits = priority_bits[p]
@@ -135,14 +124,13 @@ def _decode(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, spe
         for d in range(num_devices):
           time = end[src]
           if place[src] != d and pred_bytes[k] >= 0:
-            time = time + (latency[place[src], d] + pred_bytes[k] / bandwidth[place[src], d])
+            time = time + link_time(latency, bandwidth, pred_bytes[k], place[src], d)
           arrival[d] = max(arrival[d], time)
-      forced = pinned[op]
-      if forced < 0:
-        for d in range(num_devices):
-          if keys[p, op, d] == 1:
-            forced = d
-            break
+      forced = -1
+      for d in range(num_devices):
+        if keys[p, op, d] == 1:
+          forced = d
+          break
       best = -1
       best_cost = np.float32(0)
       for d in range(num_devices):
@@ -159,7 +147,8 @@ def _decode(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, spe
       if duration > 0:
         free[best] = end[op]
       place[op] = best
-      priority_out[p, op] = np.float32(1) - np.float32(position) / scale
+      # `chromosome.rank_priorities`, computed the same way (float64, then rounded).
+      priority_out[p, op] = np.float32(1.0 - np.float64(position) / scale)
       position += 1
       for k in range(succs_ptr[op], succs_ptr[op + 1]):
         succ = succs[k]
@@ -169,8 +158,7 @@ def _decode(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, spe
 
 
 def decode(graph: NativeDelayGraph, chromosomes: np.ndarray, layout: chromosome_lib.Layout,
-           bias: float = DEFAULT_BIAS, pinned: np.ndarray | None = None,
-           threads: int | None = None) -> chromosome_lib.Decoded:
+           bias: float = DEFAULT_BIAS, threads: int | None = None) -> chromosome_lib.Decoded:
   """Chromosomes [P, n] -> placements [P, o] int32, list-order priorities [P, o] and transfer
   priorities [P, t, D] (module doc); split over `threads` (default: every core)."""
   chromosomes = native_common.argument(chromosomes, np.float32)
@@ -178,8 +166,6 @@ def decode(graph: NativeDelayGraph, chromosomes: np.ndarray, layout: chromosome_
   keys = np.ascontiguousarray(chromosomes[:, layout.affinity_slice].reshape(
       population, layout.num_ops, layout.num_devices))
   priority_bits = np.ascontiguousarray(chromosomes[:, layout.priority_slice]).view(np.int32)
-  pins = (np.full(layout.num_ops, -1, np.int32) if pinned is None
-          else native_common.argument(pinned, np.int32))
   unit = np.float32(np.float32(bias) * mean_duration(graph))
   placement = np.zeros((population, layout.num_ops), np.int32)
   priority = np.zeros((population, layout.num_ops), np.float32)
@@ -187,7 +173,7 @@ def decode(graph: NativeDelayGraph, chromosomes: np.ndarray, layout: chromosome_
   def run(rows: slice) -> None:
     _decode(graph.cost, graph.in_degree, graph.preds_ptr, graph.preds, graph.pred_bytes,
             graph.succs_ptr, graph.succs, graph.speed, graph.bandwidth, graph.latency,
-            keys[rows], priority_bits[rows], pins, unit, placement[rows], priority[rows])
+            keys[rows], priority_bits[rows], unit, placement[rows], priority[rows])
 
   native_common.run_split(run, population, threads)
   transfer = chromosomes[:, layout.transfer_slice].reshape(population, layout.num_tensors,

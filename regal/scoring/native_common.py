@@ -61,6 +61,14 @@ def makespan_callback(score: Callable[..., np.ndarray], *operands):
                            vmap_method="broadcast_all")
 
 
+@numba.njit(inline="always")
+def link_time(latency, bandwidth, num_bytes, src, dst):
+  """A message's time between two different devices, in the arrays' dtype: the compiled
+  loops' form of `datasets.analysis.link_time` (whose callers here skip same-device and
+  control dependencies first, as that rule does)."""
+  return latency[src, dst] + num_bytes / bandwidth[src, dst]
+
+
 # ----- binary min-heaps of keys, heap k in heaps[k * capacity:], sizes[k] ------------------
 @numba.njit(inline="always")
 def heap_push(heaps, sizes, capacity, row, value):

@@ -18,7 +18,7 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.scoring import native_common
 from regal.scoring.delay_model import build_delay_graph
-from regal.scoring.native_common import heap_key, heap_pop, heap_push
+from regal.scoring.native_common import heap_key, heap_pop, heap_push, link_time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +95,7 @@ def _simulate(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, s
         src = preds[k]
         arrival = end[src]
         if place[src] != device and pred_bytes[k] >= 0:
-          arrival = arrival + (latency[place[src], device]
-                               + pred_bytes[k] / bandwidth[place[src], device])
+          arrival = arrival + link_time(latency, bandwidth, pred_bytes[k], place[src], device)
         ready = max(ready, arrival)
       duration = cost[op] / speed[device]
       start = max(free[device], ready) if duration > 0 else ready

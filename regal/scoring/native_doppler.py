@@ -41,6 +41,7 @@ import numpy as np
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.scoring import native_common
+from regal.scoring.native_common import link_time
 from regal.scoring.doppler_sim import networkx_edge_order
 
 COND, REQ, TOUT_C, RELFIN, TOUT_T, PROC_T = range(6)
@@ -141,7 +142,7 @@ def _pop(times, eids, kinds, args, size):
 def _delay(num_bytes, src, dst, latency, bandwidth):
   if src == dst or num_bytes < 0:
     return 0.0
-  return latency[src, dst] + num_bytes / bandwidth[src, dst]
+  return link_time(latency, bandwidth, num_bytes, src, dst)
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -280,7 +281,8 @@ def simulate(graph: DopplerGraph, placement: np.ndarray, threads: int | None = N
 
   def run(rows: slice) -> None:
     _simulate(graph.compute_cost, graph.in_count, graph.out_ptr, graph.delivery_dst,
-              graph.delivery_bytes, graph.edge_src, graph.edge_dst, graph.edge_bytes, graph.speed, graph.bandwidth, graph.latency, placement[rows], makespan[rows],
+              graph.delivery_bytes, graph.edge_src, graph.edge_dst, graph.edge_bytes, graph.speed,
+              graph.bandwidth, graph.latency, placement[rows], makespan[rows],
               start[rows] if record_times else start, end[rows] if record_times else end)
 
   native_common.run_split(run, population, threads)

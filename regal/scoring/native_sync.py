@@ -17,7 +17,7 @@ import numba
 import numpy as np
 
 from regal.scoring import native_common
-from regal.scoring.native_common import heap_key, heap_pop, heap_push
+from regal.scoring.native_common import heap_key, heap_pop, heap_push, link_time
 from regal.scoring.native_wc import NativeGraph
 
 
@@ -151,7 +151,7 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
         producer = tensor_producer[tensor]
         src = place[producer]
         start = max(max(device_free[src], device_free[dst]), op_end[producer])
-        end = start + (latency[src, dst] + tensor_size[tensor] / bandwidth[src, dst])
+        end = start + link_time(latency, bandwidth, tensor_size[tensor], src, dst)
         transfer_end[tensor, dst] = end
         device_free[src] = end
         device_free[dst] = end

@@ -25,7 +25,7 @@ import numpy as np
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.scoring import native_common
-from regal.scoring.native_common import heap_key, heap_pop, heap_push
+from regal.scoring.native_common import heap_key, heap_pop, heap_push, link_time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +190,7 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
           c = src * num_devices + dst
           if channel_tensor[c] < 0 and waiting_size[c] > 0:
             t = heap_pop(waiting, waiting_size, num_tensors, c) & index_mask
-            duration = latency[src, dst] + tensor_size[t] / bandwidth[src, dst]
+            duration = link_time(latency, bandwidth, tensor_size[t], src, dst)
             if scaled:
               duration = duration * transfer_scale[p, t, dst]
             channel_tensor[c] = t

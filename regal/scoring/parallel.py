@@ -14,6 +14,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
+from datasets import errors
+
 _FLAG = "--xla_force_host_platform_device_count"
 
 
@@ -33,7 +35,6 @@ def use_host_devices(count: int) -> bool:
   Must run before JAX starts its backends; returns False (and changes nothing) after. It only
   touches the CPU backend: on a GPU machine the executor uses the GPUs as they are."""
   if count > MAX_HOST_DEVICES:
-    from datasets import errors
     raise errors.DeviceSpecError(f"{count} devices to run on: placements run on at most "
                                  f"{MAX_HOST_DEVICES} devices")
   from jax._src import xla_bridge

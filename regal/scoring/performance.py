@@ -1,13 +1,7 @@
 """Scoring chromosomes: decode, simulate with a performance model, reduce to an objective.
 
-This is the one scoring path every optimizer uses. Models:
-  wc       work-conserving asynchronous model (Doppler), JAX (`regal.scoring.wc_model`), the default;
-  sync     REGAL's synchronous-transfer model, JAX (`regal.scoring.sync_model`);
-  doppler  the Doppler repository's simulator (SimPy reference `regal.scoring.doppler_sim`; batched
-           exactly by the compiled event loop `regal.scoring.native_doppler`), runtime only;
-  delay    the classic delay model of the task-scheduling literature, ops in the
-           priority-driven topological order (reference `reference_models.simulate_delay`,
-           JAX `regal.scoring.delay_model`, compiled `regal.scoring.native_delay`), runtime only.
+This is the one scoring path every optimizer uses. The models (wc, the default; sync;
+doppler; delay) are records of `regal.scoring.models`, which every dispatch here reads.
 Objectives (smaller is better):
   runtime               the makespan;
   memory                the largest per-device peak memory;
@@ -28,22 +22,18 @@ import numpy as np
 from datasets import errors, padding
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
-from regal.scoring import parallel
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import (delay_model, doppler_sim, list_decoder, native_common, native_delay,
-                           native_doppler, native_sync, native_wc, reference_models, sync_model,
-                           wc_model)
+from regal.scoring import list_decoder, models, native_common, native_delay, parallel
 from regal.scoring.schedule import Schedule
 from regal.scoring.sim_graph import SimGraph, build_sim_graph
 
-MODELS = ("wc", "sync", "doppler", "delay")
+MODELS = models.names()  # The built-in models; `models.get` knows any registered later.
 FLOAT32_MAX = float(np.finfo(np.float32).max)
-# How batched scoring runs: "jax" (the JAX models, any backend), "native" (compiled host loops:
-# `regal.scoring.native_wc`, 3-6x faster on a CPU, `regal.scoring.native_delay`, and
-# `regal.scoring.native_doppler`, the doppler model's only batched scorer), "auto" (native for the doppler model, and for the
-# wc and delay models in float32 when JAX runs on a CPU; else jax).
+# How batched scoring runs: "jax" (a model's JAX version, any backend), "native" (its compiled
+# host loop), "auto" (native where the model has one and JAX runs on a CPU in float32, or
+# where it has no JAX version; else jax).
 ENGINES = ("auto", "jax", "native")
-WC_CHUNK = 8  # Work entries per loop step (both JAX models): fewer steps beat narrower ones.
+WC_CHUNK = models.WC_CHUNK
 OBJECTIVES = ("runtime", "memory", "runtime_under_memory")
 
 
@@ -55,15 +45,11 @@ class Problem:
   model: str = "wc"
   objective: str = "runtime"
   memory_limit: float | None = None  # Per device; default: the devices' capacities.
-  pinned: np.ndarray | None = None  # [o] device or -1 (chromosome.NO_PIN)
-  noise_sigma: float = 0.0  # Stochastic WC: lognormal sigma of every duration.
-  noise_samples: int = 8
   dtype: type = np.float32
   engine: str = "auto"
 
   def __post_init__(self):
-    if self.model not in MODELS:
-      raise errors.ConfigError(f"unknown model {self.model!r}; known: {', '.join(MODELS)}")
+    spec = models.get(self.model)
     if self.objective not in OBJECTIVES:
       raise errors.ConfigError(f"unknown objective {self.objective!r}; known: "
                                f"{', '.join(OBJECTIVES)}")
@@ -73,19 +59,17 @@ class Problem:
                                "(--memory_limit or device memory capacities)")
     if self.memory_limit is not None and not self.memory_limit > 0:
       raise errors.ConfigError(f"memory limit must be positive, got {self.memory_limit}")
-    if self.noise_sigma < 0 or (self.noise_sigma > 0 and self.model != "wc"):
-      raise errors.ConfigError("stochastic durations (noise_sigma > 0) need the wc model and "
-                               "a non-negative sigma")
-    if self.model in ("doppler", "delay") and self.objective != "runtime":
+    if not spec.memory and self.objective != "runtime":
       raise errors.ConfigError(f"the {self.model} model has no memory: use objective runtime")
     if self.engine not in ENGINES:
       raise errors.ConfigError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
-    if self.engine == "native" and self.model != "doppler" and np.dtype(
+    if self.engine == "native" and spec.native is None:
+      raise errors.ConfigError(f"the {self.model} model has no native engine")
+    if self.engine == "native" and spec.native_float32_only and np.dtype(
         self.dtype) != np.float32:
-      raise errors.ConfigError("the native engine scores the wc, sync and delay models in "
-                               "float32 and the doppler model")
-    if self.engine == "jax" and self.model == "doppler":
-      raise errors.ConfigError("the doppler model is scored by the native engine only")
+      raise errors.ConfigError(f"the native engine scores the {self.model} model in float32")
+    if self.engine == "jax" and spec.jax is None:
+      raise errors.ConfigError(f"the {self.model} model is scored by the native engine only")
     if np.dtype(self.dtype) == np.float32:
       _check_float32_range(self)
 
@@ -141,7 +125,7 @@ def _check_float32_range(problem: Problem) -> None:
           f"{quickest:.3g}, below float32's smallest normal number {tiny:.3g}; scale the "
           f"bandwidths down")
   memory = float(graph.tensor_size.sum() + graph.extra_memory.sum())
-  if problem.model in ("wc", "sync") and not memory < FLOAT32_MAX:
+  if models.get(problem.model).memory and not memory < FLOAT32_MAX:
     raise errors.ConfigError(
         f"{where}: the tensors and working memory add up to {memory:.3g} bytes, beyond "
         f"float32's {FLOAT32_MAX:.3g}, in which the models track peak memory; scale the sizes "
@@ -157,36 +141,23 @@ def objective_value(problem: Problem, makespan, peak_memory):
     return xp.max(peak_memory, axis=-1)
   limits = xp.asarray(problem.memory_limits, dtype=peak_memory.dtype)
   excess = xp.sum(xp.maximum(peak_memory - limits, 0), axis=-1)
-  relative = excess / xp.sum(xp.where(xp.isinf(limits), 0, limits))
+  # A product with the reciprocal, not a quotient: XLA folds a division by a constant into
+  # one, so numpy (the host scorers) and JAX would round differently.
+  relative = excess * (1 / xp.sum(xp.where(xp.isinf(limits), 0, limits)))
   bound = problem.duration_bound()
   return xp.where(excess > 0, bound * (1 + relative), makespan)
-
-
-def pin_heaviest_to_first_device(graph: Graph) -> np.ndarray:
-  """REGAL's symmetry breaking: the op of largest compute cost sits on device 0."""
-  pinned = np.full(graph.num_ops, chromosome_lib.NO_PIN)
-  pinned[int(np.argmax(graph.compute_cost))] = 0
-  return pinned
 
 
 # ----- reference (host) scoring ------------------------------------------------------------
 def simulate_reference(problem: Problem, placement: np.ndarray, op_priority: np.ndarray,
                        transfer_priority: np.ndarray) -> Schedule:
-  """One solution through the slow, readable model (or the SimPy one for 'doppler')."""
-  if problem.model == "doppler":
-    return doppler_sim.simulate_doppler(problem.graph, problem.devices, placement)
-  if problem.model == "delay":
-    return reference_models.simulate_delay(problem.graph, problem.devices, placement,
-                                           op_priority, dtype=problem.dtype)
-  simulate = (reference_models.simulate_wc if problem.model == "wc"
-              else reference_models.simulate_synchronous)
-  return simulate(problem.graph, problem.devices, placement, op_priority, transfer_priority,
-                  dtype=problem.dtype)
+  """One solution through the model's slow, readable reference."""
+  return models.get(problem.model).reference(problem.graph, problem.devices, placement,
+                                             op_priority, transfer_priority, problem.dtype)
 
 
 def score_reference(problem: Problem, chromosome: np.ndarray) -> tuple[float, Schedule]:
-  decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), problem.layout,
-                                  problem.pinned)
+  decoded = chromosome_lib.decode(np.asarray(chromosome, np.float32), problem.layout)
   schedule = simulate_reference(problem, np.asarray(decoded.placement),
                                 np.asarray(decoded.op_priority),
                                 np.asarray(decoded.transfer_priority))
@@ -219,62 +190,19 @@ class ReferenceScores:
     self._scores[self._key(chromosome)] = (objective, schedule)
 
 
-def _host_scored_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
-                            ) -> Callable[..., jnp.ndarray]:
-  """Batched fitness of the delay and doppler models, and of the sync model on the native
-  engine: decode (in JAX, or on the host for the list decoder), then the compiled host loop
-  (`host_scorer`: `native_delay`, `native_doppler`, `native_sync`) or the JAX delay model."""
-  layout = problem.layout
-  pinned = None if problem.pinned is None else jnp.asarray(problem.pinned, jnp.int32)
-  native = scoring_engine(problem) == "native"
-  score = host_scorer(problem) if native else None
-  graph = None if native else jax.tree_util.tree_map(jnp.asarray, delay_model.build_delay_graph(
-      problem.graph, problem.devices, problem.dtype))
-
-  def decode(chromosomes):
-    if decoder != "direct":
-      return _list_decoded(problem, chromosomes, bias)
-    return jax.vmap(lambda c: chromosome_lib.decode(c, layout, pinned))(chromosomes)
-
-  def local_fitness(graph, chromosomes):
-    decoded = decode(chromosomes)
-    return delay_model.makespan_batch(graph, decoded.placement, decoded.op_priority)
-
-  @jax.jit
-  def fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
-    del key  # Deterministic.
-    if native:  # The host loop spreads the population over the cores itself.
-      return native_common.makespan_callback(score, *decode(chromosomes))
-    if decoder != "direct":  # A host decoder: no sharding.
-      return local_fitness(graph, chromosomes)
-    return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(graph, chromosomes)
-
-  return fitness
-
-
 # ----- host scoring (the native engines), and one compiled fitness per size bucket -----------
 def host_scorer(problem: Problem) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
   """For a problem of the native engine: a host function (placement [P, o], op priority
   [P, o], transfer priority [P, t, D]) -> objective [P] (float32), the same values as
   `make_fitness_fn`, without JAX (compiled now, so no call compiles inside a callback)."""
-  if scoring_engine(problem) != "native" or problem.noise_sigma > 0:
-    raise errors.ConfigError("host scoring needs the native engine and deterministic durations")
-  if problem.model == "doppler":
-    graph = native_doppler.build_doppler_graph(problem.graph, problem.devices)
-    score = lambda placement, priority, transfer: native_doppler.simulate(  # noqa: E731
-        graph, placement).astype(np.float32)
-  elif problem.model == "delay":
-    graph = native_delay.build_native_delay_graph(problem.graph, problem.devices)
-    score = lambda placement, priority, transfer: native_delay.simulate(  # noqa: E731
-        graph, placement, priority)
-  else:
-    graph = native_wc.build_native_graph(problem.graph, problem.devices,
-                                         memory=problem.objective != "runtime")
-    simulate = native_sync.simulate if problem.model == "sync" else native_wc.simulate
+  if scoring_engine(problem) != "native":
+    raise errors.ConfigError("host scoring needs the native engine")
+  simulate = models.get(problem.model).native(problem.graph, problem.devices,
+                                              needs_memory(problem))
 
-    def score(placement, priority, transfer):
-      makespan, peak = simulate(graph, placement, priority, transfer)
-      return np.asarray(objective_value(problem, makespan, peak), np.float32)
+  def score(placement, priority, transfer):
+    makespan, peak = simulate(placement, priority, transfer)
+    return np.asarray(objective_value(problem, makespan, peak), np.float32)
   layout = problem.layout
   score(np.zeros((0, layout.num_ops), np.int32), np.zeros((0, layout.num_ops), np.float32),
         np.zeros((0, layout.num_tensors, layout.num_devices), np.float32))
@@ -291,12 +219,11 @@ def host_decoder(problem: Problem, decoder: str = "direct", bias: float = 0.0
   (numpy), by the direct or the list-scheduling decoder."""
   if decoder not in DECODERS:
     raise errors.ConfigError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
-  layout, pinned = problem.layout, problem.pinned
+  layout = problem.layout
   if decoder == "direct":
-    return lambda chromosomes: chromosome_lib.decode(
-        np.asarray(chromosomes, np.float32), layout, pinned)
+    return lambda chromosomes: chromosome_lib.decode(np.asarray(chromosomes, np.float32), layout)
   graph = native_delay.build_native_delay_graph(problem.graph, problem.devices)
-  return lambda chromosomes: list_decoder.decode(graph, chromosomes, layout, bias, pinned)
+  return lambda chromosomes: list_decoder.decode(graph, chromosomes, layout, bias)
 
 
 def _list_decoded(problem: Problem, chromosomes: jnp.ndarray, bias: float
@@ -391,135 +318,67 @@ def bucket_fitness_fn(bucket: chromosome_lib.Layout, decoder: str = "direct"
 
 
 def needs_memory(problem: Problem) -> bool:
-  """Whether scoring must track memory: the WC model skips it when only the makespan counts."""
-  return problem.objective != "runtime" or problem.model != "wc"
+  """Whether scoring must track memory: only the memory objectives read it."""
+  return problem.objective != "runtime"
 
 
 def sim_graph_for(problem: Problem, memory: bool | None = None) -> SimGraph:
+  """The padded work lists the JAX event models (wc, sync) walk (benchmarks read them)."""
   memory = needs_memory(problem) if memory is None else memory
   return build_sim_graph(problem.graph, problem.devices, dtype=problem.dtype, memory=memory)
 
 
 def scoring_engine(problem: Problem) -> str:
   """The engine batched scoring uses for `problem` ("jax" or "native"; see `ENGINES`)."""
-  if problem.model == "doppler":
+  spec = models.get(problem.model)
+  if spec.jax is None:
     return "native"
+  if spec.native is None:
+    return "jax"
   if problem.engine != "auto":
     return problem.engine
-  native = (problem.model in ("wc", "sync", "delay") and np.dtype(problem.dtype) == np.float32
-            and jax.default_backend() == "cpu")
-  return "native" if native else "jax"
-
-
-def scoring_graph(problem: Problem) -> SimGraph | native_wc.NativeGraph:
-  """What `simulate_chromosomes` walks: the padded `SimGraph` (jax engine, as JAX arrays) or
-  the host arrays of the native engine."""
-  if scoring_engine(problem) == "native":
-    return native_wc.build_native_graph(problem.graph, problem.devices,
-                                        memory=needs_memory(problem))
-  return jax.tree_util.tree_map(jnp.asarray, sim_graph_for(problem))
-
-
-def padded_inputs(problem: Problem, sim: SimGraph | native_wc.NativeGraph,
-                   chromosomes: jnp.ndarray, decoded: chromosome_lib.Decoded | None = None):
-  layout = problem.layout
-  pinned = None if problem.pinned is None else jnp.asarray(problem.pinned, jnp.int32)
-  if decoded is None:
-    decoded = jax.vmap(lambda c: chromosome_lib.decode(c, layout, pinned))(chromosomes)
-  if isinstance(sim, native_wc.NativeGraph):  # Unpadded: the native model has no buckets.
-    return decoded.placement, decoded.op_priority, decoded.transfer_priority
-  extra_ops = sim.op_mask.shape[0] - layout.num_ops
-  extra_tensors = sim.tensor_size.shape[0] - layout.num_tensors
-  placement = jnp.pad(decoded.placement, ((0, 0), (0, extra_ops)))
-  op_priority = jnp.pad(decoded.op_priority, ((0, 0), (0, extra_ops)))
-  transfer_priority = jnp.pad(decoded.transfer_priority, ((0, 0), (0, extra_tensors), (0, 0)))
-  return placement, op_priority, transfer_priority
-
-
-def _simulate(problem: Problem, sim: SimGraph | native_wc.NativeGraph, placement, op_priority,
-              transfer_priority, op_scale=None, transfer_scale=None,
-              record_times: bool = False) -> wc_model.SimResult:
-  if isinstance(sim, native_wc.NativeGraph):
-    makespan, peak = native_wc.simulate_batch(sim, placement, op_priority, transfer_priority,
-                                              op_scale, transfer_scale)
-    none = jnp.zeros(makespan.shape + (0,), makespan.dtype)
-    return wc_model.SimResult(makespan, peak, none, none, none[..., None], none[..., None])
-  if problem.model == "sync":
-    return sync_model.simulate_batch(sim, placement, op_priority, transfer_priority,
-                                     chunk=WC_CHUNK, record_times=record_times)
-  return wc_model.simulate_batch(sim, placement, op_priority, transfer_priority, op_scale,
-                                 transfer_scale, chunk=WC_CHUNK, record_times=record_times)
-
-
-def simulate_chromosomes(problem: Problem, sim: SimGraph | native_wc.NativeGraph,
-                         chromosomes: jnp.ndarray, key: jax.Array | None = None,
-                         record_times: bool = False,
-                         decoded: chromosome_lib.Decoded | None = None) -> wc_model.SimResult:
-  """Batched simulation of chromosomes [P, layout.size] (jit-compatible) on `sim`, a
-  `SimGraph` (JAX models) or a `NativeGraph` (the native WC model; `scoring_graph`).
-
-  Op and transfer times are recorded only with `record_times` (fitness needs only makespan
-  and peak memory; the native model records none). In stochastic mode (noise_sigma > 0)
-  each chromosome is simulated `noise_samples` times with independent lognormal duration noise drawn from `key`; results gain a leading sample
-  axis [S, P, ...].
-  """
-  if problem.model in ("doppler", "delay"):
-    raise errors.ConfigError(f"the {problem.model} model has no event simulation here; "
-                             f"make_fitness_fn scores it")
-  if problem.model == "sync" and isinstance(sim, native_wc.NativeGraph):
-    raise errors.ConfigError("the native sync model scores through make_fitness_fn")
-  if record_times and isinstance(sim, native_wc.NativeGraph):
-    raise errors.ConfigError("the native engine records no times; score with engine='jax'")
-  placement, op_priority, transfer_priority = padded_inputs(problem, sim, chromosomes, decoded)
-  if problem.noise_sigma == 0:
-    return _simulate(problem, sim, placement, op_priority, transfer_priority,
-                     record_times=record_times)
-  if key is None:
-    raise errors.ConfigError("stochastic scoring needs an explicit PRNG key")
-  samples, population = problem.noise_samples, chromosomes.shape[0]
-  op_key, transfer_key = jax.random.split(key)
-  dtype = (jnp.float32 if isinstance(sim, native_wc.NativeGraph)
-           else sim.compute_cost.dtype)
-  op_scale = jnp.exp(problem.noise_sigma * jax.random.normal(
-      op_key, (samples, population) + placement.shape[1:], dtype))
-  transfer_scale = jnp.exp(problem.noise_sigma * jax.random.normal(
-      transfer_key, (samples, population) + transfer_priority.shape[1:], dtype))
-  repeat = lambda x: jnp.broadcast_to(x, (samples,) + x.shape).reshape((-1,) + x.shape[1:])
-  result = _simulate(
-      problem, sim, repeat(placement), repeat(op_priority), repeat(transfer_priority),
-      op_scale.reshape((-1,) + op_scale.shape[2:]),
-      transfer_scale.reshape((-1,) + transfer_scale.shape[2:]), record_times=record_times)
-  return jax.tree_util.tree_map(lambda x: x.reshape((samples, population) + x.shape[1:]),
-                                result)
+  float32 = np.dtype(problem.dtype) == np.float32 or not spec.native_float32_only
+  return "native" if float32 and jax.default_backend() == "cpu" else "jax"
 
 
 def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
                     ) -> Callable[..., jnp.ndarray]:
-  """A jitted function chromosomes [P, n] (, key) -> objective values [P] (smaller is better),
-  the chromosomes read by the direct or the list-scheduling decoder (`DECODERS`)."""
+  """A jitted function chromosomes [P, n] (, key, ignored) -> objective values [P] (smaller
+  is better), the chromosomes read by the direct or the list-scheduling decoder
+  (`DECODERS`), scored by the model's native host loop or its JAX version."""
   if decoder not in DECODERS:
     raise errors.ConfigError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
-  if problem.model in ("delay", "doppler") or (problem.model == "sync"
-                                               and scoring_engine(problem) == "native"):
-    return _host_scored_fitness_fn(problem, decoder, bias)
-  sim = scoring_graph(problem)
-  native = isinstance(sim, native_wc.NativeGraph)
-  shared = None if native else sim  # The native graph is host data, closed over.
+  layout = problem.layout
 
-  def local_fitness(shared, chromosomes: jnp.ndarray, key: jax.Array | None = None):
-    decoded = None if decoder == "direct" else _list_decoded(problem, chromosomes, bias)
-    result = simulate_chromosomes(problem, sim if native else shared, chromosomes, key,
-                                  decoded=decoded)
-    value = objective_value(problem, result.makespan, result.peak_memory)
-    return value.mean(axis=0) if problem.noise_sigma > 0 else value
+  def decode(chromosomes):
+    if decoder != "direct":
+      return _list_decoded(problem, chromosomes, bias)
+    return jax.vmap(lambda c: chromosome_lib.decode(c, layout))(chromosomes)
+
+  if scoring_engine(problem) == "native":
+    score = host_scorer(problem)
+
+    @jax.jit
+    def host_fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
+      del key  # Deterministic. The host loop spreads the population over the cores itself.
+      return native_common.makespan_callback(score, *decode(chromosomes))
+    return host_fitness
+
+  data, simulate = models.get(problem.model).jax(problem.graph, problem.devices, problem.dtype,
+                                                 needs_memory(problem))
+
+  def local_fitness(data, chromosomes: jnp.ndarray):
+    decoded = decode(chromosomes)
+    makespan, peak = simulate(data, decoded.placement, decoded.op_priority,
+                              decoded.transfer_priority)
+    return objective_value(problem, makespan, peak)
 
   @jax.jit
   def fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
-    # Stochastic scoring runs unsharded: one key, one noise draw. The native engine spreads
-    # the population over the cores itself (a host callback under shard_map deadlocked).
-    if key is not None or native or decoder != "direct":  # A host decoder: no sharding.
-      return local_fitness(shared, chromosomes, key)
-    return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(shared, chromosomes)
+    del key  # Deterministic.
+    if decoder != "direct":  # A host decoder: no sharding.
+      return local_fitness(data, chromosomes)
+    return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(data, chromosomes)
 
   return fitness
 
@@ -531,12 +390,8 @@ def assignment_chromosomes(placement: np.ndarray, rank: np.ndarray, num_devices:
   affinity = np.zeros((batch, num_ops, num_devices), np.float32)
   np.put_along_axis(affinity, placement[..., None], 1.0, axis=-1)
   transfer = np.full((batch, num_tensors * num_devices), 0.5, np.float32)
-  return np.concatenate([affinity.reshape(batch, -1), rank_priorities(rank), transfer], axis=1)
-
-
-def rank_priorities(rank: np.ndarray) -> np.ndarray:
-  """Priority keys [B, o] of ranks (0 runs first): falling evenly from 1."""
-  return (1.0 - rank / max(rank.shape[-1], 1)).astype(np.float32)
+  return np.concatenate([affinity.reshape(batch, -1), chromosome_lib.rank_priorities(rank).astype(np.float32),
+                         transfer], axis=1)
 
 
 class AssignmentScorer:
@@ -546,9 +401,7 @@ class AssignmentScorer:
   their moves with it."""
 
   def __init__(self, problem: Problem, batch_size: int):
-    self.host = (host_scorer(problem)
-                 if scoring_engine(problem) == "native" and problem.noise_sigma == 0
-                 and problem.pinned is None else None)
+    self.host = host_scorer(problem) if scoring_engine(problem) == "native" else None
     self.fitness = None if self.host else make_fitness_fn(problem)
     self.batch_size = batch_size
     self.num_devices = problem.devices.num_devices
@@ -558,7 +411,7 @@ class AssignmentScorer:
   def __call__(self, placements: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     self.evaluations += len(placements)
     if self.host is not None:  # What `assignment_chromosomes` decode to, without the genes.
-      priority = rank_priorities(ranks)
+      priority = chromosome_lib.rank_priorities(ranks).astype(np.float32)
       transfer = np.full((len(placements), self.num_tensors, self.num_devices), 0.5, np.float32)
       return np.asarray(self.host(placements, priority, transfer), np.float64)
     values = []

@@ -5,6 +5,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from datasets import errors
+
 
 class Schedule(NamedTuple):
   """The timed outcome of running a placed, prioritized graph.
@@ -26,7 +28,6 @@ class Schedule(NamedTuple):
 
 def validate_placement(placement: np.ndarray, num_ops: int, num_devices: int) -> np.ndarray:
   """`placement` as an int array, or a one-line error naming what is wrong with it."""
-  from datasets import errors
   placement = np.asarray(placement)
   if placement.shape != (num_ops,):
     raise errors.ConfigError(f"placement has {placement.size} entries, the graph {num_ops} ops")

@@ -1,6 +1,7 @@
-"""Search over a graph: BRKGA with local improvement (`brkga_search`), its seed arms
-(`seed_arms`), tuned parameter presets (`brkga_presets`), local moves (`local_moves`) and
-graph coarsening for large graphs (`coarsen`).
+"""Search over a graph: BRKGA with local improvement (`brkga_search`), the guides that steer
+it (`guides`: seeds and mutant distributions; `guides.run_guided` is the one search), tuned
+parameter presets (`brkga_presets`) and local moves (`local_moves`); graphs too large to
+search whole are coarsened first (`datasets.coarsen`).
 
 `regal.search.optimize(problem, ...)` is the search `regal.optimize --method brkga` runs.
 """

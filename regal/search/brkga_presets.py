@@ -22,6 +22,7 @@ from typing import Any
 
 import brkga
 from datasets import atomic, errors
+from regal.search import brkga_search
 
 PRESETS_FILE = os.path.join(os.path.dirname(__file__), "brkga_presets.json")
 SETTING_KEYS = ("population_size", "elite_fraction", "mutant_fraction", "num_populations", "rho",
@@ -64,8 +65,7 @@ def search_values(name: str, path: str | None = None) -> dict[str, Any]:
 
 
 def _builtin_search_values() -> dict[str, Any]:
-  from regal import search
-  builtin = search.SearchSettings()
+  builtin = brkga_search.SearchSettings()
   return {"decoder": builtin.decoder, "bias": builtin.bias,
           "climbers": builtin.memetic.climbers, "climb_steps": builtin.memetic.steps,
           "climb_batch": builtin.memetic.batch, "swap_fraction": builtin.memetic.swap_fraction,
@@ -91,9 +91,8 @@ def search_settings(name: str, path: str | None = None, decoder: str | None = No
 
 def settings_from_values(values: dict[str, Any]):
   """`regal.search.SearchSettings` (validated) from one value per SEARCH_KEYS key."""
-  from regal import search
-  return search.SearchSettings(
-      decoder=str(values["decoder"]), bias=float(values["bias"]), memetic=search.Memetic(
+  return brkga_search.SearchSettings(
+      decoder=str(values["decoder"]), bias=float(values["bias"]), memetic=brkga_search.Memetic(
           climbers=int(values["climbers"]), steps=int(values["climb_steps"]),
           batch=int(values["climb_batch"]), swap_fraction=float(values["swap_fraction"]),
           neighbour_device=float(values["neighbour_device"]),

@@ -3,9 +3,9 @@
 `optimize` runs the domain-free engine (`brkga`) on REGAL's chromosomes (`regal.scoring.chromosome`),
 read by the direct decoder or the list-scheduling one (`regal.scoring.list_decoder`) and scored by
 `regal.scoring.performance`; with `SearchSettings.memetic` the best elites climb on the same fitness
-after each generation (`regal.search.local_moves`, the engine's improve hook). Seed chromosomes (the
-caller's, e.g. `regal.search.seed_arms`: every cheap heuristic by default in `regal.optimize`) enter
-the first population, and the result names the seed the winner descends from. The default
+after each generation (`regal.search.local_moves`, the engine's improve hook). Seed chromosomes
+(the caller's, e.g. `regal.search.guides.HeuristicSeeds`: every cheap heuristic by default in
+`regal.optimize`) enter the first population, and the result names the seed the winner descends from. The default
 budget (`default_evals`) is sized from the graph; `time_limit` ends a search early.
 
 Default hyperparameters follow Goncalves & Resende (2011) as REGAL used them
@@ -33,7 +33,7 @@ import numpy as np
 import brkga
 from datasets import errors
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import performance
+from regal.scoring import models, performance
 from regal.search import local_moves
 
 
@@ -78,7 +78,7 @@ class SearchSettings:
 def swap_fraction(problem: performance.Problem, settings: SearchSettings) -> float:
   """Priority swaps are wasted on a model that ignores priorities, unless the decoder reads
   them (the list decoder plans its placement in priority order)."""
-  ignores = problem.model == "doppler" and settings.decoder == "direct"
+  ignores = not models.get(problem.model).reads_op_priority and settings.decoder == "direct"
   return 0.0 if ignores else settings.memetic.swap_fraction
 
 
@@ -106,8 +106,7 @@ def single_device_seed(problem: performance.Problem, device: int = 0) -> np.ndar
 
 def bucketed(problem: performance.Problem) -> bool:
   """Whether `optimize` searches the bucket layout with the registered host scorer."""
-  return (performance.scoring_engine(problem) == "native" and problem.pinned is None
-          and problem.noise_sigma == 0)
+  return performance.scoring_engine(problem) == "native"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,11 +169,9 @@ def default_evals(problem: performance.Problem) -> int:
 REFINE_UNITS = 6.5e7  # Half of what `default_evals` gives a search: 2-3 s.
 MIN_REFINE_EVALS = 2_000
 MAX_REFINE_EVALS = 20_000
-# Moves the refining climb scores per step. Fewer moves per step take more steps for the
-# same evaluations: from a coarsened search's answer on 20,000-op graphs (4 devices, WC;
-# Barabasi-Albert and a deep random DAG) 2,000 evaluations gained 0.4% / 0.4% with 64 moves a
-# step, 1.3% / 1.3% with 16, 2.2% / 4.1% with 4, 2.2% / 5.6% with 2; two keep both of a 2-core
-# machine's cores busy (one took twice as long for 2.2% / 7.0%).
+# Moves the refining climb scores per step: fewer moves per step take more steps for the
+# same evaluations and gained more on 20,000-op graphs (chosen by measurement; see
+# `experiments.scaling`); two keep both of a 2-core machine's cores busy.
 REFINE_BATCH = 2
 
 

@@ -7,9 +7,11 @@ search settings for the problem's model (decoder, local moves), the guidance's c
 the first population and its per-gene mutant distributions, on the bucketed compiled search
 (one compile per size bucket, guided or not).
 
-A guide turns a problem into `Guidance`: heuristic seeds (`seed_arms`: the list schedulers, GP,
-the Doppler policy), the REGAL policy (`regal.learning.policy_runner.RegalGuide`: mutant
-distributions from a GNN over the graph and its seeds). Guides chain: each refines the
+A guide turns a problem into `Guidance`: heuristic seeds (`HeuristicSeeds`: the list
+schedulers, GP, one device), the Doppler policy's assignments
+(`regal.doppler_policy.guide.DopplerSeeds`), the REGAL policy
+(`regal.learning.policy_runner.RegalGuide`: mutant distributions from a GNN over the graph and
+its seeds). Guides live beside what they wrap and import this module, never the reverse. Guides chain: each refines the
 guidance of the one before. Every model evaluation a guide spends is in
 `Guidance.evaluations` and comes out of the run's budget, so a guided search never evaluates
 more than an unguided one at the same `evals`.
@@ -22,10 +24,10 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from datasets import errors
+from regal.baselines import heuristics
 from regal.scoring import performance
 from regal.search import brkga_presets
 from regal.search import brkga_search
-from regal.search import seed_arms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,19 +49,24 @@ class Guide(Protocol):
 
 
 @dataclasses.dataclass(frozen=True)
-class SeedArms:
-  """Heuristic (and Doppler-policy) assignments as first-population chromosomes."""
-  arms: tuple[str, ...] = seed_arms.DEFAULT_ARMS
-  doppler: seed_arms.DopplerArm | None = None
+class HeuristicSeeds:
+  """The cheap heuristics' assignments (`baselines.heuristics`) as first-population
+  chromosomes, named by heuristic; they spend no model evaluation."""
+  names: tuple[str, ...] = heuristics.HEURISTICS
 
   def planned_evaluations(self, problem: performance.Problem) -> int:
     del problem
-    return seed_arms.planned_evaluations(self.arms, self.doppler)
+    return 0
 
   def guide(self, problem: performance.Problem, seed: int, before: Guidance) -> Guidance:
-    seeds, spent = seed_arms.arm_seeds(problem, self.arms, self.doppler, seed)
-    return dataclasses.replace(before, seeds={**before.seeds, **seeds},
-                               evaluations=before.evaluations + spent)
+    del seed  # Deterministic.
+    return dataclasses.replace(before, seeds={**before.seeds,
+                                              **heuristics.seeds(problem, self.names)})
+
+
+def arm_of(seed_name: str) -> str:
+  """The guide arm a seed chromosome's name belongs to ('doppler/greedy' -> 'doppler')."""
+  return seed_name.split("/")[0]
 
 
 def guidance(problem: performance.Problem, seed: int, guides: Sequence[Guide]) -> Guidance:

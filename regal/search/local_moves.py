@@ -12,7 +12,7 @@ they work under either decoder and keep every gene in [0, 1]:
 * a cluster move (a fraction `cluster_fraction` of the device moves) takes v to d together
   with the first 2..`CLUSTER_SIZE` ops of v's cluster that share v's device. A cluster is
   either v's breadth-first neighbourhood, heaviest edges first, or the ops a maximum spanning
-  tree grown from v takes first (`op_clusters`; a move picks one at random): an op that
+  tree grown from v takes first (`MoveTable.cluster`; a move picks one at random): an op that
   produces a large tensor and its consumer must change device together, or the move pays the
   transfer it was meant to save, and one-op moves cannot cross that ridge (on the Doppler
   transformer graphs one-op hill climbing stalls 15-25% above what cluster moves reach at
@@ -50,7 +50,7 @@ class MoveTable:
 
 
 CLUSTER_SIZE = 8
-# Two shapes of an op's heavy-edge cluster (`op_clusters`): breadth first keeps the op's
+# Two shapes of an op's heavy-edge cluster (`MoveTable.cluster`): breadth first keeps the op's
 # immediate heavy neighbourhood (a fan of shards around a reduce); best first follows a chain
 # of heavy tensors before any light edge (a shard's multiply -> add -> multiply). Each helps
 # graphs where the other stalls, so a cluster move picks one at random.
@@ -99,14 +99,6 @@ def best_first_cluster(weight: list[dict[int, float]], op: int, size: int) -> li
       if nxt not in joined:
         heapq.heappush(frontier, (-w, nxt))
   return members
-
-
-def op_clusters(graph: Graph, num_ops: int | None = None,
-                size: int = CLUSTER_SIZE) -> np.ndarray:
-  """[num_ops, CLUSTER_KINDS, size] each op's breadth-first and best-first heavy-edge
-  clusters; -1 pads short clusters and padded ops."""
-  return _clusters(_heaviest_dependency(graph),
-                   graph.num_ops if num_ops is None else num_ops, size)
 
 
 def _clusters(weight: list[dict[int, float]], num_ops: int, size: int) -> np.ndarray:
@@ -159,7 +151,7 @@ def device_move_genes(chromosome: jnp.ndarray, layout: chromosome_lib.Layout, op
 def cluster_move_genes(chromosome: jnp.ndarray, layout: chromosome_lib.Layout,
                        table: MoveTable, op, device, size, placement=None, kind=0):
   """The writes [..., 2 * CLUSTER_SIZE] of moving `op` and the first `size` - 1 other ops of
-  its cluster of `kind` (`op_clusters`) that share its device to `device`; writes of ops left
+  its cluster of `kind` (`MoveTable.cluster`) that share its device to `device`; writes of ops left
   out point past the chromosome, so `apply_moves` drops them. `placement`: the chromosome's,
   when known."""
   if placement is None:

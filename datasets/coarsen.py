@@ -19,8 +19,7 @@ speed-up on 4 devices: a few groups swallowed most of the work or serialized it)
 `coarse_graph` builds the group graph (cost = summed member costs; a tensor read only inside
 its group becomes working memory; the others travel in messages, `coarse_tensors`; a transfer
 inside a group costs nothing). `expand` maps a coarse placement and order back: every op gets
-its group's device, and groups are expanded in order, members topologically;
-`expand_schedule` maps a coarse timed schedule back to a valid one with the same makespan.
+its group's device, and groups are expanded in order, members topologically.
 """
 from __future__ import annotations
 
@@ -30,7 +29,6 @@ import heapq
 import numpy as np
 
 from datasets import analysis, errors
-from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 
 
@@ -396,38 +394,6 @@ def expand(coarsening: Coarsening, placement: np.ndarray, order: np.ndarray
   return placement.astype(np.int64), np.asarray(ops, np.int64)
 
 
-def expand_schedule(graph: Graph, devices: DeviceSpec, coarsening: Coarsening,
-                    coarse_placement: np.ndarray, op_start: np.ndarray,
-                    transfer_start: np.ndarray, transfer_end: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-  """A coarse graph's timed schedule as one of the original graph: every group's members run
-  back to back from the group's start, and every tensor leaving a group travels in its
-  message's transfer. Returns (op_start [o], op_end [o], transfer_start [t, D],
-  transfer_end [t, D]), NaN where a tensor is not sent; the makespan is the coarse one."""
-  starts = np.empty(graph.num_ops)
-  ends = np.empty(graph.num_ops)
-  # The group's end as the coarse model computes it (summed cost over speed): the members'
-  # own sum can round an ulp past it, into the next op on that device.
-  group_cost = np.bincount(coarsening.group_of, weights=graph.compute_cost,
-                           minlength=coarsening.num_groups)
-  for group, members in enumerate(coarsening.members):
-    now = float(op_start[group])
-    speed = float(devices.speed[coarse_placement[group]])
-    group_end = now + group_cost[group] / speed
-    for op in members:
-      starts[op] = now
-      now = min(now + graph.compute_cost[op] / speed, group_end)
-      ends[op] = now
-    ends[members[-1]] = group_end
-  message_of = coarse_tensors(graph, coarsening).message_of
-  shape = (graph.num_tensors, devices.num_devices)
-  sent_start, sent_end = np.full(shape, np.nan), np.full(shape, np.nan)
-  crossing = message_of >= 0
-  sent_start[crossing] = np.asarray(transfer_start)[message_of[crossing]]
-  sent_end[crossing] = np.asarray(transfer_end)[message_of[crossing]]
-  return starts, ends, sent_start, sent_end
-
-
 def compose(first: Coarsening, second: Coarsening) -> Coarsening:
   """Coarsening `first`'s group graph by `second`, as one coarsening of the original."""
   group_of = second.group_of[first.group_of]
@@ -440,11 +406,6 @@ AUTO_THRESHOLD = 500  # Graphs above this many ops are coarsened by `--coarsen a
 AUTO_TARGET = 256
 
 
-def critical_path(graph: Graph) -> float:
-  """The longest path's compute cost (free transfers, unlimited devices)."""
-  return float(analysis.longest_compute_path(graph))
-
-
 def coarsen_to(graph: Graph, target: int, num_devices: int = 1) -> Coarsening:
   """QuickP fusion, then heavy edges down to at most `target` groups, keeping what a
   placement on `num_devices` needs: the cheap-op rule builds no group above 1/target of the
@@ -455,7 +416,7 @@ def coarsen_to(graph: Graph, target: int, num_devices: int = 1) -> Coarsening:
   if fused.num_groups <= target:
     return fused
   fused_graph = coarse_graph(graph, fused)
-  budget = max(critical_path(fused_graph), total_cost / (2 * num_devices))
+  budget = max(float(analysis.longest_compute_path(fused_graph)), total_cost / (2 * num_devices))
   return compose(fused, heavy_edge_coarsening(fused_graph, target, max_critical_path=budget))
 
 

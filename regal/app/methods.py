@@ -1,0 +1,220 @@
+"""Every method `regal.optimize` runs, one record each (as anrg-saga registers its schedulers):
+BRKGA (the one search, steered by its guides), the Doppler policy, and each baseline. A
+method takes the problem, the run's `RunConfig`, its budget and the problem's reference
+scores, and returns a `baselines.MethodResult`; `RunConfig.validate` is the one place that
+refuses a combination the method cannot use."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from datasets import errors
+from regal import baselines
+from regal.baselines import heuristics
+from regal.doppler_policy import guide as doppler_guide
+from regal.doppler_policy import method as doppler_method
+from regal.learning import policy_runner
+from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import performance
+from regal.search import brkga_presets, guides
+
+MAX_EVALS = 10 ** 9  # Evaluation counters are int32 inside the compiled search.
+
+# The guides that seed the search (`--seed_arms`): every cheap heuristic by default; Doppler's
+# policy trains, so it is opt-in.
+ARMS = heuristics.HEURISTICS + (doppler_guide.NAME,)
+DEFAULT_ARMS = heuristics.HEURISTICS
+
+
+def parse_arms(spec: str) -> tuple[str, ...]:
+  arms = tuple(a.strip() for a in spec.split(",") if a.strip())
+  unknown = [a for a in arms if a not in ARMS]
+  if unknown or not arms:
+    raise errors.ConfigError(f"unknown seed arm(s) {unknown or spec!r}; known: {', '.join(ARMS)}")
+  return arms
+
+
+def seed_guides(arms: tuple[str, ...] = DEFAULT_ARMS,
+                doppler: doppler_method.DopplerOptions | None = None) -> list[guides.Guide]:
+  """The guides of the named arms: the heuristics' seeds, then the Doppler policy's."""
+  chain = [guides.HeuristicSeeds(tuple(a for a in arms if a != doppler_guide.NAME))]
+  if doppler_guide.NAME in arms:
+    chain.append(doppler_guide.DopplerSeeds(doppler or doppler_method.DopplerOptions()))
+  return chain
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  """What one `regal.optimize` run does besides the graph and devices: the problem's model and
+  objective, the method and what it reads. `evals`: the budget (default:
+  `search.default_evals` of the searched graph); `time_limit`: seconds that end BRKGA at a
+  generation boundary (default: none, so a run is deterministic), or the cpsat and quickp
+  solvers' limit (default 10 s); `decoder`: BRKGA's decoder instead of the preset's;
+  `measured`: a reward source of measured run times for Doppler's stage III
+  (`stage3_steps` batches of episodes); `progress(line)`: told when a BRKGA search starts."""
+  model: str = "wc"
+  objective: str = "runtime"
+  memory_limit: float | None = None
+  method: str = "brkga"
+  evals: int | None = None
+  seed: int = 0
+  time_limit: float | None = None
+  coarsen_spec: str = "off"
+  engine: str = "auto"
+  # BRKGA's guides and settings.
+  arms: tuple[str, ...] = DEFAULT_ARMS
+  policy_dir: str | None = None
+  brkga_preset: str = brkga_presets.DEFAULT
+  decoder: str | None = None
+  compare_unguided: bool = False
+  # The Doppler policy (the method, and the doppler seed arm).
+  doppler: doppler_method.DopplerOptions | None = None
+  doppler_save: str | None = None
+  measured: Any = None
+  stage3_steps: int = 0
+  progress: Callable[[str], None] | None = dataclasses.field(default=None, compare=False)
+
+  def validate(self) -> "RunConfig":
+    """One-line errors, before any work, for values out of range and options the method
+    would ignore."""
+    if self.method not in METHODS:
+      raise errors.ConfigError(f"unknown method {self.method!r}; known: {', '.join(METHODS)}")
+    if self.evals is not None and not 1 <= self.evals <= MAX_EVALS:
+      raise errors.ConfigError(f"evals must be between 1 and {MAX_EVALS:,}, got {self.evals}")
+    if not 0 <= self.seed <= errors.MAX_SEED:
+      raise errors.ConfigError(f"seed must be between 0 and {errors.MAX_SEED}, got {self.seed}")
+    parse_arms(",".join(self.arms))
+    if self.measured is not None and (self.method != "doppler" or self.coarsen_spec != "off"):
+      raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "
+                               "--method doppler and without --coarsen")
+    if self.method != "brkga":
+      for given, why in ((self.brkga_preset not in ("", brkga_presets.DEFAULT),
+                          "--brkga_preset sets BRKGA's parameters"),
+                         (bool(self.policy_dir), "--policy runs REGAL, i.e. BRKGA"),
+                         (self.decoder is not None, "--decoder sets how BRKGA reads "
+                                                    "chromosomes")):
+        if given:
+          raise errors.ConfigError(f"{why}: use it with --method brkga")
+    return self
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+  """A method: `run(problem, config, evals, scores)`; `reads`: which of the budget, the time
+  limit, the seed and the batched engine it uses (a flag it ignores is refused)."""
+  name: str
+  run: Callable[[performance.Problem, RunConfig, int, performance.ReferenceScores],
+                baselines.MethodResult]
+  reads: frozenset[str]
+
+
+def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
+               scores: performance.ReferenceScores) -> baselines.MethodResult:
+  """The one search (`search.guides.run_guided`) steered by its guides: the seed arms, and
+  REGAL's policy with `policy_dir`. Every evaluation a guide spends is in the budget; the
+  seeds come back as alternatives. `compare_unguided`: the same search without the policy
+  runs beside it, reported in the details with its own evaluations (never the answer).
+  `progress(line)` hears when the search starts (from then on an interrupt keeps the best)."""
+  seed, policy_dir, brkga_preset = config.seed, config.policy_dir, config.brkga_preset
+  decoder, time_limit = config.decoder, config.time_limit
+  chain = seed_guides(config.arms, config.doppler)
+  if policy_dir:
+    chain.append(policy_runner.RegalGuide(policy_dir))
+  guides.check_budget(problem, evals, chain, brkga_preset)  # Before the arms run.
+  started = time.perf_counter()
+  guided = guides.guidance(problem, seed, chain)
+  guide_seconds = time.perf_counter() - started
+  details = dict(guided.details)
+  if policy_dir:
+    details["guide_seconds"] = guide_seconds
+  if config.compare_unguided:
+    unguided = guides.run_guided(problem, evals, seed, dataclasses.replace(
+        guided, mutant_alpha=None, mutant_beta=None), brkga_preset, decoder, time_limit)
+    details["unguided"] = {"objective": float(scores(unguided.best_chromosome)[0]),
+                           "evaluations": unguided.evaluations,
+                           "search_seconds": unguided.search_seconds}
+  result = guides.run_guided(problem, evals, seed, guided, brkga_preset, decoder, time_limit,
+                             config.progress)
+  objective, schedule = scores(result.best_chromosome)
+  params = guides.search_params(problem, evals, brkga_preset)
+  search_settings = brkga_presets.search_settings(brkga_preset, decoder=decoder,
+                                                  model=problem.model)
+  settings = {"brkga": {"preset": brkga_preset or brkga_presets.DEFAULT,
+                        "population_size": params.population_size,
+                        "num_elites": params.num_elites, "num_mutants": params.num_mutants,
+                        "num_populations": params.num_populations,
+                        "rho": float(np.asarray(params.rho)),
+                        "decoder": search_settings.decoder, "bias": search_settings.bias,
+                        "memetic": dataclasses.asdict(search_settings.memetic),
+                        "time_limit": time_limit,
+                        "stopped_early": result.stopped_early}}
+  if guided.mutant_alpha is None:
+    settings["brkga"].update(mutant_alpha=float(np.asarray(params.mutant_alpha)),
+                             mutant_beta=float(np.asarray(params.mutant_beta)))
+  arm_scores = {}
+  for name, chromosome in guided.seeds.items():
+    arm = guides.arm_of(name)
+    arm_scores[arm] = min(arm_scores.get(arm, np.inf), float(scores(chromosome)[0]))
+  details.update({"seed_arms": arm_scores, "arm_evaluations": guided.evaluations,
+                  "winner_origin": None if result.origin is None else
+                  guides.arm_of(result.origin)})
+  placement, order = chromosome_lib.assignment(result.best_chromosome, problem.layout)
+  return baselines.MethodResult(
+      method="brkga", placement=placement, order=order, objective=objective, schedule=schedule,
+      wall_seconds=result.search_seconds, compile_seconds=result.compile_seconds,
+      evaluations=result.evaluations, details=details, chromosome=result.best_chromosome,
+      settings=settings, alternatives=dict(guided.seeds))
+
+
+def _run_doppler(problem: performance.Problem, config: RunConfig, evals: int,
+                 scores: performance.ReferenceScores) -> baselines.MethodResult:
+  del scores  # It re-scores its few best assignments itself.
+  doppler = config.doppler or doppler_method.DopplerOptions()
+  return doppler_method.doppler(problem, evals, config.seed, checkpoint=doppler.checkpoint,
+                                save=config.doppler_save, measured=config.measured,
+                                stage3_steps=config.stage3_steps)
+
+
+def _run_baseline(problem: performance.Problem, config: RunConfig, evals: int,
+                  scores: performance.ReferenceScores) -> baselines.MethodResult:
+  del scores
+  method, seed = config.method, config.seed
+  time_limit = 10.0 if config.time_limit is None else config.time_limit
+  try:
+    result = baselines.run_method(method, problem, evals=evals, seed=seed, time_limit=time_limit)
+  except ValueError as error:
+    raise errors.ConfigError(str(error)) from None
+  if method in baselines.MAKESPAN_ONLY:
+    result = dataclasses.replace(result, settings={"time_limit": time_limit})
+  return result
+
+
+# What each method reads besides the problem; `regal.optimize` refuses a flag whose method
+# would ignore it.
+_BATCHED = frozenset({"evals", "seed", "engine"})
+_BASELINE_READS = {
+    "critical_path": frozenset(), "critical_path_doppler": frozenset(), "heft": frozenset(),
+    "gp_dfs": frozenset(), "local_search": _BATCHED, "hill_climb": _BATCHED,
+    "random": _BATCHED, "enumerative": frozenset({"seed"}),
+    "cpsat": frozenset({"time_limit", "seed"}), "quickp": frozenset({"time_limit", "seed"}),
+}
+assert set(_BASELINE_READS) == set(baselines.METHODS)
+_REGISTRY: dict[str, Method] = {
+    "brkga": Method("brkga", _run_brkga, _BATCHED | {"time_limit"}),
+    "doppler": Method("doppler", _run_doppler, _BATCHED),
+    **{name: Method(name, _run_baseline, reads) for name, reads in _BASELINE_READS.items()},
+}
+METHODS = tuple(_REGISTRY)
+
+
+def get(name: str) -> Method:
+  if name not in _REGISTRY:
+    raise errors.ConfigError(f"unknown method {name!r}; known: {', '.join(METHODS)}")
+  return _REGISTRY[name]
+
+
+def readers(option: str) -> tuple[str, ...]:
+  """The methods that read `option` ("evals", "time_limit", "seed" or "engine")."""
+  return tuple(name for name, method in _REGISTRY.items() if option in method.reads)

@@ -1,0 +1,222 @@
+"""What a `regal.optimize` run reports: the result JSON, its summary and the helpers that
+build them.
+
+
+Result JSON schema (`format: "regal.result"`, version 1):
+  graph           {name, num_ops, num_tensors, source}
+  devices         the device description (datasets.devices JSON form)
+  settings        method, model, search_model (what batched search scored), engine (how:
+                  native or jax), objective, memory_limit, evals, seed, BRKGA parameters and
+                  their preset name (for brkga), time_limit (for cpsat / quickp)
+  details         method-specific facts (e.g. CP-SAT's status and lower bound; for brkga:
+                  seed_arms {arm: best objective of its seeds}, arm_evaluations, winner_origin
+                  (the arm the winner descends from through elite parents, null: none);
+                  for doppler: imitation agreement, episodes, episodes_per_second, and with
+                  --reward measured stage3 {episodes, critical_path_seconds, best_seconds,
+                  executions}; with --policy: policy, steered_genes (genes whose
+                  mutant distribution is not uniform), guide_seconds; with
+                  --compare_unguided: unguided {objective, evaluations, search_seconds}, the
+                  same search without the policy, run beside it), and with
+                  --coarsen: coarsening {spec, original_ops, coarse_ops, coarse_tensors,
+                  coarse_objective (the best on the group graph), seconds, and for brkga
+                  refinement {budget, evaluations, start, start_objective, expanded_objective
+                  (the search's own answer expanded), objective, accepted_moves,
+                  improving_moves, seconds}: the climb on the original graph whose answer is
+                  the method's; or {skipped: why}} (the method ran on the group graph;
+                  everything else reported is for the original graph)
+  objective       the best solution's objective value
+  feasible        false when objective runtime_under_memory found no solution within the
+                  limit (the objective is then the penalty score; `regal.optimize` exits 3),
+                  with memory_excess [D] (bytes over the limit per device) for that objective
+  interrupted     true when SIGINT or SIGTERM stopped the search early (exit 130 or 143)
+  makespan        its makespan, and peak_memory [D] per device (null for the doppler model)
+  placement       [{op, name, device}] in the input file's op order
+  schedule        op names in priority order (first runs first when ready)
+  ops             [{op, name, device, start, end}]; transfers [{tensor, producer, src, dst,
+                  start, end}] for the models that time transfers
+  baselines       {single_device: {objective, makespan}, best_seed: {...}}
+  chosen          the candidate reported (the method's own answer, or a seed that was better)
+  search_objective the method's own answer's objective (what the search found, seeds aside)
+  improvement_pct over the single-device objective
+  why_no_gain     (objective runtime, less than 1% better than one device) why, from the
+                  graph's structure: its longest chain, or transfers that cost more than the
+                  parallelism they buy; otherwise null
+  time_units      {scale, name}: times above are the model's own; a person reads them times
+                  scale, in name (the doppler model: Doppler units, its clock / 1e10)
+  evaluations, wall_seconds {compile, search, total}, versions {python, jax, numpy, numba,
+                  regal}
+  execution       (with --execute) {program, devices, facts, assignments {name: {predicted,
+                  median_seconds, p25_seconds, p75_seconds, repeats, seconds, mode,
+                  ops_on_named_device}}} for best, single_device and the other candidates
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import numpy as np
+
+from datasets import analysis, atomic
+from datasets.devices import DeviceSpec
+from datasets.graph import Graph
+from regal.scoring import models, performance
+from regal.scoring.schedule import Schedule
+
+RESULT_FORMAT = "regal.result"
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+  data: dict[str, Any]
+  schedule: Schedule
+  placement: np.ndarray
+  # name -> (placement, op order, model makespan): the winner ("best"), "single_device" and
+  # every other candidate the method produced (seeds), for `--execute`.
+  assignments: dict[str, tuple[np.ndarray, np.ndarray, float]] = dataclasses.field(
+      default_factory=dict)
+
+
+NO_GAIN = 0.01  # Below this gain over one device, a result says why (`why_no_gain`).
+
+def time_units(model: str) -> tuple[float, str]:
+  """(scale, name) of the times a person reads (the model record's: the doppler model's clock
+  in Doppler's own units, as its repository and paper report makespans)."""
+  spec = models.get(model)
+  return spec.time_scale, spec.time_unit
+
+
+def feasibility(problem: performance.Problem, schedule: Schedule) -> dict[str, Any]:
+  """With a memory limit: whether the best fits, and by how much each device is over."""
+  if problem.objective != "runtime_under_memory":
+    return {"feasible": True}
+  excess = np.maximum(np.asarray(schedule.peak_memory, float) - problem.memory_limits, 0.0)
+  return {"feasible": bool((excess == 0).all()), "memory_excess": excess.tolist()}
+
+
+def none_for_nan(values: np.ndarray) -> list[float | None]:
+  return [None if np.isnan(v) else float(v) for v in np.asarray(values, float)]
+
+
+def transfer_rows(graph: Graph, placement: np.ndarray, schedule: Schedule) -> list[dict]:
+  sent = np.argwhere(~np.isnan(schedule.transfer_start))
+  return [{"tensor": int(t), "producer": graph.op_names[graph.tensor_producer[t]],
+           "src": int(placement[graph.tensor_producer[t]]), "dst": int(d),
+           "start": float(schedule.transfer_start[t, d]),
+           "end": float(schedule.transfer_end[t, d])} for t, d in sent]
+
+
+def regal_version() -> str:
+  try:
+    from importlib.metadata import version
+    return version("regal")
+  except Exception:  # pylint: disable=broad-except  # Not installed: running from a checkout.
+    return "checkout"
+
+
+def write_json(report: Report, path: str) -> None:
+  """Strict JSON: a value that is not finite is a bug upstream (inputs past float32 are
+  refused when the problem is made), never an `Infinity` for a reader to choke on."""
+  atomic.write_text(path, json.dumps(report.data, indent=1, allow_nan=False) + "\n")
+
+
+def versus(value: float, reference: float) -> str:
+  """'2.10% below', '0.50% above' or 'equal to' a reference (smaller is better)."""
+  if value == reference or not reference:
+    return "equal to"
+  change = 100.0 * (value / reference - 1.0)
+  return f"{abs(change):.2f}% {'below' if change < 0 else 'above'}"
+
+
+def why_no_gain(graph: Graph, devices: DeviceSpec, single_makespan: float) -> str:
+  """Why the best placement found barely beats one device, from the graph's structure."""
+  total = float(graph.compute_cost.sum())
+  if total <= 0 or single_makespan <= 0:
+    return "the graph has no compute to spread"
+  chain = (f"its longest dependency chain holds {analysis.longest_compute_path(graph) / total:.0%}"
+           f" of the compute")
+  room = max(1.0 - analysis.makespan_lower_bound(graph, devices) / single_makespan, 0.0)
+  if room < 0.01:
+    return f"{chain}, so no placement can finish more than {100 * room:.1f}% sooner than one device"
+  return (f"transfers cost more than they save on this device set: with free transfers the "
+          f"bound leaves room for up to {100 * room:.1f}% ({chain})")
+
+
+def summary(report: Report) -> str:
+  d = report.data
+  scale, unit = d["time_units"]["scale"], d["time_units"]["name"]
+  is_time = d["settings"]["objective"] != "memory"
+  objective = (lambda v: f"{v * scale:.6g}") if is_time else (lambda v: f"{v:.6g}")  # noqa: E731
+  time = lambda v: f"{v * scale:.6g}"  # noqa: E731
+  if all(p is None for p in d["peak_memory"]):
+    peak = f"peak memory not tracked by the {d['settings']['model']} model"
+  else:
+    peak = "peak memory [" + ", ".join("-" if p is None else f"{p:.6g}"
+                                       for p in d["peak_memory"]) + "] bytes"
+  single = d["baselines"]["single_device"]
+  wall = d["wall_seconds"]
+  lines = [
+      f"graph {d['graph']['name']}: {d['graph']['num_ops']} ops on "
+      f"{d['devices']['num_devices']} devices, method {d['settings']['method']}, model "
+      f"{d['settings']['model']}, objective {d['settings']['objective']}; times in {unit}",
+      f"best:          objective {objective(d['objective'])}  makespan {time(d['makespan'])}  "
+      f"{peak}" + ("" if d["chosen"] == d["settings"]["method"]
+                   else f"  (the {d['chosen']} seed as it was)"),
+      f"single device: objective {objective(single['objective'])}  makespan "
+      f"{time(single['makespan'])}",
+  ]
+  if "best_seed" in d["baselines"]:
+    seed = d["baselines"]["best_seed"]
+    lines.append(f"best seed:     objective {objective(seed['objective'])}  (the {seed['name']} "
+                 f"seed on its own)")
+    if d.get("search_objective") is not None:
+      lines.append(f"search found:  objective {objective(d['search_objective'])}  "
+                   f"({versus(d['search_objective'], seed['objective'])} the best seed)")
+  if "policy" in d["details"]:
+    lines.append(f"policy:        {d['details']['policy']} steered "
+                 f"{d['details']['steered_genes']} genes ({d['details']['guide_seconds']:.2f} s)")
+  if "unguided" in d["details"]:
+    unguided = d["details"]["unguided"]
+    lines.append(f"unguided:      objective {objective(unguided['objective'])} with "
+                 f"{unguided['evaluations']} evaluations (the same search without the policy: "
+                 f"{versus(d['objective'], unguided['objective'])})")
+  if "seed_arms" in d["details"]:
+    arms = ", ".join(f"{arm} {objective(value)}"
+                     for arm, value in d["details"]["seed_arms"].items())
+    where = " (on the group graph)" if "coarsening" in d["details"] else ""
+    origin = d["details"]["winner_origin"]
+    lineage = (f"the search's answer evolved from the {origin} seed (its line of elite parents)"
+               if origin else "the search's answer descends from no seed")
+    lines.append(f"seed arms:     {arms}{where}; {lineage}")
+  if "coarsening" in d["details"]:
+    c = d["details"]["coarsening"]
+    lines.append(f"coarsened:     {c['original_ops']} ops to {c['coarse_ops']} groups "
+                 f"({c['coarse_tensors']} messages) in {c['seconds']:.2f} s; objective on the "
+                 f"group graph {objective(c['coarse_objective'])}")
+    refinement = c.get("refinement", {})
+    if "skipped" in refinement:
+      lines.append(f"not refined:   {refinement['skipped']}")
+    if "objective" in refinement:
+      lines.append(f"refined:       on the original graph from {refinement['start']} "
+                   f"{objective(refinement['start_objective'])} to "
+                   f"{objective(refinement['objective'])} in {refinement['evaluations']} "
+                   f"evaluations ({refinement['seconds']:.2f} s); the search's own expanded "
+                   f"answer {objective(refinement['expanded_objective'])}")
+  if "lower_bound" in d["details"]:
+    lines.append(f"lower bound:   {objective(d['details']['lower_bound'])} "
+                 f"({d['details']['status']})")
+  if not d["feasible"]:
+    excess = ", ".join(f"{e:.6g}" for e in d["memory_excess"])
+    lines.append(f"INFEASIBLE:    no solution found fits the memory limit (excess per device "
+                 f"[{excess}] bytes); the objective is the penalty score")
+  if d["interrupted"]:
+    lines.append("interrupted:   the search stopped early; this is the best found so far")
+  lines.append(f"improvement {d['improvement_pct']:.2f}% over single device; "
+               f"{d['evaluations']} evaluations; compile {wall['compile']:.2f} s, search "
+               f"{wall['search']:.2f} s, total {wall['total']:.2f} s")
+  if d.get("why_no_gain"):
+    lines.append(f"no gain:       {d['why_no_gain']}")
+  return "\n".join(lines)
+
+
+# ----- many graphs per call ----------------------------------------------------------------
