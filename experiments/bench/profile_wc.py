@@ -52,8 +52,7 @@ def count_steps(sim, placement, priority, transfer_priority) -> tuple[int, np.nd
   @jax.jit
   def run(placement, priority, transfer_priority):
     population = placement.shape[0]
-    ctx, state = wc_model.initial_state(sim, placement, priority, transfer_priority, None, None,
-                                        False)
+    ctx, state = wc_model.initial_state(sim, placement, priority, transfer_priority, False)
 
     def body(carry):
       s, steps, busy_steps = carry

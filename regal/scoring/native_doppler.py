@@ -28,8 +28,8 @@ end or transfer arrival, repeated pairs included.
 
 Times are float64 sums of float64 durations, as SimPy's clock adds Python numbers (exact for
 the integer costs of Doppler files while sums stay below 2**53). `simulate` scores a
-population over the cores (the kernel releases the GIL); `simulate_batch` is the same as a
-`jax.pure_callback`, the batched fitness of `--model doppler` (`regal.scoring.performance`).
+population over the cores (the kernel releases the GIL): the batched fitness of
+`--model doppler` (through `regal.scoring.models`).
 """
 from __future__ import annotations
 

@@ -110,16 +110,12 @@ def _arrive(tensor, device, readers_ptr, readers, place, missing, ready, ready_s
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degree, outputs_ptr,
               outputs, inputs_ptr, inputs, readers_ptr, readers, control_ptr, control, speed,
-              bandwidth, latency, placement, op_priority, transfer_priority, op_scale,
-              transfer_scale, track_memory, makespan_out, peak_out):
-  """Simulates every chromosome of the batch (rows of placement / priorities) in turn.
-
-  `op_scale` [P, O] and `transfer_scale` [P, T, D] multiply durations (empty first axis: 1).
-  """
+              bandwidth, latency, placement, op_priority, transfer_priority, track_memory,
+              makespan_out, peak_out):
+  """Simulates every chromosome of the batch (rows of placement / priorities) in turn."""
   population, num_ops = placement.shape
   num_tensors = tensor_size.shape[0]
   num_devices = speed.shape[0]
-  scaled = op_scale.shape[0] > 0
   zero = np.float32(0.0)
   # Scratch reused by every chromosome of the batch.
   index_mask = np.int64(0x7FFFFFFF)
@@ -176,8 +172,6 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
         if device_op[d] < 0 and ready_size[d] > 0:
           op = heap_pop(ready, ready_size, num_ops, d) & index_mask
           duration = compute_cost[op] / speed[d]
-          if scaled:
-            duration = duration * op_scale[p, op]
           device_op[d] = op
           device_end[d] = now + duration
           if track_memory:
@@ -191,8 +185,6 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
           if channel_tensor[c] < 0 and waiting_size[c] > 0:
             t = heap_pop(waiting, waiting_size, num_tensors, c) & index_mask
             duration = link_time(latency, bandwidth, tensor_size[t], src, dst)
-            if scaled:
-              duration = duration * transfer_scale[p, t, dst]
             channel_tensor[c] = t
             channel_end[c] = now + duration
             if track_memory:
@@ -263,68 +255,22 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
 
 
 def simulate(graph: NativeGraph, placement: np.ndarray, op_priority: np.ndarray,
-             transfer_priority: np.ndarray, op_time_scale: np.ndarray | None = None,
-             transfer_time_scale: np.ndarray | None = None,
-             threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+             transfer_priority: np.ndarray, threads: int | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
   """(makespan [P], peak memory [P, D]) of a population: placement [P, O], priorities [P, O]
-  and [P, T, D], optional duration scales of the same shapes. Peaks are NaN for a graph built
-  without memory. The population is split over `threads` (default: one per CPU core)."""
+  and [P, T, D]. Peaks are NaN for a graph built without memory. The population is split
+  over `threads` (default: one per CPU core)."""
   population = placement.shape[0]
-  num_ops, num_tensors, num_devices = graph.num_ops, graph.num_tensors, graph.num_devices
+  num_ops, num_devices = graph.num_ops, graph.num_devices
   placement = native_common.placement_argument(placement, num_ops, num_devices)
   op_priority = native_common.argument(op_priority, np.float32)
   transfer_priority = native_common.argument(transfer_priority, np.float32)
-  scaled = op_time_scale is not None
-  if scaled:
-    op_time_scale = native_common.argument(op_time_scale, np.float32)
-    transfer_time_scale = native_common.argument(transfer_time_scale, np.float32)
-  else:
-    op_time_scale = np.ones((0, num_ops), np.float32)
-    transfer_time_scale = np.ones((0, num_tensors, num_devices), np.float32)
   makespan = np.empty(population, np.float32)
   peak = np.empty((population, num_devices), np.float32)
 
   def run(rows: slice) -> None:
-    _simulate(*graph.arrays, placement[rows], op_priority[rows],
-              transfer_priority[rows], op_time_scale[rows] if scaled else op_time_scale,
-              transfer_time_scale[rows] if scaled else transfer_time_scale, graph.memory,
-              makespan[rows], peak[rows])
+    _simulate(*graph.arrays, placement[rows], op_priority[rows], transfer_priority[rows],
+              graph.memory, makespan[rows], peak[rows])
 
   native_common.run_split(run, population, threads)
   return makespan, peak
-
-
-def simulate_batch(graph: NativeGraph, placement, op_priority, transfer_priority,
-                   op_time_scale=None, transfer_time_scale=None):
-  """`simulate` as a JAX operation (a `jax.pure_callback`, usable under `jit`, `vmap` and
-  `shard_map`): returns (makespan [P], peak memory [P, D]) as float32 arrays."""
-  import jax
-  import jax.numpy as jnp
-
-  # Compile (or load from numba's cache) now, on the tracing thread: compiling inside the
-  # callback, on one of XLA's threads while the other devices' shards wait, deadlocked.
-  simulate(graph, np.zeros((0, graph.num_ops)), np.zeros((0, graph.num_ops)),
-           np.zeros((0, graph.num_tensors, graph.num_devices)))
-  num_ops, num_tensors, num_devices = graph.num_ops, graph.num_tensors, graph.num_devices
-  scaled = op_time_scale is not None
-
-  def host(placement, op_priority, transfer_priority, *scales):
-    batch = placement.shape[:-1]  # vmap may add leading axes.
-    count = int(np.prod(batch))
-    flat = lambda x, *tail: np.asarray(x).reshape((count,) + tail)  # noqa: E731
-    makespan, peak = simulate(
-        graph, flat(placement, num_ops), flat(op_priority, num_ops),
-        flat(transfer_priority, num_tensors, num_devices),
-        *((flat(scales[0], num_ops), flat(scales[1], num_tensors, num_devices))
-          if scaled else ()))
-    return makespan.reshape(batch), peak.reshape(batch + (num_devices,))
-
-  batch = placement.shape[:-1]
-  shapes = (jax.ShapeDtypeStruct(batch, jnp.float32),
-            jax.ShapeDtypeStruct(batch + (num_devices,), jnp.float32))
-  scales = (op_time_scale, transfer_time_scale) if scaled else ()
-  return jax.pure_callback(host, shapes, placement.astype(jnp.int32),
-                           op_priority.astype(jnp.float32),
-                           transfer_priority.astype(jnp.float32),
-                           *(s.astype(jnp.float32) for s in scales),
-                           vmap_method="broadcast_all")

@@ -140,17 +140,9 @@ def _compute_time(devices: DeviceSpec, cost, device: int, dtype):
 
 def simulate_wc(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
                 op_priority: np.ndarray, transfer_priority: np.ndarray,
-                dtype=np.float64, op_time_scale: np.ndarray | None = None,
-                transfer_time_scale: np.ndarray | None = None) -> Schedule:
-  """The work-conserving model, as an explicit event loop (see the module docstring).
-
-  `op_time_scale` [o] and `transfer_time_scale` [t, D] multiply the durations (stochastic mode).
-  """
+                dtype=np.float64) -> Schedule:
+  """The work-conserving model, as an explicit event loop (see the module docstring)."""
   num_devices = devices.num_devices
-  if op_time_scale is None:
-    op_time_scale = np.ones(graph.num_ops)
-  if transfer_time_scale is None:
-    transfer_time_scale = np.ones((graph.num_tensors, num_devices))
   placement = validate_placement(placement, graph.num_ops, num_devices)
   needs_transfer = _needs_transfer(graph, placement, num_devices)
   adjacency = _Adjacency(graph)
@@ -181,7 +173,7 @@ def simulate_wc(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
       if device_busy[device] is None and ready[device]:
         _, op = heapq.heappop(ready[device])
         duration = _compute_time(devices, graph.compute_cost[op], device, dtype)
-        end = dtype(now + dtype(duration * dtype(op_time_scale[op])))
+        end = dtype(now + duration)
         device_busy[device] = (end, op)
         op_start[op] = now
         memory.start_op(op)
@@ -190,7 +182,7 @@ def simulate_wc(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
         _, tensor = heapq.heappop(waiting[channel])
         src, dst = channel
         duration = analysis.transfer_time(devices, graph.tensor_size[tensor], src, dst, dtype)
-        end = dtype(now + dtype(duration * dtype(transfer_time_scale[tensor, dst])))
+        end = dtype(now + duration)
         channel_busy[channel] = (end, tensor)
         transfer_start[tensor, dst] = now
         memory.allocate(dst, graph.tensor_size[tensor])

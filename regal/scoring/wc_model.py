@@ -111,8 +111,7 @@ def _unpack(rows: jnp.ndarray, dtype) -> tuple[jnp.ndarray, jnp.ndarray]:
 
 
 def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
-             transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray,
-             transfer_time_scale: jnp.ndarray, record_times: bool) -> tuple[_Context, _State]:
+             transfer_priority: jnp.ndarray, record_times: bool) -> tuple[_Context, _State]:
   num_ops = graph.op_mask.shape[0]
   num_tensors = graph.tensor_size.shape[0]
   num_devices = graph.num_devices
@@ -126,10 +125,10 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
 
   plan = memory_plan(graph, placement)
   home, needs_transfer, uses_left, end_release = plan
-  # Same operations, in the same order, as the reference: (cost / speed) * scale.
-  duration = graph.compute_cost / graph.speed[placement] * op_time_scale.astype(dtype)
+  # Same operations, in the same order, as the reference.
+  duration = graph.compute_cost / graph.speed[placement]
   link = (graph.latency[home] + graph.tensor_size[:, None] / graph.bandwidth[home])  # [T, D]
-  transfer_duration = link * transfer_time_scale.astype(dtype)  # [T, D]
+  transfer_duration = link  # [T, D]
 
   words = -(-num_ops // WORD_BITS)
   tensor_words = -(-num_tensors // WORD_BITS)
@@ -310,43 +309,27 @@ def _result(graph: SimGraph, s: _State) -> SimResult:
                    transfer_end=s.transfer_end.reshape(shape))
 
 
-def _default_scales(graph: SimGraph, op_time_scale, transfer_time_scale, batch=()):
-  dtype = graph.compute_cost.dtype
-  if op_time_scale is None:
-    op_time_scale = jnp.ones(batch + graph.op_mask.shape, dtype)
-  if transfer_time_scale is None:
-    transfer_time_scale = jnp.ones(batch + graph.tensor_size.shape + (graph.num_devices,), dtype)
-  return op_time_scale, transfer_time_scale
-
-
 def initial_state(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
-                  transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None,
-                  transfer_time_scale: jnp.ndarray | None,
-                  record_times: bool) -> tuple[_Context, _State]:
+                  transfer_priority: jnp.ndarray, record_times: bool
+                  ) -> tuple[_Context, _State]:
   """The population's tables and the loop's starting state (large state flat, see `event_step`)."""
-  scales = _default_scales(graph, op_time_scale, transfer_time_scale,
-                           batch=placement.shape[:1])
-  ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0, 0, 0, None))(
-      graph, placement, op_priority, transfer_priority, *scales, record_times)
+  ctx, state = jax.vmap(_prepare, in_axes=(None, 0, 0, 0, None))(
+      graph, placement, op_priority, transfer_priority, record_times)
   return ctx, state._replace(pending=state.pending.reshape(-1),
                              uses_left=state.uses_left.reshape(-1))
 
 
 @functools.partial(jax.jit, static_argnames=("chunk", "record_times"))
 def simulate_batch(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
-                   transfer_priority: jnp.ndarray, op_time_scale: jnp.ndarray | None = None,
-                   transfer_time_scale: jnp.ndarray | None = None, chunk: int = 4,
+                   transfer_priority: jnp.ndarray, chunk: int = 4,
                    record_times: bool = True) -> SimResult:
   """The WC model for a population: placement [P, O], priorities [P, O] and [P, T, D].
 
-  `op_time_scale` [P, O] and `transfer_time_scale` [P, T, D] multiply every duration (the
-  stochastic mode draws them); by default all durations are as modelled. Without
-  `record_times` only the makespan and peak memory are computed (faster: for fitness). A
+  Without `record_times` only the makespan and peak memory are computed (faster: for fitness). A
   `graph` built without memory (`build_sim_graph(..., memory=False)`) gives the makespan alone
   (peak memory NaN), faster still.
   """
-  ctx, state = initial_state(graph, placement, op_priority, transfer_priority, op_time_scale,
-                             transfer_time_scale, record_times)
+  ctx, state = initial_state(graph, placement, op_priority, transfer_priority, record_times)
   final = jax.lax.while_loop(lambda s: jnp.any(s.ops_left > 0),
                              lambda s: event_step(graph, ctx, s, chunk, record_times), state)
   population = placement.shape[0]
