@@ -45,6 +45,7 @@ def seed_guides(arms: tuple[str, ...] = DEFAULT_ARMS,
     chain.append(doppler_guide.DopplerSeeds(doppler or doppler_method.DopplerOptions()))
   return chain
 
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
   """What one `regal.optimize` run does besides the graph and devices: the problem's model and
@@ -191,20 +192,13 @@ def _run_baseline(problem: performance.Problem, config: RunConfig, evals: int,
   return result
 
 
-# What each method reads besides the problem; `regal.optimize` refuses a flag whose method
-# would ignore it.
+# What each method reads besides the problem (the baselines say it in their registry);
+# `regal.optimize` refuses a flag whose method would ignore it.
 _BATCHED = frozenset({"evals", "seed", "engine"})
-_BASELINE_READS = {
-    "critical_path": frozenset(), "critical_path_doppler": frozenset(), "heft": frozenset(),
-    "gp_dfs": frozenset(), "local_search": _BATCHED, "hill_climb": _BATCHED,
-    "random": _BATCHED, "enumerative": frozenset({"seed"}),
-    "cpsat": frozenset({"time_limit", "seed"}), "quickp": frozenset({"time_limit", "seed"}),
-}
-assert set(_BASELINE_READS) == set(baselines.METHODS)
 _REGISTRY: dict[str, Method] = {
     "brkga": Method("brkga", _run_brkga, _BATCHED | {"time_limit"}),
     "doppler": Method("doppler", _run_doppler, _BATCHED),
-    **{name: Method(name, _run_baseline, reads) for name, reads in _BASELINE_READS.items()},
+    **{name: Method(name, _run_baseline, baselines.reads(name)) for name in baselines.METHODS},
 }
 METHODS = tuple(_REGISTRY)
 

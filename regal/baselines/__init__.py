@@ -26,18 +26,30 @@ from regal.baselines import enumerative, exact, list_scheduling, local_search, p
 from regal.baselines.common import MethodResult, finish, score
 from regal.scoring import performance
 
-_METHODS: dict[str, Callable[..., MethodResult]] = {
-    "critical_path": lambda p, evals, seed, time_limit: list_scheduling.critical_path(p),
-    "critical_path_doppler":
+# name -> (run(problem, evals, seed, time_limit), what it reads besides the problem: a
+# subset of {"evals", "time_limit", "seed", "engine"}, so `regal.optimize` can refuse a flag
+# the method would ignore).
+_BATCHED = frozenset({"evals", "seed", "engine"})
+_SOLVER = frozenset({"time_limit", "seed"})
+_METHODS: dict[str, tuple[Callable[..., MethodResult], frozenset[str]]] = {
+    "critical_path": (lambda p, evals, seed, time_limit: list_scheduling.critical_path(p),
+                      frozenset()),
+    "critical_path_doppler": (
         lambda p, evals, seed, time_limit: list_scheduling.critical_path_doppler(p),
-    "heft": lambda p, evals, seed, time_limit: list_scheduling.heft(p),
-    "gp_dfs": lambda p, evals, seed, time_limit: partition.gp_dfs(p),
-    "local_search": lambda p, evals, seed, time_limit: local_search.local_search(p, evals, seed),
-    "hill_climb": lambda p, evals, seed, time_limit: local_search.hill_climb(p, evals, seed),
-    "random": lambda p, evals, seed, time_limit: sampling.random_search(p, evals, seed),
-    "enumerative": lambda p, evals, seed, time_limit: enumerative.enumerative(p, seed),
-    "cpsat": lambda p, evals, seed, time_limit: exact.cpsat(p, time_limit, seed=seed),
-    "quickp": lambda p, evals, seed, time_limit: exact.quickp(p, time_limit, seed=seed),
+        frozenset()),
+    "heft": (lambda p, evals, seed, time_limit: list_scheduling.heft(p), frozenset()),
+    "gp_dfs": (lambda p, evals, seed, time_limit: partition.gp_dfs(p), frozenset()),
+    "local_search": (lambda p, evals, seed, time_limit: local_search.local_search(p, evals, seed),
+                     _BATCHED),
+    "hill_climb": (lambda p, evals, seed, time_limit: local_search.hill_climb(p, evals, seed),
+                   _BATCHED),
+    "random": (lambda p, evals, seed, time_limit: sampling.random_search(p, evals, seed),
+               _BATCHED),
+    "enumerative": (lambda p, evals, seed, time_limit: enumerative.enumerative(p, seed),
+                    frozenset({"seed"})),
+    "cpsat": (lambda p, evals, seed, time_limit: exact.cpsat(p, time_limit, seed=seed), _SOLVER),
+    "quickp": (lambda p, evals, seed, time_limit: exact.quickp(p, time_limit, seed=seed),
+               _SOLVER),
 }
 METHODS = tuple(_METHODS)
 # Methods that plan the makespan only (they refuse the memory objectives).
@@ -49,8 +61,13 @@ def run_method(name: str, problem: performance.Problem, evals: int = 5000, seed:
   """Runs baseline `name`; `evals` is the search budget, `time_limit` CP-SAT's (seconds)."""
   if name not in _METHODS:
     raise errors.ConfigError(f"unknown method {name!r}; known: brkga, {', '.join(METHODS)}")
-  return _METHODS[name](problem, evals, seed, time_limit)
+  return _METHODS[name][0](problem, evals, seed, time_limit)
 
 
-__all__ = ["METHODS", "MAKESPAN_ONLY", "MethodResult", "finish", "run_method",
+def reads(name: str) -> frozenset[str]:
+  """What baseline `name` reads besides the problem (see `_METHODS`)."""
+  return _METHODS[name][1]
+
+
+__all__ = ["METHODS", "MAKESPAN_ONLY", "MethodResult", "finish", "reads", "run_method",
            "score"]
