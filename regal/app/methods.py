@@ -86,7 +86,10 @@ class RunConfig:
       raise errors.ConfigError(f"evals must be between 1 and {MAX_EVALS:,}, got {self.evals}")
     if not 0 <= self.seed <= errors.MAX_SEED:
       raise errors.ConfigError(f"seed must be between 0 and {errors.MAX_SEED}, got {self.seed}")
-    parse_arms(",".join(self.arms))
+    unknown = [arm for arm in self.arms if arm not in ARMS]
+    if unknown or not self.arms:
+      raise errors.ConfigError(f"unknown seed arm(s) {unknown or self.arms}; known: "
+                               f"{', '.join(ARMS)}")
     if self.measured is not None and (self.method != "doppler" or self.coarsen_spec != "off"):
       raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "
                                "--method doppler and without --coarsen")

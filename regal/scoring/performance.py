@@ -343,9 +343,9 @@ def scoring_engine(problem: Problem) -> str:
 
 def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
                     ) -> Callable[..., jnp.ndarray]:
-  """A jitted function chromosomes [P, n] (, key, ignored) -> objective values [P] (smaller
-  is better), the chromosomes read by the direct or the list-scheduling decoder
-  (`DECODERS`), scored by the model's native host loop or its JAX version."""
+  """A jitted function chromosomes [P, n] -> objective values [P] (smaller is better), the
+  chromosomes read by the direct or the list-scheduling decoder (`DECODERS`), scored by the
+  model's native host loop or its JAX version."""
   if decoder not in DECODERS:
     raise errors.ConfigError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
   layout = problem.layout
@@ -359,8 +359,8 @@ def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
     score = host_scorer(problem)
 
     @jax.jit
-    def host_fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
-      del key  # Deterministic. The host loop spreads the population over the cores itself.
+    def host_fitness(chromosomes: jnp.ndarray) -> jnp.ndarray:
+      # The host loop spreads the population over the cores itself.
       return native_common.makespan_callback(score, *decode(chromosomes))
     return host_fitness
 
@@ -374,8 +374,7 @@ def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
     return objective_value(problem, makespan, peak)
 
   @jax.jit
-  def fitness(chromosomes: jnp.ndarray, key: jax.Array | None = None) -> jnp.ndarray:
-    del key  # Deterministic.
+  def fitness(chromosomes: jnp.ndarray) -> jnp.ndarray:
     if decoder != "direct":  # A host decoder: no sharding.
       return local_fitness(data, chromosomes)
     return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(data, chromosomes)
