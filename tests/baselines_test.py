@@ -208,22 +208,25 @@ def test_climb_from_starts_at_the_best_start_and_stops_when_told(small_problem):
   from regal.baselines import local_search
   graph = small_problem.graph
   rng = np.random.default_rng(5)
-  starts = {f"random{k}": (rng.integers(0, 2, graph.num_ops), rng.permutation(graph.num_ops))
-            for k in range(4)}
-  reference = {name: baselines.score(small_problem, p, o)[0] for name, (p, o) in starts.items()}
+  assignments = {f"random{k}": (rng.integers(0, 2, graph.num_ops), rng.permutation(graph.num_ops))
+                 for k in range(4)}
+  starts = {name: chromosome_lib.encode(p, o, small_problem.layout)
+            for name, (p, o) in assignments.items()}
+  reference = {name: baselines.score(small_problem, p, o)[0]
+               for name, (p, o) in assignments.items()}
   best = min(reference, key=reference.get)
   climb = local_search.climb_from(small_problem, starts, 200, seed=3, batch_size=2)
   assert climb.start_objectives == pytest.approx(reference, rel=0, abs=0)
   assert climb.start == best and climb.start_objective == reference[best]
   assert climb.evaluations == 200 and 0 < climb.accepted
-  answer = baselines.score(small_problem, climb.placement, np.argsort(climb.rank))[0]
+  answer = baselines.score(small_problem, *climb.assignment(small_problem.layout))[0]
   assert answer == climb.objective < reference[best]
   calls = []
   stopped = local_search.climb_from(small_problem, starts, 200, seed=3, batch_size=2,
                                     should_stop=lambda: calls.append(1) or True)
   assert stopped.evaluations == len(starts) and len(calls) == 1
   assert stopped.objective == reference[best] and stopped.accepted == 0
-  np.testing.assert_array_equal(stopped.placement, starts[best][0])
+  np.testing.assert_array_equal(stopped.chromosome, starts[best].astype(np.float32))
 
 
 def test_unknown_method_and_memory_objective_are_refused(small_problem):

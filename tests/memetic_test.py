@@ -12,7 +12,7 @@ import brkga
 from datasets import devices as devices_lib
 from regal import search
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import list_decoder, native_delay, performance
+from regal.scoring import list_decoder, moves, native_delay, performance
 from regal.scoring import reference_models as rm
 from regal.search import brkga_search, local_moves
 
@@ -83,51 +83,7 @@ def test_hook_improves_and_without_it_the_engine_is_unchanged():
   assert result.best_fitness < unimproved.best_fitness
 
 
-# ----- moves against readable references --------------------------------------------------
-LAYOUT = chromosome_lib.Layout(num_ops=5, num_tensors=2, num_devices=3)
-
-
-def _reference_device_move(chromosome, layout, op, device):
-  placement = chromosome_lib.decode(chromosome, layout).placement.copy()
-  placement[op] = device
-  return placement
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**31), st.integers(0, LAYOUT.num_ops - 1),
-       st.integers(0, LAYOUT.num_devices - 1))
-def test_device_move_moves_one_op_and_nothing_else(seed, op, device):
-  chromosome = np.random.default_rng(seed).random(LAYOUT.size).astype(np.float32)
-  writes = local_moves.device_move_genes(jnp.asarray(chromosome), LAYOUT, jnp.array([op]),
-                                         jnp.array([device]))
-  moved = np.asarray(local_moves.apply_moves(jnp.asarray(chromosome), writes))[0]
-  decoded = chromosome_lib.decode(moved, LAYOUT)
-  np.testing.assert_array_equal(decoded.placement,
-                                _reference_device_move(chromosome, LAYOUT, op, device))
-  before = chromosome_lib.decode(chromosome, LAYOUT)
-  np.testing.assert_array_equal(decoded.op_priority, before.op_priority)
-  np.testing.assert_array_equal(decoded.transfer_priority, before.transfer_priority)
-  assert sorted(moved) == sorted(chromosome)  # Keys trade places: still in [0, 1].
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**31), st.integers(0, LAYOUT.num_ops - 2))
-def test_priority_swap_exchanges_two_neighbours_in_the_order(seed, position):
-  chromosome = np.random.default_rng(seed).random(LAYOUT.size).astype(np.float32)
-  order = chromosome_lib.priority_order(chromosome[LAYOUT.priority_slice])
-  jax_order = local_moves.priority_positions(jnp.asarray(chromosome), LAYOUT, LAYOUT.num_ops)
-  np.testing.assert_array_equal(jax_order, order)
-  writes = local_moves.priority_swap_genes(jnp.asarray(chromosome), LAYOUT, jax_order,
-                                           jnp.array([position]))
-  swapped = np.asarray(local_moves.apply_moves(jnp.asarray(chromosome), writes))[0]
-  expected = order.copy()
-  expected[[position, position + 1]] = expected[[position + 1, position]]
-  np.testing.assert_array_equal(chromosome_lib.priority_order(
-      swapped[LAYOUT.priority_slice]), expected)
-  np.testing.assert_array_equal(chromosome_lib.decode(swapped, LAYOUT).placement,
-                                chromosome_lib.decode(chromosome, LAYOUT).placement)
-
-
+# ----- moves against readable references (the moves themselves: moves_test.py) ------------
 @settings(max_examples=15, deadline=None)
 @given(dags(max_ops=8, max_outputs=2), st.integers(2, 4), st.integers(0, 2**31),
        st.floats(0, 1), st.floats(0, 1))
@@ -235,10 +191,10 @@ def test_cluster_moves_match_a_slow_reference(graph, num_devices, seed, size, ki
   before = chromosome_lib.decode(chromosome, layout).placement
   ops = np.arange(graph.num_ops)
   devices = (before[ops] + 1 + rng.integers(0, num_devices - 1, len(ops))) % num_devices
-  writes = local_moves.cluster_move_genes(jnp.asarray(chromosome), layout, table,
+  writes = moves.cluster_move_genes(jnp.asarray(chromosome), layout, table.cluster,
                                           jnp.asarray(ops), jnp.asarray(devices),
                                           jnp.full(len(ops), size), kind=jnp.full(len(ops), kind))
-  moved = np.asarray(local_moves.apply_moves(jnp.asarray(chromosome), writes))
+  moved = np.asarray(moves.apply_moves(jnp.asarray(chromosome), writes))
   for op, device, row in zip(ops, devices, moved):
     expected = before.copy()
     expected[[u for u in clusters[op][:size] if before[u] == before[op]]] = device

@@ -53,14 +53,11 @@ def _refine(problem: performance.Problem, candidates: dict[str, np.ndarray], met
     return candidates, {"skipped": "no native scorer for the original graph (the JAX engine)"}
   started = time.perf_counter()
   budget = search.refine_evals(problem)
-  starts = {name: chromosome_lib.assignment(chromosome, problem.layout)
-            for name, chromosome in candidates.items()}
   with errors.stoppable():
     climb = baselines.local_search.climb_from(
-        problem, starts, budget, seed, search.REFINE_BATCH,
+        problem, candidates, budget, seed, search.REFINE_BATCH,
         should_stop=lambda: errors.stop_requested() or time.perf_counter() >= deadline)
-  refined = chromosome_lib.encode(climb.placement, np.argsort(climb.rank), problem.layout)
-  return {**candidates, method: refined}, {
+  return {**candidates, method: climb.chromosome}, {
       "budget": budget, "evaluations": climb.evaluations, "start": climb.start,
       "start_objective": climb.start_objective,
       "expanded_objective": climb.start_objectives[method], "objective": climb.objective,

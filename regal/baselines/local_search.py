@@ -2,8 +2,9 @@
 schedules.
 
 Start from a random placement and the topological schedule. A move changes one op's device or
-swaps two ops adjacent in the priority order. Each step scores a batch of distinct random
-moves at once on the batched JAX model (the batch is the "incremental" unit: one compiled
+swaps two ops adjacent in the priority order (`regal.scoring.moves`, the moves the memetic
+search makes, numbered so a batch draws distinct ones). Each step scores a batch of distinct
+random moves at once on the exact batched model (the batch is the "incremental" unit: one compiled
 call, no per-move host work) and takes the best if it improves; when a batch holds every
 possible move and none improves, or `patience` batches in a row fail, the search restarts
 from a new random placement. It stops when the evaluation budget (BRKGA's) is spent, every
@@ -26,38 +27,29 @@ import numpy as np
 
 from regal.baselines import heuristics
 from regal.baselines.common import MethodResult, finish
+from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import moves as moves_lib
 from regal.scoring import performance
 
 
-def _neighbours(placement: np.ndarray, rank: np.ndarray, moves: np.ndarray, num_devices: int
-                ) -> tuple[np.ndarray, np.ndarray]:
-  """Placements and ranks [len(moves), o] after each move: move m < o * (D - 1) puts op
-  m // (D - 1) on another device, a larger one swaps the ops at ranks k and k + 1."""
-  num_ops = placement.shape[0]
-  placements = np.repeat(placement[None], len(moves), 0)
-  ranks = np.repeat(rank[None], len(moves), 0)
-  device_moves = moves < num_ops * (num_devices - 1)
-  rows = np.flatnonzero(device_moves)
-  ops, shift = np.divmod(moves[rows], max(num_devices - 1, 1))
-  placements[rows, ops] = (placement[ops] + 1 + shift) % num_devices  # Any other device.
-  rows = np.flatnonzero(~device_moves)
-  position = moves[rows] - num_ops * (num_devices - 1)
-  by_rank = np.argsort(rank)
-  first, second = by_rank[position], by_rank[position + 1]
-  ranks[rows, first], ranks[rows, second] = rank[second], rank[first]
-  return placements, ranks
+def _neighbours(chromosome: np.ndarray, layout: chromosome_lib.Layout, rng: np.random.Generator,
+                take: int) -> np.ndarray:
+  """`take` distinct random single-op moves of `chromosome`, applied: [take, n]."""
+  moves = rng.choice(moves_lib.single_op_moves(layout), take, replace=False)
+  return moves_lib.apply_moves(chromosome, moves_lib.enumerated_move_genes(chromosome, layout,
+                                                                          moves))
 
 
 def hill_climb(problem: performance.Problem, evals: int = 5000, seed: int = 0,
                batch_size: int = 64) -> MethodResult:
   """Hill climbing from the best heuristic seed on the exact batched model (module doc)."""
   started = time.perf_counter()
-  seeds = heuristics.assignments(problem)
+  seeds = heuristics.seeds(problem)
   if evals < len(seeds):
     raise ValueError(f"hill_climb needs at least {len(seeds)} evaluations (its seeds), got "
                      f"{evals}")
   result = climb_from(problem, seeds, evals, seed, batch_size)
-  return finish("hill_climb", problem, result.placement, np.argsort(result.rank), started,
+  return finish("hill_climb", problem, *result.assignment(problem.layout), started,
                 evaluations=result.evaluations, start_seed=result.start,
                 seed_objective=result.start_objective, searched_objective=result.objective,
                 accepted_moves=result.accepted, improving_moves=result.improved)
@@ -70,48 +62,47 @@ class Climb:
   start_objective: float
   start_objectives: dict[str, float]  # Every start's.
   objective: float
-  placement: np.ndarray
-  rank: np.ndarray  # Priority ranks (0 runs first).
+  chromosome: np.ndarray  # [n] float32, the direct decoder's.
   evaluations: int  # The starts' scores included.
   accepted: int
   improved: int
 
+  def assignment(self, layout: chromosome_lib.Layout) -> tuple[np.ndarray, np.ndarray]:
+    """(placement, op order) of the answer."""
+    return chromosome_lib.assignment(self.chromosome, layout)
 
-def climb_from(problem: performance.Problem, starts: dict[str, tuple[np.ndarray, np.ndarray]],
-               evals: int, seed: int = 0, batch_size: int = 64,
+
+def climb_from(problem: performance.Problem, starts: dict[str, np.ndarray], evals: int,
+               seed: int = 0, batch_size: int = 64,
                should_stop: Callable[[], bool] = lambda: False) -> Climb:
-  """Scores every start {name: (placement, op order)} and climbs from the best (the first of
-  ties) with batches of distinct random moves (`_neighbours`), keeping a batch's best move
+  """Scores every start {name: chromosome} and climbs from the best (the first of ties) with
+  batches of distinct random single-op moves (`_neighbours`), keeping a batch's best move
   when it does not worsen the objective, until `evals` evaluations (the starts' included) are
   spent or `should_stop()` says so between batches."""
-  num_ops, num_devices = problem.graph.num_ops, problem.devices.num_devices
-  num_moves = num_ops * (num_devices - 1) + max(num_ops - 1, 0)
+  layout = problem.layout
+  num_moves = moves_lib.single_op_moves(layout)
   batch_size = max(1, min(batch_size, num_moves, evals))
-  score = performance.AssignmentScorer(problem, max(batch_size, len(starts)))
+  score = performance.ChromosomeScorer(problem, max(batch_size, len(starts)))
   names = list(starts)
-  start_ranks = [np.argsort(order) for _, order in starts.values()]
-  start_values = score(np.stack([placement for placement, _ in starts.values()]),
-                       np.stack(start_ranks))
+  start_values = score(np.stack([starts[name] for name in names]))
   start = int(np.argmin(start_values))
   value = float(start_values[start])
-  placement = np.asarray(starts[names[start]][0], np.int64)
-  rank = start_ranks[start]
+  chromosome = np.asarray(starts[names[start]], np.float32)
   rng = np.random.default_rng(seed)
   accepted = improved = 0
   while score.evaluations < evals and num_moves > 0 and not should_stop():
     take = min(batch_size, evals - score.evaluations, num_moves)
-    placements, ranks = _neighbours(placement, rank, rng.choice(num_moves, take, replace=False),
-                                    num_devices)
-    values = score(placements, ranks)
+    neighbours = _neighbours(chromosome, layout, rng, take)
+    values = score(neighbours)
     winner = int(np.argmin(values))
     if values[winner] <= value:
       improved += int(values[winner] < value)
       accepted += 1
-      value, placement, rank = float(values[winner]), placements[winner], ranks[winner]
+      value, chromosome = float(values[winner]), neighbours[winner]
   return Climb(start=names[start], start_objective=float(start_values[start]),
                start_objectives={name: float(v) for name, v in zip(names, start_values)},
-               objective=value, placement=placement, rank=rank,
-               evaluations=score.evaluations, accepted=accepted, improved=improved)
+               objective=value, chromosome=chromosome, evaluations=score.evaluations,
+               accepted=accepted, improved=improved)
 
 
 def local_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,
@@ -119,42 +110,39 @@ def local_search(problem: performance.Problem, evals: int = 5000, seed: int = 0,
   started = time.perf_counter()
   if evals < 1:
     raise ValueError(f"the budget must be at least one evaluation, got {evals}")
-  graph, num_devices = problem.graph, problem.devices.num_devices
-  num_ops = graph.num_ops
+  graph, layout = problem.graph, problem.layout
   rng = np.random.default_rng(seed)
-  num_moves = num_ops * (num_devices - 1) + max(num_ops - 1, 0)
+  num_moves = moves_lib.single_op_moves(layout)
   batch_size = max(1, min(batch_size, num_moves, evals))
-  evaluate = performance.AssignmentScorer(problem, batch_size)
+  evaluate = performance.ChromosomeScorer(problem, batch_size)
 
-  def fresh_start() -> tuple[np.ndarray, np.ndarray]:
-    rank = np.empty(num_ops, np.int64)
-    rank[graph.topological_order] = np.arange(num_ops)
-    return rng.integers(0, num_devices, num_ops), rank
+  def fresh_start() -> np.ndarray:
+    placement = rng.integers(0, layout.num_devices, layout.num_ops)
+    return chromosome_lib.encode(placement, graph.topological_order, layout).astype(np.float32)
 
-  placement, rank = fresh_start()
-  value = float(evaluate(placement[None], rank[None])[0])
+  chromosome = fresh_start()
+  value = float(evaluate(chromosome[None])[0])
   restarts = 0
-  best = (value, placement.copy(), rank.copy())
+  best = (value, chromosome)
   failures = 0
   while evaluate.evaluations < evals and num_moves > 0:
     take = min(batch_size, evals - evaluate.evaluations)
-    placements, ranks = _neighbours(placement, rank, rng.choice(num_moves, take, replace=False),
-                                    num_devices)
-    values = evaluate(placements, ranks)
+    neighbours = _neighbours(chromosome, layout, rng, take)
+    values = evaluate(neighbours)
     winner = int(np.argmin(values))
     if values[winner] < value:
-      value, placement, rank = float(values[winner]), placements[winner], ranks[winner]
+      value, chromosome = float(values[winner]), neighbours[winner]
       failures = 0
       if value < best[0]:
-        best = (value, placement.copy(), rank.copy())
+        best = (value, chromosome)
       continue
     failures += 1
     if (take == num_moves or failures >= patience) and evaluate.evaluations < evals:
-      placement, rank = fresh_start()
-      value = float(evaluate(placement[None], rank[None])[0])
+      chromosome = fresh_start()
+      value = float(evaluate(chromosome[None])[0])
       failures, restarts = 0, restarts + 1
       if value < best[0]:
-        best = (value, placement.copy(), rank.copy())
-  _, placement, rank = best
-  return finish("local_search", problem, placement, np.argsort(rank), started,
+        best = (value, chromosome)
+  placement, order = chromosome_lib.assignment(best[1], layout)
+  return finish("local_search", problem, placement, order, started,
                 evaluations=evaluate.evaluations, restarts=restarts, searched_objective=best[0])

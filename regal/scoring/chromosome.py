@@ -67,9 +67,16 @@ def decode(chromosome: jnp.ndarray, layout: Layout) -> Decoded:
                      batch + (layout.num_tensors, layout.num_devices)))
 
 
-def priority_order(op_priority: np.ndarray) -> np.ndarray:
-  """Ops from first to last by priority: larger key first, ties to the lower id."""
-  return np.lexsort((np.arange(len(op_priority)), -np.asarray(op_priority)))
+def priority_order(op_priority, num_ops=None):
+  """Ops from first to last by priority: larger key first, ties to the lower id (numpy or
+  jnp, like `decode`). `num_ops` (may be traced): only the first `num_ops` are real; the
+  padded ones come after them."""
+  xp = np if isinstance(op_priority, (np.ndarray, list, tuple)) else jnp
+  op_priority = xp.asarray(op_priority)
+  ids = xp.arange(op_priority.shape[-1])
+  if num_ops is not None:
+    op_priority = xp.where(ids < num_ops, op_priority, -xp.inf)
+  return xp.lexsort((ids, -op_priority))
 
 
 def assignment(chromosome: np.ndarray, layout: Layout) -> tuple[np.ndarray, np.ndarray]:

@@ -382,47 +382,30 @@ def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
   return fitness
 
 
-def assignment_chromosomes(placement: np.ndarray, rank: np.ndarray, num_devices: int,
-                           num_tensors: int) -> np.ndarray:
-  """[B, n] chromosomes of placements [B, o] and priority ranks [B, o] (0 runs first)."""
-  batch, num_ops = placement.shape
-  affinity = np.zeros((batch, num_ops, num_devices), np.float32)
-  np.put_along_axis(affinity, placement[..., None], 1.0, axis=-1)
-  transfer = np.full((batch, num_tensors * num_devices), 0.5, np.float32)
-  return np.concatenate([affinity.reshape(batch, -1), chromosome_lib.rank_priorities(rank).astype(np.float32),
-                         transfer], axis=1)
-
-
-class AssignmentScorer:
-  """The problem's batched model on placements and priority ranks [B, o] (0 runs first),
-  counting evaluations: the native engines' host scorer directly (no compile), else the
-  jitted fitness on fixed-size batches (one compile). Local search and the hill climb score
-  their moves with it."""
+class ChromosomeScorer:
+  """The problem's batched model on chromosomes [B, n] (float32, direct decoder), counting
+  evaluations: the native engines' host scorer directly (no compile), else the jitted fitness
+  on fixed-size batches (one compile). The hill climb and local search score their moves
+  with it."""
 
   def __init__(self, problem: Problem, batch_size: int):
     self.host = host_scorer(problem) if scoring_engine(problem) == "native" else None
     self.fitness = None if self.host else make_fitness_fn(problem)
     self.batch_size = batch_size
-    self.num_devices = problem.devices.num_devices
-    self.num_tensors = problem.graph.num_tensors
+    self.layout = problem.layout
     self.evaluations = 0
 
-  def __call__(self, placements: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    self.evaluations += len(placements)
-    if self.host is not None:  # What `assignment_chromosomes` decode to, without the genes.
-      priority = chromosome_lib.rank_priorities(ranks).astype(np.float32)
-      transfer = np.full((len(placements), self.num_tensors, self.num_devices), 0.5, np.float32)
-      return np.asarray(self.host(placements, priority, transfer), np.float64)
+  def __call__(self, chromosomes: np.ndarray) -> np.ndarray:
+    chromosomes = np.asarray(chromosomes, np.float32)
+    self.evaluations += len(chromosomes)
+    if self.host is not None:
+      decoded = chromosome_lib.decode(chromosomes, self.layout)
+      return np.asarray(self.host(decoded.placement, decoded.op_priority,
+                                  decoded.transfer_priority), np.float64)
     values = []
-    for begin in range(0, len(placements), self.batch_size):
-      chunk_placements = placements[begin:begin + self.batch_size]
-      chunk_ranks = ranks[begin:begin + self.batch_size]
-      rows = len(chunk_placements)
-      pad = self.batch_size - rows
-      chunk_placements = np.concatenate([chunk_placements,
-                                         np.repeat(chunk_placements[:1], pad, 0)])
-      chunk_ranks = np.concatenate([chunk_ranks, np.repeat(chunk_ranks[:1], pad, 0)])
-      scored = self.fitness(jnp.asarray(assignment_chromosomes(
-          chunk_placements, chunk_ranks, self.num_devices, self.num_tensors)))
-      values.append(np.asarray(scored, np.float64)[:rows])
+    for begin in range(0, len(chromosomes), self.batch_size):
+      chunk = chromosomes[begin:begin + self.batch_size]
+      rows = len(chunk)
+      chunk = np.concatenate([chunk, np.repeat(chunk[:1], self.batch_size - rows, 0)])
+      values.append(np.asarray(self.fitness(jnp.asarray(chunk)), np.float64)[:rows])
     return np.concatenate(values)

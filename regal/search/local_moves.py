@@ -2,13 +2,12 @@
 
 The memetic half of the search (`regal.search`): after a generation, the best chromosomes of
 each population climb a few steps on the problem's own batched fitness (the exact scorer), and
-the engine (`brkga.run`'s `improve` hook) counts every evaluation. Moves act on the keys, so
-they work under either decoder and keep every gene in [0, 1]:
+the engine (`brkga.run`'s `improve` hook) counts every evaluation. The moves are
+`regal.scoring.moves`' gene writes (the ones the hill climb and local search make); this module
+chooses them:
 
-* a device move of op v to device d swaps v's key for d with its largest key (under the direct
-  decoder: v moves to d, nothing else changes). The target device is, with probability
-  `neighbour_device`, the device of one of v's predecessors or successors (moves that save a
-  transfer), else any other device;
+* a device move of op v goes, with probability `neighbour_device`, to the device of one of v's
+  predecessors or successors (moves that save a transfer), else to any other device;
 * a cluster move (a fraction `cluster_fraction` of the device moves) takes v to d together
   with the first 2..`CLUSTER_SIZE` ops of v's cluster that share v's device. A cluster is
   either v's breadth-first neighbourhood, heaviest edges first, or the ops a maximum spanning
@@ -17,13 +16,12 @@ they work under either decoder and keep every gene in [0, 1]:
   transfer it was meant to save, and one-op moves cannot cross that ridge (on the Doppler
   transformer graphs one-op hill climbing stalls 15-25% above what cluster moves reach at
   equal budget; on a sharded FFNN only best-first clusters move a shard's whole chain);
-* an adjacent priority swap exchanges the priority keys of the ops at positions k and k + 1 of
-  the priority order (so they trade places in it, and nothing else moves).
+* an adjacent priority swap (a fraction `swap_fraction` of the moves).
 
-A climb step scores `batch` distinct-at-random moves of each climber at once and keeps the
-best when it does not worsen the climber (so climbers walk plateaus). Padded ops (a size
-bucket's) never move: the real sizes are traced values of `MoveTable`, so one compiled search
-serves every graph of a bucket.
+A climb step scores `batch` moves of each climber, drawn at random, at once and keeps the best
+when it does not worsen the climber (so climbers walk plateaus). Padded ops (a size bucket's)
+never move: the real sizes are traced values of `MoveTable`, so one compiled search serves
+every graph of a bucket.
 """
 from __future__ import annotations
 
@@ -37,6 +35,7 @@ from flax import struct
 
 from datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import moves
 
 
 @struct.dataclass
@@ -138,61 +137,6 @@ def move_table(graph: Graph, num_ops: int | None = None, capacity: int | None = 
                    cluster=jnp.asarray(_clusters(weight, num_ops, CLUSTER_SIZE)))
 
 
-def device_move_genes(chromosome: jnp.ndarray, layout: chromosome_lib.Layout, op, device):
-  """The (indices [..., 2], values [..., 2]) writes of moving `op` to `device`: its largest
-  device key and its key for `device` trade places."""
-  rows = chromosome[layout.affinity_slice].reshape(layout.num_ops, layout.num_devices)
-  current = jnp.argmax(rows[op], axis=-1)
-  base = op * layout.num_devices
-  return (jnp.stack([base + current, base + device], -1),
-          jnp.stack([rows[op, device], rows[op, current]], -1))
-
-
-def cluster_move_genes(chromosome: jnp.ndarray, layout: chromosome_lib.Layout,
-                       table: MoveTable, op, device, size, placement=None, kind=0):
-  """The writes [..., 2 * CLUSTER_SIZE] of moving `op` and the first `size` - 1 other ops of
-  its cluster of `kind` (`MoveTable.cluster`) that share its device to `device`; writes of ops left
-  out point past the chromosome, so `apply_moves` drops them. `placement`: the chromosome's,
-  when known."""
-  if placement is None:
-    placement = jnp.argmax(chromosome[layout.affinity_slice].reshape(
-        layout.num_ops, layout.num_devices), axis=-1)
-  members = table.cluster[op, kind]  # [..., S]
-  kept = ((jnp.arange(members.shape[-1]) < size[..., None]) & (members >= 0)
-          & (placement[jnp.maximum(members, 0)] == placement[op][..., None]))
-  index, value = device_move_genes(chromosome, layout, jnp.maximum(members, 0),
-                                   jnp.broadcast_to(device[..., None], members.shape))
-  index = jnp.where(kept[..., None], index, chromosome.shape[0])
-  return (index.reshape(index.shape[:-2] + (-1,)), value.reshape(value.shape[:-2] + (-1,)))
-
-
-def priority_positions(chromosome: jnp.ndarray, layout: chromosome_lib.Layout,
-                       num_ops) -> jnp.ndarray:
-  """The real ops [O] from first to last by priority (larger key first, ties to the lower
-  id), padded ops after them."""
-  priority = chromosome[layout.priority_slice]
-  real = jnp.arange(layout.num_ops) < num_ops
-  return jnp.lexsort((jnp.arange(layout.num_ops), -jnp.where(real, priority, -jnp.inf)))
-
-
-def priority_swap_genes(chromosome: jnp.ndarray, layout: chromosome_lib.Layout,
-                        order: jnp.ndarray, position):
-  """The (indices [..., 2], values [..., 2]) writes exchanging the priority keys of the ops at
-  `position` and `position + 1` of `order`."""
-  offset = layout.num_ops * layout.num_devices
-  first, second = order[position] + offset, order[position + 1] + offset
-  return (jnp.stack([first, second], -1), jnp.stack([chromosome[second], chromosome[first]], -1))
-
-
-def apply_moves(chromosome: jnp.ndarray, writes) -> jnp.ndarray:
-  """Neighbours [B, n]: row b is the chromosome with the writes (indices [B, W], values
-  [B, W]) of move b; indices past the chromosome are dropped."""
-  index, value = writes
-  rows = jnp.arange(index.shape[0])[:, None]
-  neighbours = jnp.broadcast_to(chromosome, (index.shape[0],) + chromosome.shape)
-  return neighbours.at[rows, index].set(value, mode="drop")
-
-
 def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
             layout: chromosome_lib.Layout, swap_fraction: float,
             neighbour_device: float, cluster_fraction: float = 0.0) -> jnp.ndarray:
@@ -206,8 +150,7 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
                                        jnp.maximum(count - 1, 0))
   swap = (kind < swap_fraction) & (table.num_ops > 1)
   ops = index(op_u, table.num_ops)
-  placement = jnp.argmax(chromosome[layout.affinity_slice].reshape(layout.num_ops,
-                                                                   num_devices), axis=-1)
+  placement = chromosome_lib.decode(chromosome, layout).placement
   start, stop = table.neighbour_ptr[ops], table.neighbour_ptr[ops + 1]
   degree = stop - start
   picked = table.neighbours[start + index(pick_u, degree)]
@@ -215,7 +158,7 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
   neighbour = placement[picked]
   use_neighbour = (use_u < neighbour_device) & (degree > 0) & (neighbour != placement[ops])
   devices = jnp.where(use_neighbour, neighbour, other)
-  moved = device_move_genes(chromosome, layout, ops, devices)
+  moved = moves.device_move_genes(chromosome, layout, ops, devices)
   width = 2 * table.cluster.shape[-1] if cluster_fraction > 0 else 2
   moved = tuple(jnp.pad(part, ((0, 0), (0, width - 2)), constant_values=fill) for part, fill
                 in zip(moved, (chromosome.shape[0], 0.0)))
@@ -223,18 +166,18 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
     # One draw picks the cluster's kind (its integer part) and size (its fraction).
     kinds = index(size_u, CLUSTER_KINDS)
     sizes = 2 + index(size_u * CLUSTER_KINDS - kinds, table.cluster.shape[-1] - 1)
-    clustered = cluster_move_genes(chromosome, layout, table, ops, devices, sizes, placement,
-                                   kinds)
+    clustered = moves.cluster_move_genes(chromosome, layout, table.cluster, ops, devices, sizes,
+                                         placement, kinds)
     in_cluster = (cluster_u < cluster_fraction)[:, None]
     moved = jax.tree_util.tree_map(lambda a, b: jnp.where(in_cluster, b, a), moved, clustered)
   if swap_fraction > 0:
-    order = priority_positions(chromosome, layout, table.num_ops)
+    order = chromosome_lib.priority_order(chromosome[layout.priority_slice], table.num_ops)
     positions = index(swap_u, table.num_ops - 1)
-    swapped = priority_swap_genes(chromosome, layout, order, positions)
+    swapped = moves.priority_swap_genes(chromosome, layout, order, positions)
     swapped = tuple(jnp.pad(part, ((0, 0), (0, width - 2)), constant_values=fill) for part, fill
                     in zip(swapped, (chromosome.shape[0], 0.0)))
     moved = jax.tree_util.tree_map(lambda a, b: jnp.where(swap[:, None], b, a), moved, swapped)
-  return apply_moves(chromosome, moved)
+  return moves.apply_moves(chromosome, moved)
 
 
 PROPOSAL_DRAWS = 8  # Uniform numbers one proposal reads.
