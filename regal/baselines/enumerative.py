@@ -24,8 +24,7 @@ from datasets import analysis
 from datasets.analysis import Dependencies
 from datasets.graph import Graph
 from regal.baselines.common import MethodResult, finish
-from regal.baselines.list_scheduling import input_ready_time
-from regal.scoring import performance
+from regal.scoring import performance, reference_models
 
 MAX_PERMUTATIONS = 5040  # Beyond 7! permutations per group, a seeded sample of this many.
 
@@ -113,7 +112,7 @@ def enumerative_assignment(graph: Graph, devices, seed: int = 0
             placement[pred] = device
             touched.append(pred)
         start = max(trial_free[device],
-                    input_ready_time(op, device, placement, end, deps, devices))
+                    reference_models.input_ready_time(op, device, placement, end, deps, devices))
         end[op] = start + graph.compute_cost[op] / devices.speed[device]
         trial_free[device] = end[op]
       cost = max([makespan] + [end[op] for op in group])

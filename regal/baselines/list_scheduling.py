@@ -29,13 +29,6 @@ from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance, reference_models
 
 
-def input_ready_time(op: int, device: int, placement: np.ndarray, end: np.ndarray,
-                     deps: Dependencies, devices: DeviceSpec) -> float:
-  """When all of op's inputs are available on `device` (its predecessors are placed)."""
-  return max((end[pred] + analysis.transfer_time(devices, size, int(placement[pred]), device)
-              for pred, size in zip(deps.preds[op], deps.pred_bytes[op])), default=0.0)
-
-
 def simulate_in_order(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
                       order: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
   """The delay model (`reference_models.simulate_delay`) with each device running its ops in
@@ -80,7 +73,8 @@ def critical_path_assignment(graph: Graph, devices: DeviceSpec, doppler_reposito
   order = []
   while ready:
     op = heapq.heappop(ready)[2]
-    starts = [max(device_free[d], input_ready_time(op, d, placement, end, deps, devices))
+    starts = [max(device_free[d],
+                  reference_models.input_ready_time(op, d, placement, end, deps, devices))
               for d in range(devices.num_devices)]
     device = int(np.argmin(starts))
     duration = graph.compute_cost[op] / devices.speed[device]
@@ -118,7 +112,7 @@ def heft_assignment(graph: Graph, devices: DeviceSpec) -> tuple[np.ndarray, np.n
     best = None
     for device in range(devices.num_devices):
       duration = graph.compute_cost[op] / devices.speed[device]
-      ready = input_ready_time(op, device, placement, end, deps, devices)
+      ready = reference_models.input_ready_time(op, device, placement, end, deps, devices)
       slot = _earliest_gap(starts[device], ends[device], ready, duration)
       if best is None or slot + duration < best[0]:
         best = (slot + duration, slot, device)

@@ -22,7 +22,7 @@ import numpy as np
 
 from datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import performance
+from regal.scoring import performance, reference_models
 
 
 
@@ -56,22 +56,13 @@ def runtime_features(graph: Graph, speed: float = 1.0) -> np.ndarray:
 
 def schedule_positions(graph: Graph, priority: np.ndarray) -> np.ndarray:
   """[P, o] each op's position (0 first) in the schedule of each of P solutions: the
-  priority-driven topological sort the models execute (the ready op of largest priority next,
-  ties to the lower id), run for the whole population at once."""
+  priority-driven topological order the models execute
+  (`reference_models.priority_topological_order`)."""
   priority = np.atleast_2d(np.asarray(priority, np.float64))
-  num_solutions, num_ops = priority.shape
-  successors = np.zeros((num_ops, num_ops), np.int32)
-  for op in range(num_ops):
-    successors[op, np.unique(graph.successors(op))] = 1
-  waiting = np.tile(successors.sum(axis=0), (num_solutions, 1))  # unscheduled predecessors
-  position = np.zeros((num_solutions, num_ops), np.int64)
-  rows = np.arange(num_solutions)
-  for step in range(num_ops):
-    # Ties to the lower id: argmax returns the first maximum.
-    pick = np.argmax(np.where(waiting == 0, priority, -np.inf), axis=1)
-    position[rows, pick] = step
-    waiting[rows, pick] = -1
-    waiting -= successors[pick]
+  position = np.zeros(priority.shape, np.int64)
+  for row, op_priority in enumerate(priority):
+    position[row, reference_models.priority_topological_order(graph, op_priority)] = np.arange(
+        graph.num_ops)
   return position
 
 

@@ -326,6 +326,19 @@ def priority_topological_order(graph: Graph, op_priority: np.ndarray) -> list[in
   return order
 
 
+def input_ready_time(op: int, device: int, placement: np.ndarray, end: np.ndarray,
+                     deps: analysis.Dependencies, devices: DeviceSpec, dtype=np.float64):
+  """When every input of `op` is on `device` under the delay model (its predecessors are
+  placed and timed): the latest predecessor's end, plus, from another device, the transfer
+  of the largest tensor it sends (`analysis.transfer_time`; a control edge: its end); 0
+  without predecessors. The list schedulers place ops with it."""
+  ready = dtype(0)
+  for src, size in zip(deps.preds[op], deps.pred_bytes[op]):
+    ready = max(ready, dtype(end[src] + analysis.transfer_time(devices, size, int(placement[src]),
+                                                               device, dtype)))
+  return ready
+
+
 def simulate_delay(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
                    op_priority: np.ndarray | None = None, dtype=np.float64) -> Schedule:
   """**Delay model** (`regal.scoring.delay_model`, `regal.scoring.native_delay`): ops taken in the
@@ -344,13 +357,7 @@ def simulate_delay(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
   free = np.zeros(devices.num_devices, dtype)
   for op in order:
     device = int(placement[op])
-    ready = dtype(0)
-    for src, size in zip(deps.preds[op], deps.pred_bytes[op]):
-      arrival = end[src]
-      if placement[src] != device and size != analysis.CONTROL_ONLY:
-        arrival = dtype(arrival + analysis.transfer_time(devices, size, int(placement[src]),
-                                                         device, dtype))
-      ready = max(ready, arrival)
+    ready = input_ready_time(op, device, placement, end, deps, devices, dtype)
     duration = _compute_time(devices, graph.compute_cost[op], device, dtype)
     start[op] = max(free[device], ready) if duration > 0 else ready
     end[op] = dtype(start[op] + duration)
