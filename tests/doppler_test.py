@@ -17,7 +17,7 @@ from regal.app import methods, optimize_lib
 from regal.baselines import list_scheduling
 from regal.doppler_policy import episode as episode_lib
 from regal.doppler_policy import graph_data, method, networks, training
-from regal.scoring import performance
+from regal.scoring import performance, reference_models
 from regal.doppler_policy import guide as doppler_guide
 
 SMALL = training.DopplerConfig(hidden=16, rounds=1, episodes_per_step=16)
@@ -80,7 +80,7 @@ def _reference_greedy_episode(params, graph: Graph, devices, config):
     rows = []
     for device in range(d):
       here = [p for p in deps.preds[v] if placement[p] == device]
-      ready_time = list_scheduling.input_ready_time(v, device, placement, end, deps, devices)
+      ready_time = reference_models.input_ready_time(v, device, placement, end, deps, devices)
       rows.append([compute[device], sum(end[p] - start[p] for p in here),
                    min((start[p] for p in here), default=0.0),
                    max((end[p] for p in here), default=0.0), max(free[device], ready_time)])

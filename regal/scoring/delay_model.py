@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from datasets import analysis
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 
@@ -85,8 +86,7 @@ def simulate(g: DelayGraph, placement: jnp.ndarray, op_priority: jnp.ndarray
     device = placement[op]
     preds, mask, size = g.pred_index[op], g.pred_mask[op], g.pred_bytes[op]
     src = placement[preds]
-    delay = g.latency[src, device] + jnp.maximum(size, 0) / g.bandwidth[src, device]
-    delay = jnp.where((src == device) | (size < 0), 0, delay)
+    delay = analysis.link_time(g.latency, g.bandwidth, size, src, device, xp=jnp)
     ready = jnp.max(jnp.where(mask, end[preds] + delay, 0), initial=0).astype(dtype)
     duration = g.cost[op] / g.speed[device]
     busy = duration > 0

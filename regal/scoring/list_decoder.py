@@ -30,6 +30,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from datasets import analysis
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import native_common
 from regal.scoring.native_common import heap_key, heap_pop, heap_push, link_time
@@ -64,11 +65,8 @@ def decode_reference(graph: NativeDelayGraph, chromosome: np.ndarray,
     arrival = f32(0)
     for k in range(graph.preds_ptr[op], graph.preds_ptr[op + 1]):
       src, size = graph.preds[k], graph.pred_bytes[k]
-      time = end[src]
-      if placement[src] != device and size >= 0:
-        time = time + (graph.latency[placement[src], device]
-                       + size / graph.bandwidth[placement[src], device])
-      arrival = max(arrival, time)
+      arrival = max(arrival, end[src] + analysis.link_time(
+          graph.latency, graph.bandwidth, size, placement[src], device))
     duration = graph.cost[op] / graph.speed[device]
     return (max(free[device], arrival) if duration > 0 else arrival), duration
 

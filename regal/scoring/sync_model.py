@@ -14,6 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from datasets import analysis
 from regal.scoring.ranked_sets import (WORD_BITS, add_small, bit, first_set, gather_flat,
                                        gather_rows, ranks, scatter_rows, set_flat)
 from regal.scoring.sim_graph import SimGraph
@@ -148,7 +149,8 @@ def _step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_times: b
   t_begin = jnp.maximum(jnp.maximum(jnp.sum(jnp.where(at_src, s.device_free, 0), axis=1),
                                     jnp.sum(jnp.where(at_dst, s.device_free, 0), axis=1)),
                         gather_flat(s.op_end, num_ops, producer[:, None])[:, 0])
-  t_finish = t_begin + (graph.latency[src, dst] + graph.tensor_size[t] / graph.bandwidth[src, dst])
+  t_finish = t_begin + analysis.link_time(graph.latency, graph.bandwidth, graph.tensor_size[t], src,
+                                          dst, xp=jnp)
 
   device_free = jnp.where(col(take_op) & on_device, col(op_finish), s.device_free)
   device_free = jnp.where(col(take_transfer) & (at_src | at_dst), col(t_finish), device_free)

@@ -34,6 +34,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from datasets import analysis
 from regal.scoring.ranked_sets import WORD_BITS, bit, first_set, gather_rows, ranks, scatter_rows
 from regal.scoring.sim_graph import SimGraph
 from regal.scoring.sim_shared import memory_plan, read_chunk, release_uses, satisfy
@@ -127,8 +128,8 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
   home, needs_transfer, uses_left, end_release = plan
   # Same operations, in the same order, as the reference.
   duration = graph.compute_cost / graph.speed[placement]
-  link = (graph.latency[home] + graph.tensor_size[:, None] / graph.bandwidth[home])  # [T, D]
-  transfer_duration = link  # [T, D]
+  transfer_duration = analysis.link_time(graph.latency, graph.bandwidth, graph.tensor_size[:, None],
+                                         home[:, None], jnp.arange(num_devices)[None], xp=jnp)
 
   words = -(-num_ops // WORD_BITS)
   tensor_words = -(-num_tensors // WORD_BITS)
