@@ -33,7 +33,7 @@ from datasets import errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from experiments import report as report_lib  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
-from regal.scoring import doppler_sim  # noqa: E402
+from regal.scoring import models  # noqa: E402
 
 DOPPLER_DIR = benchmarks.DOPPLER_GRAPHS
 DOPPLER_FILES = {"chain_mm": "chain_mm_112nodes.txt", "ffnn": "ffnn_192nodes.txt",
@@ -82,7 +82,7 @@ def run_table(methods: Sequence[str]) -> list[dict]:
               time_limit=_TIME_LIMIT.value))
       data = report.data
       wall = data["wall_seconds"]["compile"] + data["wall_seconds"]["search"]
-      scale = (lambda v: float(doppler_sim.doppler_units(v))) if model == "doppler" else float
+      scale = lambda v: float(models.get(model).in_units(v))  # noqa: E731
       row = {"graph": label, "ops": graph.num_ops, "model": model,
              "devices": devices.num_devices, "method": method,
              "objective": scale(data["objective"]), "wall_seconds": wall,

@@ -51,7 +51,7 @@ from datasets import io as graph_io  # noqa: E402
 from datasets import sharded  # noqa: E402
 from experiments import report  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
-from regal.scoring import doppler_sim, performance  # noqa: E402
+from regal.scoring import models, performance  # noqa: E402
 from regal.doppler_policy import method as doppler_method  # noqa: E402
 
 DOPPLER_DIR = benchmarks.DOPPLER_GRAPHS
@@ -127,8 +127,7 @@ def run_suite(suite: str, quick: bool, evals: int, doppler_evals: int, seed: int
   rows = []
   for label, graph, devices, model, executable in suite_workloads(suite, quick,
                                                                  _DOPPLER_DIR.value):
-    units = ((lambda v: float(doppler_sim.doppler_units(v))) if model == "doppler"
-             else float)
+    units = lambda v: float(models.get(model).in_units(v))  # noqa: E731
     row = {"graph": label, "ops": graph.num_ops, "devices": devices.name,
            "model": model, "lower_bound": units(analysis.makespan_lower_bound(graph, devices)),
            "simulated": {}, "evaluations": {}, "seconds": {}}
@@ -173,7 +172,7 @@ def transfer_table(quick: bool, evals: int, few_shot: int, seed: int, progress=p
   else:
     load = lambda w: sharded.generate(w, 4, **SMALL_SIZES)
     devices, model, where = devices_lib.homogeneous(4), "wc", "our sharded graphs (small)"
-  units = ((lambda v: float(doppler_sim.doppler_units(v))) if model == "doppler" else float)
+  units = lambda v: float(models.get(model).in_units(v))  # noqa: E731
   sources = ("ffnn",) if quick else ("ffnn", "chain_mm")
   targets = ("llama_block",) if quick else ("llama_block", "llama_layer")
   rows = []

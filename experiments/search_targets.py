@@ -38,7 +38,7 @@ from datasets import io as graph_io  # noqa: E402
 from experiments import report  # noqa: E402
 from regal import baselines  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
-from regal.scoring import doppler_sim, performance  # noqa: E402
+from regal.scoring import models, performance  # noqa: E402
 
 DOPPLER_DIR = benchmarks.DOPPLER_GRAPHS
 DOPPLER_FILES = ("chain_mm_112nodes", "ffnn_192nodes", "transformer_block_215nodes",
@@ -77,7 +77,7 @@ def doppler_section() -> list[dict[str, Any]]:
   for name in DOPPLER_FILES[:2] if _QUICK.value else DOPPLER_FILES:
     graph = graph_io.load_graph(os.path.join(DOPPLER_DIR, name + ".txt"))
     devices = devices_lib.homogeneous(4)
-    units = lambda value: float(doppler_sim.doppler_units(value))  # noqa: E731
+    units = lambda value: float(models.get("doppler").in_units(value))  # noqa: E731
     default = _ours(graph, devices, "doppler", None)
     at_5k = _ours(graph, devices, "doppler", 5000)
     row = {"graph": name, "default": {k: units(v) if k in ("objective", "search", "best_seed")

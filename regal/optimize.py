@@ -291,9 +291,7 @@ def main(argv: Sequence[str]) -> None:
         _EXECUTE_MODE.value)
     print(compare.summary(report.data["execution"]))
   if _GANTT.value:  # First: a chart that fails leaves no result file behind either.
-    scale, unit = report_lib.time_units(_MODEL.value)
-    gantt.draw(graph, report.placement, report.schedule, _GANTT.value, time_scale=scale,
-               time_unit=unit)
+    gantt.draw(graph, report.placement, report.schedule, _GANTT.value, model=_MODEL.value)
     print(f"wrote {_GANTT.value}")
   if _OUT.value:
     report_lib.write_json(report, _OUT.value)

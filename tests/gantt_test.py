@@ -100,7 +100,7 @@ def test_chart_names_every_mark_and_the_units(tmp_path):
   schedule = rm.simulate_wc(graph, devices_lib.homogeneous(2), placement, -np.arange(24.0),
                             np.zeros((23, 2)))
   path = tmp_path / "chart.svg"
-  gantt.draw(graph, placement, schedule, str(path), time_scale=1e-10, time_unit="Doppler units")
+  gantt.draw(graph, placement, schedule, str(path), model="doppler")
   svg = path.read_text()
   for text in ("transfer", "critical path", "other (7 types)", "time (Doppler units)",
                "<!-- w23 -->", "type23"):

@@ -16,6 +16,7 @@ import numpy as np
 
 from datasets import atomic, errors
 from datasets.graph import Graph
+from regal.scoring import models
 from regal.scoring.schedule import Schedule
 
 # tab20 without its two greys, which would read as transfers.
@@ -99,9 +100,9 @@ def type_colours(graph: Graph, schedule: Schedule
 
 
 def draw(graph: Graph, placement: np.ndarray, schedule: Schedule, path: str,
-         title: str = "", time_scale: float = 1.0, time_unit: str = "") -> None:
+         title: str = "", model: str | None = None) -> None:
   """Writes the chart to `path` (.png, .pdf or .svg, by its extension), atomically. Times
-  are multiplied by `time_scale` and the axis says `time_unit` (e.g. Doppler's units)."""
+  are in the `model`'s units (`Model.in_units`, e.g. Doppler's; without one, as given)."""
   fmt = os.path.splitext(path)[1].lstrip(".").lower()
   if fmt not in atomic.CHART_EXTENSIONS:
     raise errors.ConfigError(f"{path}: a chart is written as "
@@ -119,8 +120,11 @@ def draw(graph: Graph, placement: np.ndarray, schedule: Schedule, path: str,
   crit_ops, crit_transfers = critical_chain(graph, placement, schedule)
   crit_ops, crit_transfers = set(crit_ops), set(crit_transfers)
   legend, colours = type_colours(graph, schedule)
-  start = schedule.op_start * time_scale
-  width = (schedule.op_end - schedule.op_start) * time_scale
+  spec = models.get(model) if model else None
+  in_units = spec.in_units if spec else (lambda times: times)  # noqa: E731
+  time_unit = spec.time_unit if spec else ""
+  start = in_units(schedule.op_start)
+  width = in_units(schedule.op_end) - start
 
   device_height, link_height = 0.5, 0.2  # Inches per row: links are many and sparse.
   legend_rows = -(-(len(legend) + 2) // 6)
@@ -139,17 +143,17 @@ def draw(graph: Graph, placement: np.ndarray, schedule: Schedule, path: str,
   ax.set_yticks(range(len(devices)), [f"device {d}" for d in devices])
   ax.set_ylim(len(devices) - 0.5, -0.5)
   axis_label = f"time ({time_unit})" if time_unit else "time"
-  ax.set_title(title or f"{graph.name}: makespan {float(schedule.makespan) * time_scale:.6g}"
+  ax.set_title(title or f"{graph.name}: makespan {float(in_units(schedule.makespan)):.6g}"
                f"{' ' + time_unit if time_unit else ''} (critical path outlined)")
   ax.ticklabel_format(axis="x", style="plain", useOffset=False)
   if channels:
     link_ax = fig.add_subplot(grid[1], sharex=ax)
     src = placement[graph.tensor_producer[sent[:, 0]]]
     critical = [(int(t), int(d)) in crit_transfers for t, d in sent]
+    link_start = in_units(schedule.transfer_start[sent[:, 0], sent[:, 1]])
     link_ax.barh([channel_row[(int(a), int(d))] for a, (_, d) in zip(src, sent)],
-                 (schedule.transfer_end[sent[:, 0], sent[:, 1]]
-                  - schedule.transfer_start[sent[:, 0], sent[:, 1]]) * time_scale,
-                 left=schedule.transfer_start[sent[:, 0], sent[:, 1]] * time_scale, height=0.8,
+                 in_units(schedule.transfer_end[sent[:, 0], sent[:, 1]]) - link_start,
+                 left=link_start, height=0.8,
                  color=_TRANSFER_COLOUR, edgecolor=["black" if c else "none" for c in critical],
                  linewidth=[1.0 if c else 0.0 for c in critical])
     link_ax.set_yticks(range(len(channels)), [f"link {a}->{b}" for a, b in channels],
@@ -159,7 +163,7 @@ def draw(graph: Graph, placement: np.ndarray, schedule: Schedule, path: str,
     ax.tick_params(labelbottom=False)
   else:
     ax.set_xlabel(axis_label)
-  ax.set_xlim(0, max(float(schedule.makespan) * time_scale, 1e-30))
+  ax.set_xlim(0, max(float(in_units(schedule.makespan)), 1e-30))
   handles = [Patch(color=colour) for _, colour in legend] + [
       Patch(color=_TRANSFER_COLOUR), Patch(facecolor="white", edgecolor="black", linewidth=1.2)]
   fig.legend(handles, [name for name, _ in legend] + ["transfer", "critical path"],

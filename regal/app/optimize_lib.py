@@ -22,7 +22,7 @@ from regal import baselines, search
 from regal.app import methods
 from regal.app import report as report_lib
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import performance
+from regal.scoring import models, performance
 
 
 
@@ -250,9 +250,8 @@ def run_many(paths: list[str], devices: DeviceSpec,
       if result_path:
         report_lib.write_json(report, result_path)
       if chart_path:
-        scale, unit = report_lib.time_units(report.data["settings"]["model"])
-        gantt.draw(graph, report.placement, report.schedule, chart_path, time_scale=scale,
-                   time_unit=unit)
+        gantt.draw(graph, report.placement, report.schedule, chart_path,
+                   model=report.data["settings"]["model"])
     except errors.RegalError as error:
       failures += 1
       message = str(error) if str(error).startswith(path) else f"{path}: {error}"
@@ -260,16 +259,17 @@ def run_many(paths: list[str], devices: DeviceSpec,
       continue
     done += 1
     d = report.data
-    scale = d["time_units"]["scale"] if d["settings"]["objective"] != "memory" else 1.0
+    shown = (lambda v: f"{v:.6g}") if d["settings"]["objective"] == "memory" else (  # noqa: E731
+        lambda v: f"{float(models.get(d['settings']['model']).in_units(v)):.6g}")
     seed = d["baselines"].get("best_seed")
     against = ""
     if seed and d["search_objective"] is not None:
       ratios.append(d["search_objective"] / seed["objective"] if seed["objective"] else 1.0)
-      against = (f"; search {d['search_objective'] * scale:.6g}, "
+      against = (f"; search {shown(d['search_objective'])}, "
                  f"{report_lib.versus(d['search_objective'], seed['objective'])} the best seed "
-                 f"({seed['name']} {seed['objective'] * scale:.6g})")
+                 f"({seed['name']} {shown(seed['objective'])})")
     log(f"[{index + 1}/{len(paths)}] {graph_io.file_stem(path)}: {d['graph']['num_ops']} ops, "
-        f"objective {d['objective'] * scale:.6g}{against}; {d['evaluations']} evaluations, "
+        f"objective {shown(d['objective'])}{against}; {d['evaluations']} evaluations, "
         f"{d['wall_seconds']['total']:.2f} s" + (f" -> {result_path}" if result_path else ""))
   mean = (f"; the search itself is {report_lib.versus(float(np.mean(ratios)), 1.0)} the best seed on "
           f"average" if ratios else "")

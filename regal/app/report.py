@@ -144,10 +144,11 @@ def why_no_gain(graph: Graph, devices: DeviceSpec, single_makespan: float) -> st
 
 def summary(report: Report) -> str:
   d = report.data
-  scale, unit = d["time_units"]["scale"], d["time_units"]["name"]
+  unit = d["time_units"]["name"]
+  in_units = models.get(d["settings"]["model"]).in_units
   is_time = d["settings"]["objective"] != "memory"
-  objective = (lambda v: f"{v * scale:.6g}") if is_time else (lambda v: f"{v:.6g}")  # noqa: E731
-  time = lambda v: f"{v * scale:.6g}"  # noqa: E731
+  time = lambda v: f"{float(in_units(v)):.6g}"  # noqa: E731
+  objective = time if is_time else (lambda v: f"{v:.6g}")  # noqa: E731
   if all(p is None for p in d["peak_memory"]):
     peak = f"peak memory not tracked by the {d['settings']['model']} model"
   else:

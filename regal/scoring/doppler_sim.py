@@ -34,8 +34,9 @@ from regal.scoring.schedule import Schedule, validate_placement
 DOPPLER_TIME_SCALE = 1e10
 
 
-def doppler_units(makespan: float) -> np.float32:
-  """A makespan as Doppler's simulator returns it: the clock divided by 1e10, in float32."""
+def doppler_units(makespan):
+  """A makespan (or an array of times) as Doppler's simulator returns it: the clock divided
+  by 1e10, in float32."""
   return np.float32(np.float32(makespan) / np.float32(DOPPLER_TIME_SCALE))
 
 

@@ -50,6 +50,15 @@ class Model:
   native_float32_only: bool = True  # The native scorer computes in float32 whatever the dtype.
   time_scale: float = 1.0  # Reported times = model times * time_scale, in `time_unit`.
   time_unit: str = "cost units"
+  # Model times (scalars or arrays) -> `time_unit`, when not simply times `time_scale`.
+  units: Callable[[Any], Any] | None = None
+
+  def in_units(self, times):
+    """Model times (scalars or arrays) in `time_unit`: what summaries, charts and reports
+    print."""
+    if self.units is not None:
+      return self.units(times)
+    return times * self.time_scale if self.time_scale != 1.0 else times
 
   def __post_init__(self):
     if self.native is None and self.jax is None:
@@ -168,7 +177,7 @@ register(Model(
     "doppler", "the Doppler repository's simulator (placement only), runtime",
     reference=_doppler_reference, native=_doppler_native, reads_op_priority=False,
     native_float32_only=False, time_scale=1.0 / doppler_sim.DOPPLER_TIME_SCALE,
-    time_unit="Doppler units"))
+    time_unit="Doppler units", units=doppler_sim.doppler_units))
 register(Model(
     "delay", "the task-scheduling literature's delay model (ops in priority order), runtime",
     reference=_delay_reference, native=_delay_native, jax=_delay_jax))
