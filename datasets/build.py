@@ -11,9 +11,9 @@ import os
 import time
 from typing import Sequence
 
-from datasets import errors
+from datasets import cli, errors
 
-errors.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+cli.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
 
 from absl import flags  # noqa: E402
 
@@ -83,4 +83,4 @@ def format_summary(summary: dict) -> str:
 
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

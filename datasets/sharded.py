@@ -34,7 +34,7 @@ import itertools
 import math
 from typing import Sequence
 
-from datasets import devices, errors
+from datasets import cli, devices, errors
 from datasets.graph import Graph, GraphBuilder
 
 WORKLOADS = ("chain_mm", "ffnn", "llama_block", "llama_layer")
@@ -314,7 +314,7 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  errors.watch_signals()
+  cli.watch_signals()
   from absl import flags as _flags
   _flags.DEFINE_enum("workload", "chain_mm", list(WORKLOADS), "Workload.")
   _flags.DEFINE_integer("devices", 4, "Devices to shard for.")
@@ -329,4 +329,4 @@ if __name__ == "__main__":
   _flags.DEFINE_integer("ffnn_batch", 2 ** 15, "FFNN rows of X.")
   _flags.DEFINE_integer("ffnn_width", 2 ** 16, "FFNN hidden width.")
   _flags.DEFINE_string("out", None, "Write the graph here (format by extension).")
-  errors.run_cli(main)
+  cli.run_cli(main)

@@ -21,7 +21,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from datasets import errors
+from datasets import cli, errors
 from datasets.graph import Graph
 from datasets.jax_import import DEFAULT_FLOPS_PER_BYTE, trace_graph
 
@@ -288,4 +288,4 @@ if __name__ == "__main__":
   _flags.DEFINE_float("flops_per_byte", DEFAULT_FLOPS_PER_BYTE,
                       "Device FLOP rate over link byte rate (cost scale).")
   _flags.DEFINE_string("out", None, "Write the graph here (format by extension).")
-  errors.run_cli(main)
+  cli.run_cli(main)

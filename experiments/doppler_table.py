@@ -46,7 +46,7 @@ from absl import flags  # noqa: E402
 from datasets import analysis  # noqa: E402
 from datasets import benchmarks  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from datasets import errors  # noqa: E402
+from datasets import cli, errors
 from datasets import io as graph_io  # noqa: E402
 from datasets import sharded  # noqa: E402
 from experiments import report  # noqa: E402
@@ -273,4 +273,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

@@ -14,9 +14,9 @@ import json
 import os
 from typing import Any, Sequence
 
-from datasets import errors
+from datasets import cli, errors
 
-errors.watch_signals()
+cli.watch_signals()
 
 from absl import flags  # noqa: E402
 
@@ -161,4 +161,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

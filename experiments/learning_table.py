@@ -39,7 +39,7 @@ from absl import flags  # noqa: E402
 from datasets import benchmarks  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from datasets import errors  # noqa: E402
+from datasets import cli, errors
 from datasets import io as graph_io  # noqa: E402
 from experiments import report  # noqa: E402
 from experiments.paired_stats import first_match, summarize  # noqa: E402
@@ -212,4 +212,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

@@ -50,7 +50,7 @@ import ml_collections  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags, logging  # noqa: E402
 
-from datasets import errors  # noqa: E402
+from datasets import cli, errors
 from experiments import report  # noqa: E402
 from regal import baselines  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
@@ -310,4 +310,4 @@ def main(argv: Sequence[str]) -> None:
                  {**facts, **result})
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

@@ -29,7 +29,7 @@ from typing import Sequence  # noqa: E402
 from absl import flags  # noqa: E402
 
 from datasets import devices as devices_lib  # noqa: E402
-from datasets import errors, zoo  # noqa: E402
+from datasets import cli, errors, zoo  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
 from experiments import report  # noqa: E402
 from experiments.bench import model_timing  # noqa: E402
@@ -197,4 +197,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

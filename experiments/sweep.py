@@ -21,9 +21,9 @@ import os
 import sys
 from typing import Sequence
 
-from datasets import errors
+from datasets import cli, errors
 
-errors.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+cli.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
 
 from absl import flags  # noqa: E402
 
@@ -109,4 +109,4 @@ def main(argv: Sequence[str]) -> None:
     raise errors.ConfigError("no finished trial to save as a preset")
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

@@ -45,7 +45,7 @@ from absl import flags  # noqa: E402
 
 from datasets import benchmarks  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from datasets import atomic, errors  # noqa: E402
+from datasets import atomic, cli, errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from datasets.benchmarks import sinnen_instances, stg_instances, stratified  # noqa: E402,F401
 from experiments import report  # noqa: E402
@@ -399,4 +399,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

@@ -27,9 +27,9 @@ are cached on disk, so a second run on a graph of the same size bucket starts fa
 """
 from __future__ import annotations
 
-from datasets import errors
+from datasets import cli, errors
 
-errors.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+cli.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
 
 from regal.scoring import parallel  # noqa: E402
 
@@ -299,7 +299,7 @@ def main(argv: Sequence[str]) -> None:
   if not (_OUT.value or _GANTT.value):
     print("nothing saved: --out result.json keeps the result, --gantt chart.png its chart")
   if not report.data["feasible"]:
-    errors.exit_infeasible("no solution found fits the memory limit (the result says "
+    cli.exit_infeasible("no solution found fits the memory limit (the result says "
                            "feasible: false, with the excess per device)")
 
 
@@ -318,9 +318,9 @@ def run_many(paths, devices) -> None:
   enable_compilation_cache()
   failures = optimize_lib.run_many(paths, devices, run_config(), _OUT_DIR.value, chart,
                                    _FORMAT.value)
-  if failures and not errors.stop_requested():  # Interrupted: run_cli says so, exit 130/143.
+  if failures and not cli.stop_requested():  # Interrupted: run_cli says so, exit 130/143.
     raise errors.RegalError(f"{failures} of {len(paths)} graphs failed (their errors are above)")
 
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

@@ -11,9 +11,9 @@ Rerunning with the same --workdir resumes from its checkpoint. Logic lives in
 """
 from __future__ import annotations
 
-from datasets import errors
+from datasets import cli, errors
 
-errors.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+cli.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
 
 import json  # noqa: E402
 import os  # noqa: E402
@@ -31,7 +31,7 @@ try:  # ml_collections reads the --config.FIELD overrides of sys.argv here, at d
       "config", os.path.join(os.path.dirname(__file__), "learning", "configs", "default.py"),
       "Training configuration (path[:preset]).")
 except (AttributeError, KeyError, SyntaxError) as error:
-  errors.exit_bad_config(error, sys.argv)
+  cli.exit_bad_config(error, sys.argv)
 _DATASET = flags.DEFINE_string(
     "dataset", None, "Training graphs: 'synthetic' (REGAL's generator), a built dataset folder "
     "(python -m datasets.build --out DIR) or a folder of graph files in any supported format, "
@@ -51,7 +51,7 @@ def main(argv: Sequence[str]) -> None:
   if config.reward == "measured":
     from regal.scoring import parallel
     parallel.use_host_devices(config.num_devices)  # Before JAX starts.
-  errors.set_resume_hint(
+  cli.set_resume_hint(
       f"everything up to there is saved: rerun the same command to resume "
       f"(python -m regal.train {shlex.join(sys.argv[1:])})")
   if _RAY_ADDRESS.value:
@@ -70,4 +70,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

@@ -1,7 +1,7 @@
 """Runs many command lines of one absl CLI module in one process (the test suite's bad-input
 table): `python tests/cli_cases.py MODULE < cases.json` prints, per case id, the exit code and
 what the case printed. Each case parses its flags afresh and runs `main` through
-`errors.run_cli`, exactly as `python -m MODULE ARGS` would, without paying for an interpreter
+`cli.run_cli`, exactly as `python -m MODULE ARGS` would, without paying for an interpreter
 and JAX per case."""
 import contextlib
 import importlib
@@ -17,7 +17,7 @@ def main() -> None:
   module = importlib.import_module(module_name)
   from absl import flags
 
-  from datasets import errors
+  from datasets import cli
   results = {}
   for case in cases:
     flags.FLAGS.unparse_flags()
@@ -27,7 +27,7 @@ def main() -> None:
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
       try:
-        errors.run_cli(module.main, [module_name, *case["args"]])
+        cli.run_cli(module.main, [module_name, *case["args"]])
       except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
       except BaseException:  # What a user would see as a traceback: the test shows it.

@@ -23,7 +23,7 @@ from absl import flags
 
 from datasets import benchmarks
 from datasets import devices as devices_lib
-from datasets import errors
+from datasets import cli, errors
 from datasets import io as graph_io
 from datasets.synthetic import sized_graph
 from experiments import report
@@ -126,4 +126,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

@@ -14,7 +14,7 @@ import jax
 import numba
 import numpy as np
 
-from datasets import atomic, coarsen, errors
+from datasets import atomic, cli, coarsen, errors
 from datasets import io as graph_io
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
@@ -53,10 +53,10 @@ def _refine(problem: performance.Problem, candidates: dict[str, np.ndarray], met
     return candidates, {"skipped": "no native scorer for the original graph (the JAX engine)"}
   started = time.perf_counter()
   budget = search.refine_evals(problem)
-  with errors.stoppable():
+  with cli.stoppable():
     climb = baselines.local_search.climb_from(
         problem, candidates, budget, seed, search.REFINE_BATCH,
-        should_stop=lambda: errors.stop_requested() or time.perf_counter() >= deadline)
+        should_stop=lambda: cli.stop_requested() or time.perf_counter() >= deadline)
   return {**candidates, method: climb.chromosome}, {
       "budget": budget, "evaluations": climb.evaluations, "start": climb.start,
       "start_objective": climb.start_objective,
@@ -134,7 +134,7 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
       "details": details,
       "objective": best_value,
       **report_lib.feasibility(problem, schedule),
-      "interrupted": errors.stop_requested(),
+      "interrupted": cli.stop_requested(),
       "makespan": float(schedule.makespan),
       "peak_memory": report_lib.none_for_nan(schedule.peak_memory),
       "placement": [{"op": i, "name": graph.op_names[i], "device": int(placement[i])}
@@ -241,7 +241,7 @@ def run_many(paths: list[str], devices: DeviceSpec,
   started = time.perf_counter()
   failures, ratios, done = 0, [], 0
   for index, (path, (result_path, chart_path)) in enumerate(zip(paths, outputs)):
-    if errors.stop_requested():
+    if cli.stop_requested():
       log(f"interrupted: {len(paths) - index} of {len(paths)} graphs not started")
       break
     try:

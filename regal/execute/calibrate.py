@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from datasets import errors
+from datasets import cli, errors
 
-errors.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+cli.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
 
 from absl import flags  # noqa: E402
 
@@ -140,4 +140,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  errors.run_cli(main)
+  cli.run_cli(main)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from absl import logging
 
-from datasets import errors
+from datasets import cli
 
 from regal.learning.rollout import RolloutWorker, Task
 from regal.scoring import performance
@@ -47,7 +47,7 @@ class RolloutPool:
         ray.init(address=address, num_cpus=num_cpus, include_dashboard=False,
                  log_to_driver=False, ignore_reinit_error=True,
                  logging_level=std_logging.ERROR)
-        errors.at_interrupt(ray.shutdown)
+        cli.at_interrupt(ray.shutdown)
       self._remote = ray.remote(num_cpus=0)(_Actor)
       self.actors = [self._new_actor() for _ in range(num_actors)]
 

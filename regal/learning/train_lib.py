@@ -49,7 +49,7 @@ from absl import logging
 from datasets import atomic
 from datasets import dataset as dataset_lib
 from datasets import devices as devices_lib
-from datasets import errors
+from datasets import cli, errors
 from datasets import synthetic
 from datasets.padding import bucket_size
 from regal.learning import checkpoint
@@ -431,7 +431,7 @@ PROGRESS_SECONDS = 5.0
 
 class Progress:
   """Progress lines of a long stage ("48/160 graphs, 14 s, ~33 s left"), at most one every
-  `PROGRESS_SECONDS`; the latest is also what an interrupt line names (`errors.note_progress`)."""
+  `PROGRESS_SECONDS`; the latest is also what an interrupt line names (`cli.note_progress`)."""
 
   def __init__(self, what: str, total: int, done: int = 0, unit: str = "graphs",
                announce: bool = True):
@@ -444,7 +444,7 @@ class Progress:
                    f", {done} saved by an earlier run" if done else "")
 
   def _note(self) -> None:
-    errors.note_progress(f"{self.what}, {self.done} of {self.total} {self.unit} saved")
+    cli.note_progress(f"{self.what}, {self.done} of {self.total} {self.unit} saved")
 
   def advance(self, count: int) -> None:
     self.done += count
@@ -633,7 +633,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   train = trainer.splits["train"]
   started, done = time.perf_counter(), 0
   last_line = started
-  errors.note_progress(f"training, step {int(state.step)} of {config.num_steps} saved")
+  cli.note_progress(f"training, step {int(state.step)} of {config.num_steps} saved")
   while int(state.step) < config.num_steps:
     step = int(state.step)
     rng = np.random.default_rng([config.seed, step])
@@ -672,7 +672,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     checkpoint.save(checkpoint.in_workdir(workdir), state,
                     {"step": step + 1, "config": config_id, "config_values": config.to_dict(),
                      "history": history})
-    errors.note_progress(f"training, step {step + 1} of {config.num_steps} saved")
+    cli.note_progress(f"training, step {step + 1} of {config.num_steps} saved")
     now = time.perf_counter()
     if ((step + 1) % config.log_every == 0 or "valid_improvement_pct" in row
         or now - last_line >= PROGRESS_SECONDS or step + 1 == config.num_steps):

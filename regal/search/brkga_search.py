@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import brkga
-from datasets import errors
+from datasets import cli
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import models, performance
 from regal.search import local_moves
@@ -194,13 +194,13 @@ _DEADLINES: dict[int, float] = {}  # Time-limit token -> perf_counter deadline (
 
 def _time_up(token, generation) -> np.ndarray:
   del generation  # An operand only so the check runs every generation.
-  return np.bool_(errors.stop_requested()
+  return np.bool_(cli.stop_requested()
                   or time.perf_counter() >= _DEADLINES.get(int(token), np.inf))
 
 
 def _stop_fn(token):
   """`brkga.run`'s stop: whether the deadline registered under `token` has passed, or SIGINT
-  or SIGTERM asked the search to stop (`datasets.errors.stoppable`)."""
+  or SIGTERM asked the search to stop (`datasets.cli.stoppable`)."""
   return lambda state: jax.pure_callback(_time_up, jax.ShapeDtypeStruct((), jnp.bool_), token,
                                          state.generation)
 
@@ -281,9 +281,9 @@ def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
              time_limit: float | None = None, shape: PaddedShape | None = None) -> SearchResult:
   """BRKGA with `evals` fitness evaluations; `seeds` name chromosomes for the first population.
   `time_limit` seconds end the search early, at a generation boundary, as does SIGINT or
-  SIGTERM under `errors.run_cli` (during the compile too: the search then stops at once).
+  SIGTERM under `cli.run_cli` (during the compile too: the search then stops at once).
   `shape`: the padded shape of a bucketed search (default: the problem's own)."""
-  with errors.stoppable():
+  with cli.stoppable():
     return _optimize(problem, evals, seed, params, seeds, settings, time_limit, shape)
 
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from datasets import errors
+from datasets import cli, errors
 from regal.baselines import heuristics
 from regal.scoring import performance
 from regal.search import brkga_presets
@@ -113,7 +113,7 @@ def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guid
   if guided.mutant_alpha is not None:
     params = params.replace(mutant_alpha=np.asarray(guided.mutant_alpha, np.float32),
                             mutant_beta=np.asarray(guided.mutant_beta, np.float32))
-  with errors.stoppable():  # From the line on: a signal prompted by it stops the search.
+  with cli.stoppable():  # From the line on: a signal prompted by it stops the search.
     if progress is not None:
       progress(f"searching: BRKGA on {problem.graph.num_ops} ops, {left} evaluations "
                f"(population {params.population_size}, {len(guided.seeds) + 1} seeds); SIGINT "
