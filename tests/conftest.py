@@ -63,3 +63,18 @@ def ray_cluster():
   ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
   yield ray
   ray.shutdown()
+
+
+# Modules that share a session fixture (the golden training run, the Ray cluster): one worker
+# runs them all, so the fixture is built once.
+_SHARED_SESSION = {"golden_test": "training", "train_test": "training", "sweep_test": "training"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+  """Under pytest-xdist (`-n 2 --dist loadgroup`, the README's command) each test module runs
+  whole on one worker, so its module fixtures and compiled programs are built once; before
+  xdist reads the groups (`tryfirst`)."""
+  for item in items:
+    module = item.module.__name__.rsplit(".", 1)[-1]
+    item.add_marker(pytest.mark.xdist_group(_SHARED_SESSION.get(module, module)))

@@ -46,8 +46,8 @@ def load(workdir: str, problem: performance.Problem):
   policy_config = policy_lib.PolicyConfig(**config.policy.to_dict())
   example = policy_lib.batch_graphs([features_lib.graph_features(problem)],
                                     problem.graph.num_ops + 1, max(problem.graph.num_edges, 1))
-  template = reinforce.init_state(jax.random.key(0), example, config.num_devices,
-                                  policy_config, reinforce.TrainConfig())
+  template = reinforce.state_template(example, config.num_devices, policy_config,
+                                      reinforce.TrainConfig())
   best = checkpoint.best_in_workdir(workdir)  # The best-validated policy, when there is one.
   state, _ = checkpoint.restore(best if os.path.exists(best) else path, template)
   return policy_config, state.policy_params

@@ -54,6 +54,14 @@ def init_state(key: jax.Array, example: jraph.GraphsTuple, num_devices: int,
   return TrainState(policy_params, baseline_params, opt_state, jnp.zeros((), jnp.int32))
 
 
+def state_template(example: jraph.GraphsTuple, num_devices: int,
+                   policy_config: policy_lib.PolicyConfig, config: TrainConfig) -> TrainState:
+  """The shapes and dtypes of `init_state`'s state, not computed (`jax.eval_shape`): what a
+  checkpoint restores into. Initializing for real runs the networks op by op (seconds)."""
+  return jax.eval_shape(lambda key: init_state(key, example, num_devices, policy_config, config),
+                        jax.random.key(0))
+
+
 def loss_fn(params, graph: jraph.GraphsTuple, actions: policy_lib.Actions,
             rewards: jnp.ndarray, graph_mask: jnp.ndarray, num_devices: int,
             policy_config: policy_lib.PolicyConfig, config: TrainConfig,

@@ -577,8 +577,13 @@ def _append_csv(path: str, row: dict) -> None:
     writer.writerow(row)
 
 
-def initial_state(trainer: Trainer) -> reinforce.TrainState:
+def initial_state(trainer: Trainer, template: bool = False) -> reinforce.TrainState:
+  """The state training starts from; `template`: only its shapes (what a checkpoint restores
+  into: `reinforce.state_template`)."""
   example, _ = trainer._batch(trainer.splits["train"][:trainer.graphs_per_step])
+  if template:
+    return reinforce.state_template(example, trainer.config.num_devices, trainer.policy_config,
+                                    trainer.train_config)
   return reinforce.init_state(jax.random.key(trainer.config.seed), example,
                               trainer.config.num_devices, trainer.policy_config,
                               trainer.train_config)
@@ -603,7 +608,7 @@ def trained_policy(trainer: Trainer, workdir: str):
     raise errors.ConfigError(f"no checkpoint in {workdir}")
   best = checkpoint.best_in_workdir(workdir)
   path = best if os.path.exists(best) else checkpoint.in_workdir(workdir)
-  state, _ = checkpoint.restore(path, initial_state(trainer))
+  state, _ = checkpoint.restore(path, initial_state(trainer, template=True))
   return state.policy_params
 
 
@@ -613,7 +618,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   meta = _checkpoint_meta(workdir, config_id)  # Refuse another config's workdir first.
   start = _finetune_source(config) if config.finetune_from and meta is None else None
   trainer = Trainer(config, workdir)
-  state = initial_state(trainer)
+  state = initial_state(trainer, template=meta is not None)
   history = []
   if meta is not None:
     state, meta = checkpoint.restore(checkpoint.in_workdir(workdir), state)
