@@ -135,9 +135,9 @@ def test_gradients_are_finite_and_distributions_fit_the_layout():
   logits = policy.Policy(SMALL, 2).apply(state.policy_params, graph)
   actions = policy.sample(jax.random.key(1), logits)
   mask = jnp.array([True, True, False])
-  grads = jax.grad(reinforce.loss_fn)((state.policy_params, state.baseline_params), graph,
-                                      actions, jnp.array([-1.0, -0.9, 0.0]), mask, 2, SMALL,
-                                      reinforce.TrainConfig(entropy_weight=0.01))
+  grads = jax.jit(jax.grad(reinforce.loss_fn), static_argnums=(5, 6, 7))(
+      (state.policy_params, state.baseline_params), graph, actions,
+      jnp.array([-1.0, -0.9, 0.0]), mask, 2, SMALL, reinforce.TrainConfig(entropy_weight=0.01))
   assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree_util.tree_leaves(grads))
   alpha, beta = policy.mutant_distributions(actions, problems[1].layout, SMALL,
                                             first_node=problems[0].graph.num_ops)
@@ -207,7 +207,7 @@ def test_reinforce_learns_a_per_gene_reward():
   train = reinforce.TrainConfig(learning_rate=3e-3)
   state = reinforce.init_state(jax.random.key(0), graph, 2, config, train)
   apply = jax.jit(policy.Policy(config, 2).apply)
-  update = jax.jit(reinforce.update, static_argnums=(5, 6, 7))
+  update = reinforce.update
   graph_of = np.repeat(np.arange(5), np.asarray(graph.n_node))
   mask = jnp.array([True] * 4 + [False])
 
@@ -292,7 +292,7 @@ def test_imitation_moves_the_most_likely_actions_to_the_targets():
   mask = jnp.arange(nodes) < real
   params = state.policy_params
   opt_state = reinforce.imitation_optimizer(1e-2).init(params)
-  step = jax.jit(reinforce.imitation_step, static_argnums=(5, 6, 7))
+  step = reinforce.imitation_step
   for _ in range(150):
     params, opt_state, loss = step(params, opt_state, graph, targets, mask, 2, config, 1e-2)
   greedy = policy.greedy(policy.Policy(config, 2).apply(params, graph))

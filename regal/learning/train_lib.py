@@ -194,7 +194,6 @@ class Trainer:
     self.edge_bucket = bucket_size(max(self.graphs_per_step * max_edges, 1))
     policy = policy_lib.Policy(self.policy_config, self.num_devices)
     self.apply_policy = jax.jit(policy.apply)
-    self.update = jax.jit(reinforce.update, static_argnums=(5, 6, 7))
 
   # ----- per-graph caches ------------------------------------------------------------------
   def _cached(self, name: str) -> str | None:
@@ -341,7 +340,6 @@ class Trainer:
     targets = {i: policy_lib.imitation_targets(
         [self.unguided_best(i, k) for k in range(config.reference_seeds)],
         self.problems[i].layout, self.policy_config) for i in train}
-    step_fn = jax.jit(reinforce.imitation_step, static_argnums=(5, 6, 7))
     params = state.policy_params
     opt_state = reinforce.imitation_optimizer(config.imitation_learning_rate).init(params)
     progress = Progress("imitating the unguided search's agreed choices",
@@ -357,9 +355,9 @@ class Trainer:
           + [np.zeros((nodes - real,) + np.asarray(getattr(targets[chosen[0]], field)).shape[1:],
                       np.int32)]) for field in policy_lib.Actions._fields))
       node_mask = np.arange(nodes) < real
-      params, opt_state, loss = step_fn(params, opt_state, graph, batch, node_mask,
-                                        self.num_devices, self.policy_config,
-                                        config.imitation_learning_rate)
+      params, opt_state, loss = reinforce.imitation_step(
+          params, opt_state, graph, batch, node_mask, self.num_devices, self.policy_config,
+          config.imitation_learning_rate)
       progress.advance(1)
     progress.finish()
     if config.imitation_steps:
@@ -661,9 +659,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       reference[:len(indices)] = reinforce.leave_one_out(
           rewards, np.repeat(np.arange(len(chosen)), config.samples_per_graph))
       reference = jnp.asarray(reference)
-    state, loss = trainer.update(state, graph, actions, jnp.asarray(padded_rewards),
-                                 jnp.asarray(mask), config.num_devices, trainer.policy_config,
-                                 trainer.train_config, reference)
+    state, loss = reinforce.update(state, graph, actions, jnp.asarray(padded_rewards),
+                                   jnp.asarray(mask), config.num_devices, trainer.policy_config,
+                                   trainer.train_config, reference)
     done += 1
     row = {"step": step + 1, "loss": float(loss), "reward": float(rewards.mean()),
            "improvement_pct": float(100 * (1 - np.exp(-rewards)).mean())}
