@@ -50,7 +50,6 @@ class EpisodeGraph:
   latency: np.ndarray  # [D, D]
   bandwidth: np.ndarray  # [D, D]
   time_scale: np.ndarray  # [] the critical path length features are divided by
-  num_ops: int = struct.field(pytree_node=False, default=0)
 
 
 def _path_matrix(num_ops: int, next_op: np.ndarray, size: int) -> np.ndarray:
@@ -123,7 +122,7 @@ def episode_graph(graph: Graph, devices: DeviceSpec, num_nodes: int | None = Non
       # The diagonal is never used (no transfer on one device); 1 keeps the division finite.
       bandwidth=np.where(np.eye(devices.num_devices, dtype=bool), 1.0,
                          devices.bandwidth).astype(np.float32),
-      time_scale=np.asarray(scale, np.float32), num_ops=o)
+      time_scale=np.asarray(scale, np.float32))
 
 
 def transfer_times(pred_bytes, src_device, latency, bandwidth, num_devices: int):

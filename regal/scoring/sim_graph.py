@@ -59,8 +59,6 @@ class SimGraph:
   speed: np.ndarray  # [D]
   bandwidth: np.ndarray  # [D, D] (diagonal: 1, unused)
   latency: np.ndarray  # [D, D]
-  num_ops: int = struct.field(pytree_node=False, default=0)
-  num_tensors: int = struct.field(pytree_node=False, default=0)
   tracks_memory: bool = struct.field(pytree_node=False, default=True)  # USE/SENDER entries
 
   @property
@@ -169,5 +167,4 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
       control_edge_src=_padded(graph.control_edge_src, control_size, np.int32),
       control_edge_dst=_padded(graph.control_edge_dst, control_size, np.int32),
       speed=np.asarray(devices.speed, dtype), bandwidth=bandwidth.astype(dtype),
-      latency=np.asarray(devices.latency, dtype), num_ops=num_ops, num_tensors=num_tensors,
-      tracks_memory=memory)
+      latency=np.asarray(devices.latency, dtype), tracks_memory=memory)
