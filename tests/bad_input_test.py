@@ -93,6 +93,21 @@ def _chain(num_ops: int):
 
 OPTIMIZE_CASES = [
     # (id, arguments, exit code, what the one line says)
+    ("graph_missing", ["--graph", "nonexistent.json", "--out", "refused.json"], 2,
+     "no such file"),
+    ("graph_and_dataset", ["--graph", "good.json", "--dataset", "synthetic", "--out",
+                           "refused.json"], 2, "only one of --graph and --dataset"),
+    ("dataset_evals_zero", ["--dataset", "synthetic", "--evals", "0", "--out", "refused.json"],
+     2, "--evals must be between 1 and"),
+    ("cpsat_for_memory", ["--dataset", "synthetic", "--method", "cpsat", "--objective", "memory",
+                          "--model", "sync", "--out", "refused.json"], 2,
+     "minimizes the makespan"),
+    ("time_limit_zero", ["--dataset", "synthetic", "--time_limit", "0", "--out", "refused.json"],
+     2, "--time_limit must be a positive finite number"),
+    ("coarsen_many", ["--dataset", "synthetic", "--coarsen", "many", "--out", "refused.json"], 2,
+     "--coarsen takes off, auto or"),
+    ("devices_zero", ["--graph", "good.json", "--devices", "0", "--out", "refused.json"], 2,
+     "device count must be an integer >= 1, got 0"),
     ("cost_overflows_float32", ["--graph", "cost_1e39.json"], 2, "beyond float32"),
     ("cost_1e300", ["--graph", "cost_1e300.json"], 2, "beyond float32"),
     ("size_overflows_float32", ["--graph", "size_1e39.json"], 2, "beyond float32"),

@@ -202,31 +202,6 @@ def test_a_coarsened_search_is_refined_on_the_original_graph():
   assert stopped["objective"] == stopped["start_objective"] == timed.data["objective"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--graph", "/nonexistent.json"], "no such file"),
-    (["--graph", "x.json", "--dataset", "synthetic"], "only one of --graph and --dataset"),
-    (["--dataset", "synthetic", "--evals", "0"], "--evals must be between 1 and"),
-    (["--dataset", "synthetic", "--method", "cpsat", "--objective", "memory", "--model",
-      "sync"], "minimizes the makespan"),
-    (["--dataset", "synthetic", "--time_limit", "0"],
-     "--time_limit must be a positive finite number"),
-    (["--dataset", "synthetic", "--coarsen", "many"], "--coarsen takes off, auto or"),
-])
-def test_cli_bad_input(tmp_path, args, message):
-  out = tmp_path / "result.json"
-  assert_one_line_error(run("regal.optimize", *args, "--out", str(out)), message)
-  assert not out.exists()
-
-
-def test_cli_bad_device_count(shared_graphs, tmp_path):
-  out = tmp_path / "result.json"
-  result = run("regal.optimize", "--graph",
-               str(shared_graphs / "doppler" / "chain_mm_112nodes.txt"), "--devices", "0",
-               "--out", str(out))
-  assert_one_line_error(result, "device count must be an integer >= 1, got 0")
-  assert not out.exists()
-
-
 def test_many_graphs_per_call_keep_going_past_a_broken_file(tmp_path, shared_graphs):
   sinnen = sorted((shared_graphs / "sinnen").glob("*_Nodes_10_*Homogeneous-4.dot"))[:2]
   first, second = tmp_path / "first.dot", tmp_path / "second.dot"
