@@ -106,3 +106,27 @@ def test_numbered_moves_are_every_single_op_move_once(num_ops, num_devices):
     np.testing.assert_array_equal(np.argsort(got_order), want_rank)
     seen.add((tuple(got_placement), tuple(got_order)))
   assert len(seen) == count  # Distinct numbers, distinct neighbours.
+
+
+def test_cluster_moves_are_the_same_with_numpy_and_jnp():
+  """What `memetic_test` checks against the slow cluster walks with numpy, jnp writes too:
+  every op of a random chromosome to another device, clusters of every size and kind."""
+  from datasets import synthetic
+  from regal.search import local_moves
+  graph = synthetic.sized_graph(10, seed=4)
+  layout = chromosome_lib.Layout(graph.num_ops + 2, graph.num_tensors, 3)
+  clusters = np.asarray(local_moves.move_table(graph, layout.num_ops).cluster)
+  rng = np.random.default_rng(7)
+  chromosome = rng.random(layout.size).astype(np.float32)
+  ops = np.tile(np.arange(graph.num_ops), 2 * (local_moves.CLUSTER_SIZE - 1))
+  placement = chromosome_lib.decode(chromosome, layout).placement
+  devices = (placement[ops] + 1 + rng.integers(0, 2, len(ops))) % 3
+  sizes = np.repeat(np.arange(2, local_moves.CLUSTER_SIZE + 1), 2 * graph.num_ops)
+  kinds = np.tile(np.repeat([0, 1], graph.num_ops), local_moves.CLUSTER_SIZE - 1)
+  results = {}
+  for kind, array in ARRAYS.items():
+    writes = moves.cluster_move_genes(array(chromosome), layout, array(clusters), array(ops),
+                                      array(devices), array(sizes), kind=array(kinds))
+    results[kind] = np.asarray(moves.apply_moves(array(chromosome), writes))
+  np.testing.assert_array_equal(results["numpy"], results["jnp"])
+  assert (results["numpy"] != chromosome).any(axis=1).all()  # Every row moved something.
