@@ -112,19 +112,13 @@ def encode(placement: np.ndarray, order: np.ndarray, layout: Layout,
   return np.concatenate([affinity.ravel(), priority, np.asarray(transfer_priority).ravel()])
 
 
-def rank_priorities(rank: np.ndarray) -> np.ndarray:
-  """Priority keys [..., o] (float64) of ranks [..., o] (0 runs first): falling evenly from
-  1, so the priority order is the rank order. The one map from an op order to keys: `encode`,
-  the list decoder, the hill climb's scorer and the executor's predictions use it."""
-  rank = np.asarray(rank)
-  return 1.0 - rank / max(rank.shape[-1], 1)
-
-
 def order_priorities(order: np.ndarray) -> np.ndarray:
-  """Priority keys [o] (float64) whose priority order is `order` (`rank_priorities`)."""
+  """Priority keys [o] (float64) whose priority order is `order`: falling evenly from 1 along
+  it. The one map from an op order to keys: `encode` (so the hill climb's and every seed's),
+  the list decoder, the delay model's planners and the executor's predictions use it."""
   rank = np.empty(len(order))
   rank[np.asarray(order)] = np.arange(len(order))
-  return rank_priorities(rank)
+  return 1.0 - rank / max(len(order), 1)
 
 
 def to_bucket(layout: Layout, bucket: Layout,

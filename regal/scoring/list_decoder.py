@@ -145,7 +145,7 @@ def _decode(cost, in_degree, preds_ptr, preds, pred_bytes, succs_ptr, succs, spe
       if duration > 0:
         free[best] = end[op]
       place[op] = best
-      # `chromosome.rank_priorities`, computed the same way (float64, then rounded).
+      # `chromosome.order_priorities`, computed the same way (float64, then rounded).
       priority_out[p, op] = np.float32(1.0 - np.float64(position) / scale)
       position += 1
       for k in range(succs_ptr[op], succs_ptr[op + 1]):
