@@ -70,11 +70,24 @@ def ray_cluster():
 _SHARED_SESSION = {"golden_test": "training", "train_test": "training", "sweep_test": "training"}
 
 
+# The groups that take longest (minutes on two cores) start first, so no worker is left
+# alone with one of them at the end; the rest keep their order.
+_LONGEST_FIRST = ("training", "bad_input_test", "execute_test", "jax_models_test",
+                  "memetic_test", "doppler_test", "optimize_test", "policy_test", "guides_test")
+
+
+def _group(item) -> str:
+  module = item.module.__name__.rsplit(".", 1)[-1]
+  return _SHARED_SESSION.get(module, module)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
   """Under pytest-xdist (`-n 2 --dist loadgroup`, the README's command) each test module runs
   whole on one worker, so its module fixtures and compiled programs are built once; before
-  xdist reads the groups (`tryfirst`)."""
+  xdist reads the groups (`tryfirst`). Groups are handed out in collection order
+  (`--no-loadscope-reorder`), the longest first."""
+  rank = {group: k for k, group in enumerate(_LONGEST_FIRST)}
+  items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # Stable: the rest in order.
   for item in items:
-    module = item.module.__name__.rsplit(".", 1)[-1]
-    item.add_marker(pytest.mark.xdist_group(_SHARED_SESSION.get(module, module)))
+    item.add_marker(pytest.mark.xdist_group(_group(item)))
