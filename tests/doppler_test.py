@@ -199,16 +199,18 @@ def test_doppler_seed_arm_in_regal_optimize(tmp_path):
                                                     devices_lib.homogeneous(2)), config)
   path = str(tmp_path / "policy")
   method.save_checkpoint(path, training.init_params(jax.random.key(0), agent), config, 2)
-  arm = method.DopplerOptions(checkpoint=path, evals=31, samples=2)  # Less than one batch.
+  arm = method.DopplerOptions(checkpoint=path, evals=33, samples=2)  # One batch of episodes.
   report = optimize_lib.run(
       graph, problem.devices,
       methods.RunConfig(evals=400, arms=("single_device", "doppler"), doppler=arm))
   details = report.data["details"]
   assert set(details["seed_arms"]) == {"single_device", "doppler"}
   # The budget is checked before the arm trains, from what it will spend: exactly this (the
-  # critical-path teacher and the greedy assignment; no whole batch of 32 episodes).
+  # critical-path teacher, one batch of 32 episodes, the greedy assignment), and the search
+  # spends the rest.
   assert details["arm_evaluations"] == doppler_guide.DopplerSeeds(arm).planned_evaluations(
-      problem) == 2
+      problem) == 34
+  assert report.data["evaluations"] <= 400
   assert doppler_guide.DopplerSeeds(method.DopplerOptions(evals=70)).planned_evaluations(
       problem) == 66
   with pytest.raises(errors.ConfigError, match="after the guides spend 1026"):

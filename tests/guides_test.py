@@ -82,17 +82,3 @@ def test_a_guides_evaluations_come_out_of_the_budget():
   assert result.evaluations == alone.evaluations + spent <= 2000
   with pytest.raises(errors.ConfigError, match="leaves 10 evaluations for BRKGA"):
     guides.run_guided(problem, 2000, 1, dataclasses.replace(seeded, evaluations=1990))
-
-
-def test_the_doppler_arms_episodes_are_counted_in_regal_optimize():
-  from regal.doppler_policy import method as doppler_method
-  graph = sized_graph(12, seed=6)
-  doppler = doppler_method.DopplerOptions(evals=64, samples=2)
-  planned = sum(g.planned_evaluations(None)
-                for g in methods.seed_guides(("single_device", "doppler"), doppler))
-  report = optimize_lib.run(
-      graph, devices_lib.homogeneous(2),
-      methods.RunConfig(model="wc", evals=1000, arms=("single_device", "doppler"),
-                        doppler=doppler)).data
-  assert planned > 0 and report["details"]["arm_evaluations"] == planned
-  assert report["evaluations"] <= 1000

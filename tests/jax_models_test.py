@@ -15,7 +15,7 @@ from regal.scoring.sim_graph import build_sim_graph
 
 MODELS = {"wc": (wc_model.simulate_batch, rm.simulate_wc),
           "sync": (sync_model.simulate_batch, rm.simulate_synchronous)}
-SMALL_SHAPE = (16, 32, 128, 32, 16)  # One compilation for every hypothesis graph.
+SMALL_SHAPE = (16, 32, 128, 32, 16)  # With max_outputs=2: one compile per model and device count.
 
 
 def random_inputs(rng, sim, population):
@@ -54,7 +54,7 @@ def assert_same(graph, devices, model, sim, placement, priority, transfer_priori
 @given(dags(max_ops=12, max_outputs=2), device_sets, st.sampled_from(["wc", "sync"]),
        st.integers(0, 2**31))
 def test_random_graphs_and_devices(graph, devices, model, seed):
-  sim = build_sim_graph(graph, devices, shape=SMALL_SHAPE)
+  sim = build_sim_graph(graph, devices, shape=SMALL_SHAPE, max_outputs=2)
   rng = np.random.default_rng(seed)
   placement, priority, transfer_priority = random_inputs(rng, sim, 4)
   # Coarse priorities make ties common, which exercises the tie-breaking rules.
@@ -67,7 +67,7 @@ def test_random_graphs_and_devices(graph, devices, model, seed):
 @given(dags(max_ops=12, max_outputs=2), device_sets, st.integers(0, 2**31))
 def test_wc_without_memory_keeps_every_time(graph, devices, seed):
   """The makespan-only WC graph (no USE/SENDER entries) schedules exactly as the reference."""
-  sim = build_sim_graph(graph, devices, shape=SMALL_SHAPE, memory=False)
+  sim = build_sim_graph(graph, devices, shape=SMALL_SHAPE, memory=False, max_outputs=2)
   rng = np.random.default_rng(seed)
   placement, priority, transfer_priority = random_inputs(rng, sim, 4)
   priority = np.round(priority * 3) / 3
