@@ -1,8 +1,10 @@
 """Golden results: fixed seeds give bit-identical objectives, placements and schedules.
 
 The recorded values in `tests/golden/results.json` were produced by the code before the
-package restructuring (issue 22); a refactor that changes any method's answer, or the first
-steps of REGAL training, fails here. Regenerate only for an intended behaviour change:
+package restructuring (issue 22; the delay model's BRKGA case before issue 36, the hill
+climb, local search and coarsened-search cases at 96dbf87, before their moves became
+`regal.scoring.moves`); a refactor that changes any method's answer, or the first steps of
+REGAL training, fails here. Regenerate only for an intended behaviour change:
 
   python tests/golden_test.py --write
 """
@@ -19,8 +21,8 @@ import pytest
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden" / "results.json"
 SHARED_GRAPHS = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "graphs"
 
-# (case, graph, devices, model, method, evals); graphs: ("synthetic", ops, seed) or a
-# Doppler file of ../shared/graphs/doppler.
+# (case, graph, devices, model, method, evals[, coarsen]); graphs: ("synthetic", ops, seed),
+# ("sized", ops, topology) or a Doppler file of ../shared/graphs/doppler.
 _CASES = (
     ("brkga_synthetic_wc", ("synthetic", 14, 3), 2, "wc", "brkga", 1000),
     ("brkga_synthetic_sync", ("synthetic", 12, 4), 2, "sync", "brkga", 800),
@@ -33,6 +35,12 @@ _CASES = (
     ("heft_synthetic", ("synthetic", 14, 3), 2, "delay", "heft", 0),
     ("heft_layer", ("doppler", "full_transformer_layer_261nodes.txt"), 4, "delay", "heft", 0),
     ("cpsat_synthetic", ("synthetic", 8, 5), 2, "delay", "cpsat", 0),
+    ("hill_climb_synthetic_sync", ("synthetic", 20, 7), 3, "sync", "hill_climb", 600),
+    ("local_search_synthetic_wc", ("synthetic", 16, 8), 2, "wc", "local_search", 500),
+    ("hill_climb_block_delay", ("doppler", "transformer_block_215nodes.txt"), 4, "delay",
+     "hill_climb", 400),
+    # The coarsened search, refined on the original graph by the hill climb's moves.
+    ("brkga_coarsened_refined", ("sized", 60, "barabasi_albert"), 4, "wc", "brkga", 500, "6"),
 )
 
 
@@ -42,6 +50,8 @@ def _graph(spec):
     _, num_ops, seed = spec
     return synthetic.generate(np.random.default_rng(seed),
                               synthetic.SyntheticSpec(min_nodes=num_ops, max_nodes=num_ops))
+  if spec[0] == "sized":
+    return synthetic.sized_graph(spec[1], topology=spec[2])
   return io.load_graph(str(SHARED_GRAPHS / "doppler" / spec[1]))
 
 
@@ -50,7 +60,7 @@ def _method_result(case) -> dict:
   from regal.app import methods, optimize_lib
   from regal.baselines import exact
   from regal.scoring import performance
-  name, graph_spec, num_devices, model, method, evals = case
+  name, graph_spec, num_devices, model, method, evals, *coarsen = case
   graph = _graph(graph_spec)
   devices = devices_lib.homogeneous(num_devices)
   if method == "cpsat":  # One worker: CP-SAT's search is then deterministic.
@@ -61,11 +71,16 @@ def _method_result(case) -> dict:
             "placement": [int(d) for d in result.placement],
             "order": [int(i) for i in result.order]}
   report = optimize_lib.run(
-      graph, devices, methods.RunConfig(model=model, method=method, evals=evals or None, seed=0))
-  return {"objective": float(report.data["objective"]),
-          "search_objective": report.data["search_objective"],
-          "placement": [p["device"] for p in report.data["placement"]],
-          "order": report.data["schedule"]}
+      graph, devices, methods.RunConfig(model=model, method=method, evals=evals or None, seed=0,
+                                        coarsen_spec=coarsen[0] if coarsen else "off"))
+  result = {"objective": float(report.data["objective"]),
+            "search_objective": report.data["search_objective"],
+            "placement": [p["device"] for p in report.data["placement"]],
+            "order": report.data["schedule"]}
+  if coarsen:  # What the refining climb did, but its wall time.
+    refinement = report.data["details"]["coarsening"]["refinement"]
+    result["refinement"] = {k: v for k, v in refinement.items() if k != "seconds"}
+  return result
 
 
 def _training_result(tmp: str, report: dict | None = None) -> dict:
