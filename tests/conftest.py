@@ -72,12 +72,14 @@ _SHARED_SESSION = {"golden_test": "training", "train_test": "training", "sweep_t
 
 # The groups that take longest (minutes on two cores) start first, so no worker is left
 # alone with one of them at the end; the rest keep their order.
-_LONGEST_FIRST = ("training", "bad_input_test", "execute_test", "jax_models_test",
+_LONGEST_FIRST = ("training", "golden_methods", "bad_input_test", "execute_test", "jax_models_test",
                   "memetic_test", "doppler_test", "optimize_test", "policy_test", "guides_test")
 
 
 def _group(item) -> str:
   module = item.module.__name__.rsplit(".", 1)[-1]
+  if module == "golden_test" and "golden_training" not in item.fixturenames:
+    return "golden_methods"  # The golden searches need no training run: another worker.
   return _SHARED_SESSION.get(module, module)
 
 
