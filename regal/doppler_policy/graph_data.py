@@ -91,7 +91,9 @@ def episode_graph(graph: Graph, devices: DeviceSpec, num_nodes: int | None = Non
   scale = max(float(features[:, 4].max(initial=0.0)), 1e-12)
   node_features = np.zeros((size, NUM_NODE_FEATURES), np.float32)
   node_features[:o] = features / scale
-  max_preds = max([len(p) for p in deps.preds] + [1])
+  # Predecessor slots round up to a power of two (coarser than the op buckets: graphs of one op
+  # bucket differ most in their largest in-degree), so those graphs share one compilation.
+  max_preds = 1 << max(max([len(p) for p in deps.preds] + [1]) - 1, 3).bit_length()
   pred_index = np.full((size, max_preds), size - 1, np.int32)
   pred_mask = np.zeros((size, max_preds), bool)
   pred_bytes = np.zeros((size, max_preds), np.float32)

@@ -16,6 +16,7 @@ assignment any episode found is kept (`Trained.best_*`), scored by the reward so
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Callable, Protocol
 
@@ -77,11 +78,11 @@ class ModelReward:
 
 @dataclasses.dataclass
 class Agent:
-  """A graph prepared for episodes, with its compiled batched functions."""
+  """A graph prepared for episodes (padded to a size bucket: the batched functions take it as
+  an argument, so graphs of one bucket share their compilations)."""
   problem: performance.Problem
   graph: graph_data.EpisodeGraph
   config: DopplerConfig
-  compiled: dict = dataclasses.field(default_factory=dict)  # Built once, reused by every call.
 
   @classmethod
   def create(cls, problem: performance.Problem, config: DopplerConfig) -> "Agent":
@@ -105,24 +106,37 @@ class Agent:
     return padded_nodes, padded_devices
 
 
-def episode_runner(agent: Agent, mode: str):
-  """jit(vmap) of run_episode over keys (and forced actions in forced mode)."""
-  config, g = agent.config.network, agent.graph
+@functools.partial(jax.jit, static_argnames=("network", "mode"))
+def run_episodes(params, keys, epsilon, nodes, devices, g: graph_data.EpisodeGraph,
+                 network: networks.NetworkConfig, mode: str):
+  """A batch of episodes (one per key; forced mode replays `nodes` / `devices`) on the padded
+  graph `g`: an argument, not a constant, so every graph of one size bucket shares the
+  compilation."""
+  forced = mode == episode_lib.FORCED
 
-  def one(params, key, epsilon, nodes, devices):
-    return episode_lib.run_episode(params, g, key, config, mode, epsilon,
-                                   nodes if mode == episode_lib.FORCED else None,
-                                   devices if mode == episode_lib.FORCED else None)
-  return jax.vmap(one, in_axes=(None, 0, None, 0, 0))
+  def one(key, episode_nodes, episode_devices):
+    return episode_lib.run_episode(params, g, key, network, mode, epsilon,
+                                   episode_nodes if forced else None,
+                                   episode_devices if forced else None)
+  return jax.vmap(one)(keys, nodes, devices)
+
+
+def episode_runner(agent: Agent, mode: str):
+  """`run_episodes` on the agent's graph: (params, keys, epsilon, nodes, devices) -> episodes."""
+  return functools.partial(run_episodes, g=agent.graph, network=agent.config.network, mode=mode)
+
+
+init_params_jit = jax.jit(episode_lib.init_params, static_argnames="config")
 
 
 def init_params(key: jax.Array, agent: Agent) -> dict:
-  return episode_lib.init_params(key, agent.graph, agent.config.network)
+  return init_params_jit(key, agent.graph, agent.config.network)
 
 
-def imitation_loss(params, agent: Agent, nodes, devices):
-  episodes = episode_runner(agent, episode_lib.FORCED)(params, jax.random.split(
-      jax.random.key(0), 1), 0.0, nodes[None], devices[None])
+def imitation_loss(params, g: graph_data.EpisodeGraph, network: networks.NetworkConfig, nodes,
+                   devices):
+  episodes = run_episodes(params, jax.random.split(jax.random.key(0), 1), 0.0, nodes[None],
+                          devices[None], g=g, network=network, mode=episode_lib.FORCED)
   valid = episodes.valid
   log_prob = jnp.sum((episodes.sel_log_prob + episodes.plc_log_prob) * valid)
   agree_node = jnp.sum((episodes.greedy_nodes == episodes.nodes) & valid)
@@ -131,34 +145,34 @@ def imitation_loss(params, agent: Agent, nodes, devices):
   return -log_prob / count, (agree_node / count, agree_device / count)
 
 
+def _imitation_optimizer(clip_norm: float, learning_rate: float) -> optax.GradientTransformation:
+  return optax.chain(optax.clip_by_global_norm(clip_norm), optax.adam(learning_rate))
+
+
+@functools.partial(jax.jit, static_argnames=("network", "clip_norm", "learning_rate"))
+def _imitation_step(params, opt_state, nodes, devices, g: graph_data.EpisodeGraph,
+                    network: networks.NetworkConfig, clip_norm: float, learning_rate: float):
+  (loss, agree), grads = jax.value_and_grad(imitation_loss, has_aux=True)(
+      params, g, network, nodes, devices)
+  updates, opt_state = _imitation_optimizer(clip_norm, learning_rate).update(
+      grads, opt_state, params)
+  return optax.apply_updates(params, updates), opt_state, loss, agree
+
+
 def imitate(params, agents: list[Agent], config: DopplerConfig, log_every: int = 50
             ) -> tuple[dict, dict]:
   """Stage I on every agent's graph; stops once both agreements reach the target everywhere.
   Returns (params, {"steps", "node_agreement", "device_agreement"})."""
-  optimizer = optax.chain(optax.clip_by_global_norm(config.clip_norm),
-                          optax.adam(config.imitation_learning_rate))
-  opt_state = optimizer.init(params)
-  teachers = [agent.teacher()[:2] for agent in agents]
-  steps = {}
-
-  def make_step(agent):
-    @jax.jit
-    def step(params, opt_state, nodes, devices):
-      (loss, agree), grads = jax.value_and_grad(imitation_loss, has_aux=True)(
-          params, agent, nodes, devices)
-      updates, opt_state = optimizer.update(grads, opt_state, params)
-      return optax.apply_updates(params, updates), opt_state, loss, agree
-    return step
-
+  opt_state = _imitation_optimizer(config.clip_norm, config.imitation_learning_rate).init(params)
+  teachers = [tuple(jnp.asarray(a) for a in agent.teacher()[:2]) for agent in agents]
   agreement = [(0.0, 0.0)] * len(agents)
   step_count = 0
   for step_count in range(1, config.imitation_steps + 1):
     for k, agent in enumerate(agents):
-      if k not in steps:
-        steps[k] = make_step(agent)
       nodes, devices = teachers[k]
-      params, opt_state, loss, agree = steps[k](params, opt_state, jnp.asarray(nodes),
-                                                jnp.asarray(devices))
+      params, opt_state, loss, agree = _imitation_step(
+          params, opt_state, nodes, devices, g=agent.graph, network=config.network,
+          clip_norm=config.clip_norm, learning_rate=config.imitation_learning_rate)
       agreement[k] = (float(agree[0]), float(agree[1]))
     if step_count % log_every == 0:
       logging.info("imitation step %d: loss %.4f, agreement %s", step_count, float(loss),
@@ -209,31 +223,29 @@ def assignments(agent: Agent, episodes) -> tuple[np.ndarray, np.ndarray]:
   return (np.asarray(episodes.placement)[:, :o], np.asarray(episodes.nodes)[:, :o])
 
 
-def _reinforce_functions(agent: Agent, config: DopplerConfig):
-  """(sample, update, optimizer) for stage II, compiled once per agent and loss settings. The
-  learning rate is an argument of `update`, so its schedule needs no recompilation."""
-  cache_key = ("reinforce", config.entropy_weight, config.clip_norm)
-  if cache_key in agent.compiled:
-    return agent.compiled[cache_key]
-  optimizer = optax.chain(optax.clip_by_global_norm(config.clip_norm), optax.scale_by_adam())
-  sample = _batched(agent, episode_lib.SAMPLE)
-  replay = episode_runner(agent, episode_lib.FORCED)
+def _reinforce_optimizer(clip_norm: float) -> optax.GradientTransformation:
+  return optax.chain(optax.clip_by_global_norm(clip_norm), optax.scale_by_adam())
 
-  def loss_fn(params, keys, nodes, devices, advantages):
-    episodes = replay(params, keys, 0.0, nodes, devices)
+
+@functools.partial(jax.jit, static_argnames=("network", "entropy_weight", "clip_norm"))
+def _reinforce_update(params, opt_state, keys, nodes, devices, advantages, learning_rate,
+                      g: graph_data.EpisodeGraph, network: networks.NetworkConfig,
+                      entropy_weight: float, clip_norm: float):
+  """One stage-II step: the sampled actions replayed (forced mode) and differentiated. The
+  learning rate is an argument, so its schedule needs no recompilation."""
+  num_ops = jnp.sum(g.node_mask)
+
+  def loss_fn(params):
+    episodes = run_episodes(params, keys, 0.0, nodes, devices, g=g, network=network,
+                            mode=episode_lib.FORCED)
     log_prob = jnp.sum((episodes.sel_log_prob + episodes.plc_log_prob) * episodes.valid, 1)
-    entropy = jnp.sum(episodes.entropy, 1) / agent.num_ops
-    return jnp.mean(-advantages * log_prob - config.entropy_weight * entropy)
+    entropy = jnp.sum(episodes.entropy, 1) / num_ops
+    return jnp.mean(-advantages * log_prob - entropy_weight * entropy)
 
-  @jax.jit
-  def update(params, opt_state, keys, nodes, devices, advantages, learning_rate):
-    loss, grads = jax.value_and_grad(loss_fn)(params, keys, nodes, devices, advantages)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    updates = jax.tree_util.tree_map(lambda u: -learning_rate * u, updates)
-    return optax.apply_updates(params, updates), opt_state, loss
-
-  agent.compiled[cache_key] = (sample, update, optimizer)
-  return agent.compiled[cache_key]
+  loss, grads = jax.value_and_grad(loss_fn)(params)
+  updates, opt_state = _reinforce_optimizer(clip_norm).update(grads, opt_state, params)
+  updates = jax.tree_util.tree_map(lambda u: -learning_rate * u, updates)
+  return optax.apply_updates(params, updates), opt_state, loss
 
 
 def reinforce(params, agent: Agent, config: DopplerConfig, reward: RewardSource,
@@ -241,8 +253,8 @@ def reinforce(params, agent: Agent, config: DopplerConfig, reward: RewardSource,
               on_step: Callable[[int, dict], None] | None = None) -> tuple[dict, Best, dict]:
   """Stage II (or III, with a measured reward source) on one graph. Returns (params, the best
   assignment found, a summary)."""
-  sample, update, optimizer = _reinforce_functions(agent, config)
-  opt_state = optimizer.init(params)
+  sample = episode_runner(agent, episode_lib.SAMPLE)
+  opt_state = _reinforce_optimizer(config.clip_norm).init(params)
   batch = config.episodes_per_step
 
   teacher_placement, teacher_order = list_scheduling.critical_path_assignment(
@@ -267,8 +279,11 @@ def reinforce(params, agent: Agent, config: DopplerConfig, reward: RewardSource,
     advantages = rewards - running_mean
     running_mean = config.baseline_decay * running_mean + (1 - config.baseline_decay) * mean
     learning_rate = config.learning_rate * (1.0 - step / max(config.reinforce_steps, 1))
-    params, opt_state, loss = update(params, opt_state, keys, episodes.nodes, episodes.devices,
-                                     jnp.asarray(advantages, jnp.float32), learning_rate)
+    params, opt_state, loss = _reinforce_update(
+        params, opt_state, keys, episodes.nodes, episodes.devices,
+        jnp.asarray(advantages, jnp.float32), learning_rate, g=agent.graph,
+        network=agent.config.network, entropy_weight=config.entropy_weight,
+        clip_norm=config.clip_norm)
     record = {"step": step + 1, "mean_makespan": float(makespans.mean()),
               "best_makespan": best.makespan, "loss": float(loss)}
     history.append(record)
@@ -286,21 +301,14 @@ def reinforce(params, agent: Agent, config: DopplerConfig, reward: RewardSource,
                                                                                    1e-9)}
 
 
-def _batched(agent: Agent, mode: str):
-  """jit(vmap(run_episode)) in `mode`, compiled once per agent."""
-  if mode not in agent.compiled:
-    agent.compiled[mode] = jax.jit(episode_runner(agent, mode))
-  return agent.compiled[mode]
-
-
 def greedy_and_sampled(params, agent: Agent, key: jax.Array, num_samples: int
                        ) -> tuple[np.ndarray, np.ndarray]:
   """(placements [1 + K, o], orders [1 + K, o]): the greedy assignment, then K sampled ones."""
-  greedy = _batched(agent, episode_lib.GREEDY)(
+  greedy = episode_runner(agent, episode_lib.GREEDY)(
       params, jax.random.split(key, 1), 0.0, jnp.zeros((1, 1)), jnp.zeros((1, 1)))
   placements, orders = assignments(agent, greedy)
   if num_samples:
-    sampled = _batched(agent, episode_lib.SAMPLE)(
+    sampled = episode_runner(agent, episode_lib.SAMPLE)(
         params, jax.random.split(jax.random.fold_in(key, 1), num_samples), 0.0,
         jnp.zeros((num_samples, 1)), jnp.zeros((num_samples, 1)))
     more_placements, more_orders = assignments(agent, sampled)
