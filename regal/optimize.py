@@ -49,6 +49,7 @@ from regal.app import gantt, methods, optimize_lib  # noqa: E402
 from regal.app import report as report_lib  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 from regal.doppler_policy import method as doppler_method  # noqa: E402
+from regal.search import portfolio  # noqa: E402
 
 _GRAPH = flags.DEFINE_string("graph", None, "Graph file (json, costgraph, doppler, dot or stg), "
                              "or several: comma-separated files or a directory.")
@@ -80,6 +81,11 @@ _DECODER = flags.DEFINE_enum("decoder", None, ["direct", "list"], "How BRKGA rea
                              "chromosomes: direct (device keys' argmax) or list (a list "
                              "scheduler by earliest finish time; regal/scoring/list_decoder.py). "
                              "Default: the preset's.")
+_EXACT_SOLVER = flags.DEFINE_enum("exact_solver", "auto", ["auto", "off"], "auto: BRKGA runs "
+                                  "CP-SAT beside it on graphs of the delay model (objective "
+                                  "runtime) up to 200 ops: the solver's answer is a candidate, "
+                                  "its proof ends the search and gives the lower bound; off: "
+                                  "the search alone.")
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed (0 to 2^32 - 1).", lower_bound=0,
                              upper_bound=errors.MAX_SEED)
 _COARSEN = flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph, map the answer "
@@ -133,7 +139,8 @@ FLAG_GROUPS = (
     ("Devices", ("devices", "device_preset", "device_spec")),
     ("Model and objective", ("model", "objective", "memory_limit", "engine")),
     ("Method and budget", ("method", "evals", "time_limit", "seed", "coarsen")),
-    ("BRKGA", ("brkga_preset", "decoder", "seed_arms", "policy", "compare_unguided")),
+    ("BRKGA", ("brkga_preset", "decoder", "seed_arms", "exact_solver", "policy",
+               "compare_unguided")),
     ("Doppler's policy (--method doppler or the doppler seed arm)",
      ("doppler_checkpoint", "doppler_evals", "doppler_samples", "doppler_save", "reward",
       "stage3_steps")),
@@ -187,7 +194,7 @@ def run_config(measured=None, progress=None) -> methods.RunConfig:
       coarsen_spec=_COARSEN.value, engine=_ENGINE.value,
       arms=methods.parse_arms(_SEED_ARMS.value), policy_dir=_POLICY.value,
       brkga_preset=_BRKGA_PRESET.value, decoder=_DECODER.value,
-      compare_unguided=_COMPARE_UNGUIDED.value,
+      compare_unguided=_COMPARE_UNGUIDED.value, exact_solver=_EXACT_SOLVER.value,
       doppler=doppler_method.DopplerOptions(checkpoint=_DOPPLER_CHECKPOINT.value,
                                             evals=_DOPPLER_EVALS.value,
                                             samples=_DOPPLER_SAMPLES.value),
@@ -226,6 +233,9 @@ def check_flags() -> None:
       ("engine", method not in reads["engine"],
        f"--method {method} scores no batches (only {', '.join(reads['engine'])} do)"),
       ("seed_arms", method != "brkga", "seed arms seed BRKGA (--method brkga)"),
+      ("exact_solver", method != "brkga" or not portfolio.model_allows(_MODEL.value,
+                                                                        _OBJECTIVE.value),
+       "the solver runs beside BRKGA (--method brkga) on the delay model's runtime only"),
       ("compare_unguided", not _POLICY.value, "it compares a --policy's search with the "
        "unguided one"),
       ("doppler_checkpoint", method != "doppler" and not doppler_arm,

@@ -19,7 +19,7 @@ from regal.doppler_policy import method as doppler_method
 from regal.learning import policy_runner
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
-from regal.search import brkga_presets, guides
+from regal.search import brkga_presets, guides, portfolio
 
 MAX_EVALS = 10 ** 9  # Evaluation counters are int32 inside the compiled search.
 
@@ -75,6 +75,8 @@ class RunConfig:
   doppler_save: str | None = None
   measured: Any = None
   stage3_steps: int = 0
+  # "auto": BRKGA runs CP-SAT beside it where `search.portfolio.worth_starting`; "off": never.
+  exact_solver: str = "auto"
   progress: Callable[[str], None] | None = dataclasses.field(default=None, compare=False)
 
   def validate(self) -> "RunConfig":
@@ -93,6 +95,8 @@ class RunConfig:
     if self.measured is not None and (self.method != "doppler" or self.coarsen_spec != "off"):
       raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "
                                "--method doppler and without --coarsen")
+    if self.exact_solver not in ("auto", "off"):
+      raise errors.ConfigError(f"exact_solver must be auto or off, got {self.exact_solver!r}")
     if self.method != "brkga":
       for given, why in ((self.brkga_preset not in ("", brkga_presets.DEFAULT),
                           "--brkga_preset sets BRKGA's parameters"),
@@ -139,9 +143,6 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
     details["unguided"] = {"objective": float(scores(unguided.best_chromosome)[0]),
                            "evaluations": unguided.evaluations,
                            "search_seconds": unguided.search_seconds}
-  result = guides.run_guided(problem, evals, seed, guided, brkga_preset, decoder, time_limit,
-                             config.progress)
-  objective, schedule = scores(result.best_chromosome)
   params = guides.search_params(problem, evals, brkga_preset)
   search_settings = brkga_presets.search_settings(brkga_preset, decoder=decoder,
                                                   model=problem.model)
@@ -152,8 +153,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
                         "rho": float(np.asarray(params.rho)),
                         "decoder": search_settings.decoder, "bias": search_settings.bias,
                         "memetic": dataclasses.asdict(search_settings.memetic),
-                        "time_limit": time_limit,
-                        "stopped_early": result.stopped_early}}
+                        "time_limit": time_limit}}
   if guided.mutant_alpha is None:
     settings["brkga"].update(mutant_alpha=float(np.asarray(params.mutant_alpha)),
                              mutant_beta=float(np.asarray(params.mutant_beta)))
@@ -161,15 +161,47 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   for name, chromosome in guided.seeds.items():
     arm = guides.arm_of(name)
     arm_scores[arm] = min(arm_scores.get(arm, np.inf), float(scores(chromosome)[0]))
-  details.update({"seed_arms": arm_scores, "arm_evaluations": guided.evaluations,
-                  "winner_origin": None if result.origin is None else
-                  guides.arm_of(result.origin)})
+  details.update({"seed_arms": arm_scores, "arm_evaluations": guided.evaluations})
+  alternatives = dict(guided.seeds)
+
+  solver = None
+  if config.exact_solver == "auto" and portfolio.worth_starting(problem):
+    best_seed = min(guided.seeds.values(), key=lambda c: scores(c)[0])
+    solver = portfolio.start(problem, best_seed, seed)
+    if solver.proven.wait(portfolio.HEAD_START) and solver.chromosome() is not None:
+      # Proven optimal before the search would even have compiled: no search to run.
+      solver.finish()
+      details.update(solver=solver.details(), lower_bound=solver.details()["lower_bound"],
+                     status=solver.details()["status"], winner_origin=None,
+                     search="skipped: the solver proved its answer optimal first")
+      settings["brkga"]["stopped_early"] = True
+      chromosome = solver.chromosome()
+      objective, schedule = scores(chromosome)
+      placement, order = chromosome_lib.assignment(chromosome, problem.layout)
+      return baselines.MethodResult(
+          method="brkga", placement=placement, order=order, objective=objective,
+          schedule=schedule, wall_seconds=solver.seconds, compile_seconds=0.0,
+          evaluations=guided.evaluations, details=details, chromosome=chromosome,
+          settings=settings, alternatives=alternatives)
+  result = guides.run_guided(problem, evals, seed, guided, brkga_preset, decoder, time_limit,
+                             config.progress, should_stop=solver and solver.proven.is_set)
+  objective, schedule = scores(result.best_chromosome)
+  settings["brkga"]["stopped_early"] = result.stopped_early
+  details["winner_origin"] = None if result.origin is None else guides.arm_of(result.origin)
+  if solver is not None:
+    solver.finish(best=objective)
+    details["solver"] = solver.details()
+    if solver.chromosome() is not None:
+      alternatives["cpsat"] = solver.chromosome()
+    if details["solver"]["lower_bound"] is not None:  # Proven, with or without an answer.
+      details.update(lower_bound=details["solver"]["lower_bound"],
+                     status=details["solver"]["status"])
   placement, order = chromosome_lib.assignment(result.best_chromosome, problem.layout)
   return baselines.MethodResult(
       method="brkga", placement=placement, order=order, objective=objective, schedule=schedule,
       wall_seconds=result.search_seconds, compile_seconds=result.compile_seconds,
       evaluations=result.evaluations, details=details, chromosome=result.best_chromosome,
-      settings=settings, alternatives=dict(guided.seeds))
+      settings=settings, alternatives=alternatives)
 
 
 def _run_doppler(problem: performance.Problem, config: RunConfig, evals: int,

@@ -22,7 +22,7 @@ from regal import baselines, search
 from regal.app import methods
 from regal.app import report as report_lib
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import models, performance
+from regal.scoring import bounds, models, performance
 
 
 
@@ -118,6 +118,9 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
     raise errors.ConfigError(f"graph {graph.name!r}: the objective overflowed float32 "
                              f"({best_value}); scale the costs or sizes down")
   chosen = candidates[best_name]
+  # A solver's proven bound holds for the graph it solved: on a group graph, not this one.
+  solver_bound = details.get("lower_bound") if coarsening is None else None
+  lower_bound, bound_source = bounds.lower_bound(problem, float(best_value), solver_bound)
   seed_scores = {name: value for name, (value, _) in scored.items() if name != method}
   placement, order = chromosome_lib.assignment(chosen, problem.layout)
   total = time.perf_counter() - start
@@ -133,6 +136,10 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
                    "seed": seed, **method_settings},
       "details": details,
       "objective": best_value,
+      "lower_bound": lower_bound,
+      "bound_source": bound_source,
+      "gap": bounds.gap(float(best_value), lower_bound),
+      "proven_optimal": bounds.proven_optimal(float(best_value), lower_bound),
       **report_lib.feasibility(problem, schedule),
       "interrupted": cli.stop_requested(),
       "makespan": float(schedule.makespan),
@@ -239,7 +246,7 @@ def run_many(paths: list[str], devices: DeviceSpec,
   if out_dir:
     os.makedirs(out_dir, exist_ok=True)
   started = time.perf_counter()
-  failures, ratios, done = 0, [], 0
+  failures, ratios, done, proven = 0, [], 0, 0
   for index, (path, (result_path, chart_path)) in enumerate(zip(paths, outputs)):
     if cli.stop_requested():
       log(f"interrupted: {len(paths) - index} of {len(paths)} graphs not started")
@@ -259,6 +266,9 @@ def run_many(paths: list[str], devices: DeviceSpec,
       continue
     done += 1
     d = report.data
+    proven += d["proven_optimal"]
+    optimality = ("proven optimal" if d["proven_optimal"] else "gap unknown"
+                  if d["gap"] is None else f"gap {100 * d['gap']:.3g}%")
     shown = (lambda v: f"{v:.6g}") if d["settings"]["objective"] == "memory" else (  # noqa: E731
         lambda v: f"{float(models.get(d['settings']['model']).in_units(v)):.6g}")
     seed = d["baselines"].get("best_seed")
@@ -269,10 +279,11 @@ def run_many(paths: list[str], devices: DeviceSpec,
                  f"{report_lib.versus(d['search_objective'], seed['objective'])} the best seed "
                  f"({seed['name']} {shown(seed['objective'])})")
     log(f"[{index + 1}/{len(paths)}] {graph_io.file_stem(path)}: {d['graph']['num_ops']} ops, "
-        f"objective {shown(d['objective'])}{against}; {d['evaluations']} evaluations, "
+        f"objective {shown(d['objective'])} ({optimality}){against}; "
+        f"{d['evaluations']} evaluations, "
         f"{d['wall_seconds']['total']:.2f} s" + (f" -> {result_path}" if result_path else ""))
   mean = (f"; the search itself is {report_lib.versus(float(np.mean(ratios)), 1.0)} the best seed on "
           f"average" if ratios else "")
-  log(f"{done} of {len(paths)} graphs optimized, {failures} failed, in "
-      f"{time.perf_counter() - started:.1f} s{mean}")
+  log(f"{done} of {len(paths)} graphs optimized ({proven} proven optimal), {failures} failed, "
+      f"in {time.perf_counter() - started:.1f} s{mean}")
   return failures

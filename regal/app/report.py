@@ -25,6 +25,12 @@ Result JSON schema (`format: "regal.result"`, version 1):
                   the method's; or {skipped: why}} (the method ran on the group graph;
                   everything else reported is for the original graph)
   objective       the best solution's objective value
+  lower_bound     no solution's objective is below this (regal.scoring.bounds: the structural
+                  bound of the model and objective, or an exact solver's proven bound where
+                  one ran on this graph); bound_source "structure" or "solver"
+  gap             (objective - lower_bound) / lower_bound: at most this far from optimal
+                  (0: proven optimal; null: a zero bound under a positive objective)
+  proven_optimal  the objective meets the lower bound
   feasible        false when objective runtime_under_memory found no solution within the
                   limit (the objective is then the penalty score; `regal.optimize` exits 3),
                   with memory_excess [D] (bytes over the limit per device) for that objective
@@ -203,9 +209,12 @@ def summary(report: Report) -> str:
                    f"{objective(refinement['objective'])} in {refinement['evaluations']} "
                    f"evaluations ({refinement['seconds']:.2f} s); the search's own expanded "
                    f"answer {objective(refinement['expanded_objective'])}")
-  if "lower_bound" in d["details"]:
-    lines.append(f"lower bound:   {objective(d['details']['lower_bound'])} "
-                 f"({d['details']['status']})")
+  lines.append(f"lower bound:   {objective(d['lower_bound'])} (from the "
+               f"{'solver' if d['bound_source'] == 'solver' else 'graph structure'}"
+               + (f", {d['details']['status']}" if d["bound_source"] == "solver" else "") + "); "
+               + ("the best is PROVEN OPTIMAL" if d["proven_optimal"] else
+                  f"the best is at most {100 * d['gap']:.3g}% above optimal"
+                  if d["gap"] is not None else "a zero bound says nothing relative"))
   if not d["feasible"]:
     excess = ", ".join(f"{e:.6g}" for e in d["memory_excess"])
     lines.append(f"INFEASIBLE:    no solution found fits the memory limit (excess per device "

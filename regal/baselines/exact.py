@@ -40,11 +40,11 @@ def _identical_devices(devices: DeviceSpec) -> bool:
 def solve_delay_model(cost: np.ndarray, edges: list[tuple[int, int, float]],
                       devices: DeviceSpec, time_limit: float = 10.0, workers: int = 2,
                       seed: int = 0, same_device: list[list[int]] = (),
-                      hint: np.ndarray | None = None) -> dict:
-  """CP-SAT on nodes with compute `cost` and dependency `edges` (src, dst, bytes).
+                      hint: np.ndarray | None = None, solver=None) -> dict:
+  """CP-SAT on nodes with compute `cost` and dependency `edges` (src, dst, bytes). `solver`: a
+  `cp_model.CpSolver` to solve with (another thread may call its `StopSearch`).
 
-  Returns {placement, start, makespan (delay model, in graph units, of the found schedule),
-  lower_bound, status, time_unit}.
+  Returns {placement, start, lower_bound, status, time_unit} (no placement when it found none).
   """
   from ortools.sat.python import cp_model  # Imported here: only this method needs OR-Tools.
   num_nodes, num_devices = len(cost), devices.num_devices
@@ -102,7 +102,7 @@ def solve_delay_model(cost: np.ndarray, edges: list[tuple[int, int, float]],
       for d in range(num_devices):
         model.AddHint(on[i][d], int(hint[i] == d))
 
-  solver = cp_model.CpSolver()
+  solver = solver or cp_model.CpSolver()
   solver.parameters.max_time_in_seconds = float(time_limit)
   solver.parameters.num_workers = int(workers)
   solver.parameters.random_seed = int(seed)
@@ -126,26 +126,35 @@ def _check_objective(problem: performance.Problem, method: str) -> None:
     raise errors.ConfigError(f"method {method} minimizes the makespan: use objective runtime")
 
 
+def solve_graph(problem: performance.Problem, time_limit: float, workers: int = 2,
+                seed: int = 0, hint: tuple[np.ndarray, np.ndarray] | None = None, solver=None
+                ) -> tuple[np.ndarray, np.ndarray, dict]:
+  """CP-SAT on the problem's whole graph: (placement, op order by start time, the solution's
+  facts). `hint`: a (placement, order) to start from (default: the critical-path schedule),
+  returned when the solver finds nothing within the limit."""
+  graph, devices = problem.graph, problem.devices
+  deps = Dependencies.of(graph)
+  edges = [(src, dst, size) for dst in range(graph.num_ops)
+           for src, size in zip(deps.preds[dst], deps.pred_bytes[dst])]
+  if hint is None:
+    hint = list_scheduling.critical_path_assignment(graph, devices)
+  solution = solve_delay_model(graph.compute_cost, edges, devices, time_limit, workers, seed,
+                               hint=hint[0], solver=solver)
+  if "placement" not in solution:
+    return hint[0], hint[1], solution
+  topo_position = np.empty(graph.num_ops, np.int64)
+  topo_position[graph.topological_order] = np.arange(graph.num_ops)
+  return solution["placement"], _order_by_start(solution["start"], topo_position), solution
+
+
 def cpsat(problem: performance.Problem, time_limit: float = 10.0, workers: int = 2,
           seed: int = 0) -> MethodResult:
   """CP-SAT on the whole graph: the best known solution and a proven lower bound."""
   _check_objective(problem, "cpsat")
   started = time.perf_counter()
-  graph, devices = problem.graph, problem.devices
-  deps = Dependencies.of(graph)
-  edges = [(src, dst, size) for dst in range(graph.num_ops)
-           for src, size in zip(deps.preds[dst], deps.pred_bytes[dst])]
-  hint, hint_order = list_scheduling.critical_path_assignment(graph, devices)
-  solution = solve_delay_model(graph.compute_cost, edges, devices, time_limit, workers, seed,
-                               hint=hint)
-  topo_position = np.empty(graph.num_ops, np.int64)
-  topo_position[graph.topological_order] = np.arange(graph.num_ops)
-  if "placement" in solution:
-    placement = solution["placement"]
-    order = _order_by_start(solution["start"], topo_position)
-  else:  # No solution within the limit: the hint is still a valid one.
-    placement, order = hint, hint_order
-  planned, _, _ = list_scheduling.simulate_in_order(graph, devices, placement, order)
+  placement, order, solution = solve_graph(problem, time_limit, workers, seed)
+  planned, _, _ = list_scheduling.simulate_in_order(problem.graph, problem.devices, placement,
+                                                    order)
   return finish("cpsat", problem, placement, order, started, status=solution["status"],
                 planned_makespan=planned, lower_bound=solution["lower_bound"],
                 time_unit=solution["time_unit"], time_limit=time_limit)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -189,13 +189,15 @@ def default_params(problem: performance.Problem, evals: int | None = None) -> br
 
 
 _COMPILED: dict[Any, Any] = {}  # One compiled bucketed search per (bucket, settings).
-_DEADLINES: dict[int, float] = {}  # Time-limit token -> perf_counter deadline (inf: none).
+# Stop token -> (perf_counter deadline (inf: none), another reason to stop or None).
+_DEADLINES: dict[int, tuple[float, Callable[[], bool] | None]] = {}
 
 
 def _time_up(token, generation) -> np.ndarray:
   del generation  # An operand only so the check runs every generation.
-  return np.bool_(cli.stop_requested()
-                  or time.perf_counter() >= _DEADLINES.get(int(token), np.inf))
+  deadline, should_stop = _DEADLINES.get(int(token), (np.inf, None))
+  return np.bool_(cli.stop_requested() or time.perf_counter() >= deadline
+                  or (should_stop is not None and should_stop()))
 
 
 def _stop_fn(token):
@@ -206,17 +208,18 @@ def _stop_fn(token):
 
 
 class _deadline:
-  """`with _deadline(seconds) as token:` registers a wall-clock limit for a search."""
+  """`with _deadline(seconds, should_stop) as token:` registers a wall-clock limit for a
+  search, and a predicate that ends it early (e.g. an exact solver's proof)."""
   _next = 0
 
-  def __init__(self, seconds: float | None):
-    self.seconds = seconds
+  def __init__(self, seconds: float | None, should_stop: Callable[[], bool] | None = None):
+    self.seconds, self.should_stop = seconds, should_stop
 
   def __enter__(self) -> int:
     _deadline._next += 1
     self.token = _deadline._next
     _DEADLINES[self.token] = (np.inf if self.seconds is None
-                              else time.perf_counter() + self.seconds)
+                              else time.perf_counter() + self.seconds, self.should_stop)
     return self.token
 
   def __exit__(self, *exc) -> None:
@@ -278,24 +281,28 @@ def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
              params: brkga.Params | None = None,
              seeds: dict[str, np.ndarray] | None = None,
              settings: SearchSettings = SearchSettings(),
-             time_limit: float | None = None, shape: PaddedShape | None = None) -> SearchResult:
+             time_limit: float | None = None, shape: PaddedShape | None = None,
+             should_stop: Callable[[], bool] | None = None) -> SearchResult:
   """BRKGA with `evals` fitness evaluations; `seeds` name chromosomes for the first population.
   `time_limit` seconds end the search early, at a generation boundary, as does SIGINT or
-  SIGTERM under `cli.run_cli` (during the compile too: the search then stops at once).
-  `shape`: the padded shape of a bucketed search (default: the problem's own)."""
+  SIGTERM under `cli.run_cli` (during the compile too: the search then stops at once), and
+  `should_stop()` turning true. `shape`: the padded shape of a bucketed search (default: the
+  problem's own)."""
   with cli.stoppable():
-    return _optimize(problem, evals, seed, params, seeds, settings, time_limit, shape)
+    return _optimize(problem, evals, seed, params, seeds, settings, time_limit, shape,
+                     should_stop)
 
 
 def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga.Params | None,
               seeds: dict[str, np.ndarray] | None, settings: SearchSettings,
-              time_limit: float | None, shape: PaddedShape | None) -> SearchResult:
+              time_limit: float | None, shape: PaddedShape | None,
+              should_stop: Callable[[], bool] | None) -> SearchResult:
   params = params or default_params(problem, evals)
   seeds = {"single_device": single_device_seed(problem), **(seeds or {})}
   swaps = swap_fraction(problem, settings)
   if bucketed(problem):
     return _optimize_bucketed(problem, evals, seed, params, seeds, settings, swaps, time_limit,
-                              shape or padded_shape(problem))
+                              shape or padded_shape(problem), should_stop)
   seed_matrix = jnp.asarray(np.stack(list(seeds.values())), jnp.float32)
   fitness = performance.make_fitness_fn(problem, settings.decoder, settings.bias)
   seed_values = np.asarray(fitness(seed_matrix))
@@ -306,7 +313,7 @@ def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga
   compiled = jax.jit(search).lower(jax.random.key(seed), seed_matrix, table,
                                    jnp.int32(0)).compile()
   compile_seconds = time.perf_counter() - start
-  with _deadline(time_limit) as token:
+  with _deadline(time_limit, should_stop) as token:
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(jax.random.key(seed), seed_matrix, table,
                                             jnp.asarray(token, jnp.int32)))
@@ -318,7 +325,8 @@ def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga
 def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
                        params: brkga.Params, seeds: dict[str, np.ndarray],
                        settings: SearchSettings, swaps: float,
-                       time_limit: float | None, shape: PaddedShape) -> SearchResult:
+                       time_limit: float | None, shape: PaddedShape,
+                       should_stop: Callable[[], bool] | None = None) -> SearchResult:
   own, bucket, capacity = problem.layout, shape.bucket, shape.capacity
   seed_matrix = np.stack([chromosome_lib.to_bucket(own, bucket, np.asarray(c, np.float32),
                                                    fill=0.0) for c in seeds.values()])
@@ -329,7 +337,7 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
                  for name in ("mutant_alpha", "mutant_beta"))
   with performance.registered_scorer(problem, settings.decoder, settings.bias,
                                      bucket) as handle, \
-      _deadline(time_limit) as token:
+      _deadline(time_limit, should_stop) as token:
     seed_values = performance.score_registered_chromosomes(handle, seed_matrix)
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(

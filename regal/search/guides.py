@@ -100,9 +100,11 @@ def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guid
                preset: str = brkga_presets.DEFAULT, decoder: str | None = None,
                time_limit: float | None = None,
                progress: Callable[[str], None] | None = None,
-               shape: brkga_search.PaddedShape | None = None) -> brkga_search.SearchResult:
+               shape: brkga_search.PaddedShape | None = None,
+               should_stop: Callable[[], bool] | None = None) -> brkga_search.SearchResult:
   """The search with `evals` evaluations in all, the guidance's included. `shape`: a padded
-  shape shared by many graphs (training: one compile), else the problem's own buckets."""
+  shape shared by many graphs (training: one compile), else the problem's own buckets;
+  `should_stop()`: ends it early at a generation boundary (an exact solver's proof)."""
   params = search_params(problem, evals, preset)
   settings = brkga_presets.search_settings(preset, decoder=decoder, model=problem.model)
   left = evals - guided.evaluations
@@ -121,7 +123,8 @@ def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guid
     try:
       result = brkga_search.optimize(problem, evals=left, seed=seed, params=params,
                                      seeds=guided.seeds, settings=settings,
-                                     time_limit=time_limit, shape=shape)
+                                     time_limit=time_limit, shape=shape,
+                                     should_stop=should_stop)
     except ValueError as error:  # e.g. a budget below one population
       raise errors.ConfigError(str(error)) from None
   return dataclasses.replace(result, evaluations=result.evaluations + guided.evaluations)

@@ -1,0 +1,108 @@
+"""The exact solver beside the search: CP-SAT (`baselines.exact`) on one core while BRKGA runs
+on the rest, where the model is the one CP-SAT writes down exactly (the delay model,
+objective runtime) and the graph is small enough for it to matter.
+
+The solver starts from the best heuristic seed (its hint); its answer joins the search's
+candidates and its proven bound becomes the result's lower bound. When it proves its answer
+optimal the search stops at the next generation; when the search's best meets the structural
+bound first, the solver is stopped. CP-SAT releases the GIL while it solves, so the two share
+the process without waiting on each other.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+import numpy as np
+
+from datasets import cli
+from regal.baselines import exact
+from regal.scoring import bounds, performance
+from regal.scoring import chromosome as chromosome_lib
+
+# Graphs up to this many ops get the solver (above it CP-SAT's model grows as ops x devices +
+# edges x devices^2 and rarely proves anything within the default run's seconds).
+MAX_OPS = 200
+# The solver's limit: it stops sooner on a proof, and is stopped once the search meets the
+# structural bound.
+SECONDS = 5.0
+# How long the solver runs alone before the search starts: compiling the search takes seconds
+# per size bucket, and small graphs are mostly proven optimal sooner, which makes the search
+# unnecessary.
+HEAD_START = 1.0
+
+
+def model_allows(model: str, objective: str) -> bool:
+  """Whether CP-SAT's model is the problem's: the delay model's makespan."""
+  return model == "delay" and objective == "runtime"
+
+
+def worth_starting(problem: performance.Problem) -> bool:
+  """Whether the default run starts the solver beside the search on `problem`."""
+  return (model_allows(problem.model, problem.objective) and problem.devices.num_devices > 1
+          and problem.graph.num_ops <= MAX_OPS)
+
+
+@dataclasses.dataclass
+class SolverRun:
+  """CP-SAT solving `problem` on a thread: `proven` is set once it has proven its answer
+  optimal; `finish` waits for it (stopping it first when `best` meets the structural bound)."""
+  problem: performance.Problem
+  time_limit: float
+  proven: threading.Event = dataclasses.field(default_factory=threading.Event)
+  answer: tuple[np.ndarray, np.ndarray, dict] | None = None
+  error: BaseException | None = None
+  seconds: float = 0.0
+
+  def __post_init__(self):
+    from ortools.sat.python import cp_model  # Only the solver needs OR-Tools.
+    self.solver = cp_model.CpSolver()
+    self.thread = threading.Thread(target=self._solve, daemon=True, name="cpsat")
+
+  def _solve(self) -> None:
+    started = time.perf_counter()
+    try:
+      self.answer = exact.solve_graph(self.problem, self.time_limit, workers=1, seed=self.seed,
+                                      hint=self.hint, solver=self.solver)
+      if self.answer[2]["status"] == "OPTIMAL":
+        self.proven.set()
+    except BaseException as error:  # pylint: disable=broad-except  # Re-raised by `finish`.
+      self.error = error
+    self.seconds = time.perf_counter() - started
+
+  def start(self, hint: tuple[np.ndarray, np.ndarray], seed: int) -> "SolverRun":
+    self.hint, self.seed = hint, seed
+    self.thread.start()
+    return self
+
+  def finish(self, best: float | None = None) -> None:
+    """Waits for the solver; stops it first when `best` already meets the structural bound,
+    or on SIGINT / SIGTERM (asked until it ends: a stop asked before its search starts would
+    be lost)."""
+    met = best is not None and best <= bounds.structural_lower_bound(self.problem)
+    while self.thread.is_alive():
+      if met or cli.stop_requested():
+        self.solver.StopSearch()
+      self.thread.join(0.01)
+    if self.error is not None:
+      raise self.error
+
+  def chromosome(self) -> np.ndarray | None:
+    """The solver's answer as a chromosome (None: it found none within its limit)."""
+    if self.answer is None or "placement" not in self.answer[2]:
+      return None
+    placement, order, _ = self.answer
+    return chromosome_lib.encode(placement, order, self.problem.layout)
+
+  def details(self) -> dict:
+    solution = self.answer[2] if self.answer else {}
+    return {"status": solution.get("status"), "lower_bound": solution.get("lower_bound"),
+            "seconds": self.seconds, "time_limit": self.time_limit}
+
+
+def start(problem: performance.Problem, hint_chromosome: np.ndarray, seed: int,
+          time_limit: float = SECONDS) -> SolverRun:
+  """The solver on a thread, hinted with a chromosome's placement and order."""
+  hint = chromosome_lib.assignment(hint_chromosome, problem.layout)
+  return SolverRun(problem, time_limit).start(hint, seed)
