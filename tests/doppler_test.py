@@ -195,7 +195,7 @@ def test_doppler_seed_arm_in_regal_optimize(tmp_path):
   config = training.DopplerConfig()
   graph = sized_graph(12, seed=3)
   problem = performance.Problem(graph, devices_lib.homogeneous(2))
-  agent = training.Agent.create(performance.Problem(sized_graph(9, seed=0),
+  agent = training.Agent.create(performance.Problem(sized_graph(12, seed=0),
                                                     devices_lib.homogeneous(2)), config)
   path = str(tmp_path / "policy")
   method.save_checkpoint(path, training.init_params(jax.random.key(0), agent), config, 2)
