@@ -19,15 +19,14 @@ from regal.scoring import doppler_sim, performance
 
 S = jax.ShapeDtypeStruct
 
-DOPPLER_FILES = ["chain_mm_112nodes.txt", "ffnn_192nodes.txt",
-                 "transformer_block_215nodes.txt", "full_transformer_layer_261nodes.txt"]
 
-
-@pytest.mark.parametrize("file_name", DOPPLER_FILES)
+# Two of the four files: the golden test searches the others (chain_mm on wc, ffnn on doppler).
+@pytest.mark.parametrize("file_name", ["transformer_block_215nodes.txt",
+                                       "full_transformer_layer_261nodes.txt"])
 def test_doppler_graphs_rescore_and_beat_one_device(shared_graphs, file_name, tmp_path):
   graph = graph_io.load_graph(str(shared_graphs / "doppler" / file_name))
   devices = devices_lib.homogeneous(4)
-  report = optimize_lib.run(graph, devices, methods.RunConfig(model="doppler", evals=5000, seed=0))
+  report = optimize_lib.run(graph, devices, methods.RunConfig(model="doppler", evals=2000, seed=0))
   out = tmp_path / "result.json"
   report_lib.write_json(report, str(out))
   data = json.loads(out.read_text())
@@ -37,7 +36,7 @@ def test_doppler_graphs_rescore_and_beat_one_device(shared_graphs, file_name, tm
   assert rescored.makespan == data["makespan"] == data["objective"]
   assert data["makespan"] < graph.compute_cost.sum() == data["baselines"]["single_device"][
       "makespan"]
-  assert data["evaluations"] <= 5000 and data["settings"]["search_model"] == "doppler"
+  assert data["evaluations"] <= 2000 and data["settings"]["search_model"] == "doppler"
   assert data["settings"]["engine"] == "native"
   # People read Doppler's units (the clock / 1e10: "166.72"), not the clock (1.6672e+12).
   assert data["time_units"] == {"scale": 1e-10, "name": "Doppler units"}
