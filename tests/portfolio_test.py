@@ -18,7 +18,8 @@ for _instance in benchmarks.stratified(
     [i for i in benchmarks.sinnen_instances(benchmarks.SHARED_GRAPHS)
      if i["tasks"] == 10 and i["processors"] == 4], 40):
   _graph = graph_io.load_graph(_instance["path"])
-  if analysis.makespan_lower_bound(_graph, devices_lib.homogeneous(4)) < _instance["optimum"] - 1e-9:
+  _bound = analysis.makespan_lower_bound(_graph, devices_lib.homogeneous(4))
+  if _bound < _instance["optimum"] - 1e-9:
     _ABOVE_THE_BOUND.append((_instance, _graph))
   if len(_ABOVE_THE_BOUND) == 3:
     break
