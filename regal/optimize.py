@@ -83,7 +83,7 @@ _DECODER = flags.DEFINE_enum("decoder", None, ["direct", "list"], "How BRKGA rea
                              "Default: the preset's.")
 _EXACT_SOLVER = flags.DEFINE_enum("exact_solver", "auto", ["auto", "off"], "auto: BRKGA runs "
                                   "CP-SAT beside it on graphs of the delay model (objective "
-                                  "runtime) up to 200 ops: the solver's answer is a candidate, "
+                                  "runtime) up to 64 ops: the solver's answer is a candidate, "
                                   "its proof ends the search and gives the lower bound; off: "
                                   "the search alone.")
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed (0 to 2^32 - 1).", lower_bound=0,

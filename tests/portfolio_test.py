@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from datasets import analysis, benchmarks
 from datasets import devices as devices_lib
@@ -95,3 +96,15 @@ def test_the_solvers_answer_is_a_candidate_scored_by_the_reference(monkeypatch):
       placement, np.array(order), problem.layout))[0] == d["objective"] == instance["optimum"]
   from regal.app import report as report_lib
   assert "PROVEN OPTIMAL" in report_lib.summary(report)
+
+
+def test_the_threshold_experiment_sets_the_communication_it_names():
+  from experiments import portfolio_thresholds
+  graph = sized_graph(20, seed=2)
+  for ccr in (0.1, 1.0, 10.0):
+    devices = portfolio_thresholds.devices_for(graph, 3, ccr)
+    mean_transfer = np.mean([analysis.transfer_time(devices, float(s), 0, 1)
+                             for s in graph.tensor_size])
+    assert mean_transfer / np.mean(graph.compute_cost) == pytest.approx(ccr)
+  free = portfolio_thresholds.devices_for(graph, 3, 0.0)
+  assert analysis.transfer_time(free, float(graph.tensor_size.max()), 0, 2) == 0.0

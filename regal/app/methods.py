@@ -168,7 +168,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   if config.exact_solver == "auto" and portfolio.worth_starting(problem):
     best_seed = min(guided.seeds.values(), key=lambda c: scores(c)[0])
     solver = portfolio.start(problem, best_seed, seed)
-    if solver.proven.wait(portfolio.HEAD_START) and solver.chromosome() is not None:
+    if solver.proven.wait(portfolio.head_start(problem)) and solver.chromosome() is not None:
       # Proven optimal before the search would even have compiled: no search to run.
       solver.finish()
       details.update(solver=solver.details(), lower_bound=solver.details()["lower_bound"],

@@ -3,8 +3,9 @@ on the rest, where the model is the one CP-SAT writes down exactly (the delay mo
 objective runtime) and the graph is small enough for it to matter.
 
 The solver starts from the best heuristic seed (its hint); its answer joins the search's
-candidates and its proven bound becomes the result's lower bound. When it proves its answer
-optimal the search stops at the next generation; when the search's best meets the structural
+candidates and its proven bound becomes the result's lower bound. On small graphs it runs alone
+for a head start, and a proof within it makes the search unnecessary; a later proof stops the
+search at its next generation; when the search's best meets the structural
 bound first, the solver is stopped. CP-SAT releases the GIL while it solves, so the two share
 the process without waiting on each other.
 """
@@ -21,16 +22,21 @@ from regal.baselines import exact
 from regal.scoring import bounds, performance
 from regal.scoring import chromosome as chromosome_lib
 
-# Graphs up to this many ops get the solver (above it CP-SAT's model grows as ops x devices +
-# edges x devices^2 and rarely proves anything within the default run's seconds).
-MAX_OPS = 200
+# The thresholds, read off `experiments.portfolio_thresholds` (synthetic training graphs of
+# 10-200 ops, 2 and 4 devices, communication 0-10x computation; its committed report): within
+# 5 s the solver proved optimal 16/16 graphs of 10-20 ops, 3/8 of 30 and 2/8 of 50 (its answer
+# or bound beating the search's on 7 of them), none of 100 or 200 ops, where its bound never
+# beat the structural one and its answer lost to the search's on 14 of 16.
+MAX_OPS = 64
 # The solver's limit: it stops sooner on a proof, and is stopped once the search meets the
 # structural bound.
 SECONDS = 5.0
-# How long the solver runs alone before the search starts: compiling the search takes seconds
-# per size bucket, and small graphs are mostly proven optimal sooner, which makes the search
-# unnecessary.
+# How long the solver runs alone before the search starts, on graphs up to HEAD_START_MAX_OPS
+# ops: a proof within it makes the search (seconds of compiling per size bucket) unnecessary.
+# It pays where proofs come that fast often enough: 14/16 training graphs of 10-20 ops, 2/8 of
+# 30, 1/8 of 50.
 HEAD_START = 1.0
+HEAD_START_MAX_OPS = 40
 
 
 def model_allows(model: str, objective: str) -> bool:
@@ -99,6 +105,11 @@ class SolverRun:
     solution = self.answer[2] if self.answer else {}
     return {"status": solution.get("status"), "lower_bound": solution.get("lower_bound"),
             "seconds": self.seconds, "time_limit": self.time_limit}
+
+
+def head_start(problem: performance.Problem) -> float:
+  """Seconds the solver runs alone before the search starts on `problem`."""
+  return HEAD_START if problem.graph.num_ops <= HEAD_START_MAX_OPS else 0.0
 
 
 def start(problem: performance.Problem, hint_chromosome: np.ndarray, seed: int,
