@@ -10,6 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from datasets import devices as devices_lib
+from datasets.graph import Graph
+
 # `../shared/graphs` beside the repository: the reference graphs in other projects' formats
 # (read from there, never copied in). Every experiment finds them here.
 SHARED_GRAPHS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
@@ -70,3 +73,13 @@ def stratified(instances: list[dict], count: int, seed: int = 0) -> list[dict]:
         chosen.append(strata[key][round_index])
     round_index += 1
   return sorted(chosen, key=lambda i: (i["file"], i["processors"]))
+
+
+def devices_at_ccr(graph: Graph, num_devices: int, ccr: float) -> devices_lib.DeviceSpec:
+  """Identical devices whose links make the mean tensor's transfer `ccr` times the mean op's
+  time, as task-graph benchmarks state their communication-to-computation ratio (0: free
+  transfers)."""
+  if ccr == 0:
+    return devices_lib.homogeneous(num_devices, bandwidth=np.inf)
+  bandwidth = float(np.mean(graph.tensor_size)) / (ccr * float(np.mean(graph.compute_cost)))
+  return devices_lib.homogeneous(num_devices, bandwidth=bandwidth)

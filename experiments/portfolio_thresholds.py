@@ -27,7 +27,7 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from datasets import devices as devices_lib  # noqa: E402
+from datasets import benchmarks  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
 from experiments import report  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
@@ -45,17 +45,9 @@ _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "portfolio_th
                            "Report folder.")
 
 
-def devices_for(graph, num_devices: int, ccr: float) -> devices_lib.DeviceSpec:
-  """Identical devices whose links make the mean transfer `ccr` times the mean op's time."""
-  if ccr == 0:
-    return devices_lib.homogeneous(num_devices, bandwidth=np.inf)
-  bandwidth = float(np.mean(graph.tensor_size)) / (ccr * float(np.mean(graph.compute_cost)))
-  return devices_lib.homogeneous(num_devices, bandwidth=bandwidth)
-
-
 def measure(size: int, num_devices: int, ccr: float) -> dict:
   graph = sized_graph(size, seed=size + num_devices)
-  devices = devices_for(graph, num_devices, ccr)
+  devices = benchmarks.devices_at_ccr(graph, num_devices, ccr)
   problem = performance.Problem(graph, devices, model="delay")
   seeds = heuristics.seeds(problem, heuristics.HEURISTICS)
   best_seed = min(seeds.values(), key=lambda c: performance.score_reference(problem, c)[0])

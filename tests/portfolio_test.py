@@ -98,13 +98,13 @@ def test_the_solvers_answer_is_a_candidate_scored_by_the_reference(monkeypatch):
   assert "PROVEN OPTIMAL" in report_lib.summary(report)
 
 
-def test_the_threshold_experiment_sets_the_communication_it_names():
-  from experiments import portfolio_thresholds
+def test_devices_at_a_ratio_set_the_communication_they_name():
+  """What the threshold experiment's training graphs run on."""
   graph = sized_graph(20, seed=2)
   for ccr in (0.1, 1.0, 10.0):
-    devices = portfolio_thresholds.devices_for(graph, 3, ccr)
+    devices = benchmarks.devices_at_ccr(graph, 3, ccr)
     mean_transfer = np.mean([analysis.transfer_time(devices, float(s), 0, 1)
                              for s in graph.tensor_size])
     assert mean_transfer / np.mean(graph.compute_cost) == pytest.approx(ccr)
-  free = portfolio_thresholds.devices_for(graph, 3, 0.0)
+  free = benchmarks.devices_at_ccr(graph, 3, 0.0)
   assert analysis.transfer_time(free, float(graph.tensor_size.max()), 0, 2) == 0.0
