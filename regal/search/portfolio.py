@@ -25,7 +25,7 @@ from regal.scoring import chromosome as chromosome_lib
 # The thresholds, read off `experiments.portfolio_thresholds` (synthetic training graphs of
 # 10-200 ops, 2 and 4 devices, communication 0-10x computation; its committed report): within
 # 5 s the solver proved optimal 16/16 graphs of 10-20 ops, 3/8 of 30 and 2/8 of 50 (its answer
-# or bound beating the search's on 7 of them), none of 100 or 200 ops, where its bound never
+# beating the search's on 7 of them), none of 100 or 200 ops, where its bound never
 # beat the structural one and its answer lost to the search's on 14 of 16.
 MAX_OPS = 64
 # The solver's limit: it stops sooner on a proof, and is stopped once the search meets the
