@@ -168,14 +168,14 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   if config.exact_solver == "auto" and portfolio.worth_starting(problem):
     best_seed = min(guided.seeds.values(), key=lambda c: scores(c)[0])
     solver = portfolio.start(problem, best_seed, seed)
-    if solver.proven.wait(portfolio.head_start(problem)) and solver.chromosome() is not None:
+    chromosome = (solver.chromosome() if solver.proven.wait(portfolio.head_start(problem))
+                  else None)
+    if chromosome is not None:
       # Proven optimal before the search would even have compiled: no search to run.
       solver.finish()
-      details.update(solver=solver.details(), lower_bound=solver.details()["lower_bound"],
-                     status=solver.details()["status"], winner_origin=None,
+      details.update(solver.details(), winner_origin=None,
                      search="skipped: the solver proved its answer optimal first")
       settings["brkga"]["stopped_early"] = True
-      chromosome = solver.chromosome()
       objective, schedule = scores(chromosome)
       placement, order = chromosome_lib.assignment(chromosome, problem.layout)
       return baselines.MethodResult(
@@ -190,12 +190,10 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   details["winner_origin"] = None if result.origin is None else guides.arm_of(result.origin)
   if solver is not None:
     solver.finish(best=objective)
-    details["solver"] = solver.details()
-    if solver.chromosome() is not None:
-      alternatives["cpsat"] = solver.chromosome()
-    if details["solver"]["lower_bound"] is not None:  # Proven, with or without an answer.
-      details.update(lower_bound=details["solver"]["lower_bound"],
-                     status=details["solver"]["status"])
+    details.update(solver.details())
+    answer = solver.chromosome()
+    if answer is not None:
+      alternatives["cpsat"] = answer
   placement, order = chromosome_lib.assignment(result.best_chromosome, problem.layout)
   return baselines.MethodResult(
       method="brkga", placement=placement, order=order, objective=objective, schedule=schedule,

@@ -55,6 +55,8 @@ class SolverRun:
   """CP-SAT solving `problem` on a thread: `proven` is set once it has proven its answer
   optimal; `finish` waits for it (stopping it first when `best` meets the structural bound)."""
   problem: performance.Problem
+  hint: tuple[np.ndarray, np.ndarray]  # (placement, order) CP-SAT starts from
+  seed: int
   time_limit: float
   proven: threading.Event = dataclasses.field(default_factory=threading.Event)
   answer: tuple[np.ndarray, np.ndarray, dict] | None = None
@@ -77,11 +79,6 @@ class SolverRun:
       self.error = error
     self.seconds = time.perf_counter() - started
 
-  def start(self, hint: tuple[np.ndarray, np.ndarray], seed: int) -> "SolverRun":
-    self.hint, self.seed = hint, seed
-    self.thread.start()
-    return self
-
   def finish(self, best: float | None = None) -> None:
     """Waits for the solver; stops it first when `best` already meets the structural bound,
     or on SIGINT / SIGTERM (asked until it ends: a stop asked before its search starts would
@@ -102,9 +99,15 @@ class SolverRun:
     return chromosome_lib.encode(placement, order, self.problem.layout)
 
   def details(self) -> dict:
+    """The result's details: `solver` (status, bound, seconds, limit), and the proven
+    `lower_bound` with its `status` where the solver gave one (with or without an answer)."""
     solution = self.answer[2] if self.answer else {}
-    return {"status": solution.get("status"), "lower_bound": solution.get("lower_bound"),
-            "seconds": self.seconds, "time_limit": self.time_limit}
+    facts = {"solver": {"status": solution.get("status"),
+                        "lower_bound": solution.get("lower_bound"),
+                        "seconds": self.seconds, "time_limit": self.time_limit}}
+    if solution.get("lower_bound") is not None:
+      facts.update(lower_bound=solution["lower_bound"], status=solution["status"])
+    return facts
 
 
 def head_start(problem: performance.Problem) -> float:
@@ -115,5 +118,7 @@ def head_start(problem: performance.Problem) -> float:
 def start(problem: performance.Problem, hint_chromosome: np.ndarray, seed: int,
           time_limit: float = SECONDS) -> SolverRun:
   """The solver on a thread, hinted with a chromosome's placement and order."""
-  hint = chromosome_lib.assignment(hint_chromosome, problem.layout)
-  return SolverRun(problem, time_limit).start(hint, seed)
+  run = SolverRun(problem, chromosome_lib.assignment(hint_chromosome, problem.layout), seed,
+                  time_limit)
+  run.thread.start()
+  return run
