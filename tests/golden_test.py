@@ -2,8 +2,9 @@
 
 The recorded values in `tests/golden/results.json` were produced by the code before the
 package restructuring (issue 22; the delay model's BRKGA case before issue 36, the hill
-climb, local search and coarsened-search cases at 96dbf87, before their moves became
-`regal.scoring.moves`); a refactor that changes any method's answer, or the first steps of
+climb and local search cases at 96dbf87, before their moves became `regal.scoring.moves`;
+a coarsened search refined by the climb was checked equal too, then left out for suite time,
+which is why cases may still name a coarsening); a refactor that changes any method's answer, or the first steps of
 REGAL training, fails here. BRKGA runs alone (`exact_solver="off"`): the solver beside it
 (issue 37) ends it early on a proof, at a time that depends on the machine. Regenerate only for
 an intended behaviour change:
@@ -41,8 +42,6 @@ _CASES = (
     ("local_search_synthetic_wc", ("synthetic", 16, 8), 2, "wc", "local_search", 500),
     ("hill_climb_block_delay", ("doppler", "transformer_block_215nodes.txt"), 4, "delay",
      "hill_climb", 400),
-    # The coarsened search, refined on the original graph by the hill climb's moves.
-    ("brkga_coarsened_refined", ("sized", 60, "barabasi_albert"), 4, "wc", "brkga", 500, "6"),
 )
 
 
