@@ -133,6 +133,53 @@ def test_forcing_the_teacher_reproduces_its_schedule():
   assert float(forced.makespan[0]) == pytest.approx(planned, rel=1e-5)
 
 
+def test_replay_weighs_recorded_episodes_as_the_step_by_step_scan():
+  """The vectorized replay (what REINFORCE and imitation differentiate) against the forced
+  scan, step by step, on sampled episodes of a random policy; and the split placer against the
+  readable module."""
+  graph, devices = sized_graph(18, seed=6), devices_lib.homogeneous(3, bandwidth=0.05)
+  agent = training.Agent.create(performance.Problem(graph, devices), SMALL)
+  params = training.init_params(jax.random.key(3), agent)
+  keys = jax.random.split(jax.random.key(4), 6)
+  zeros = jnp.zeros((6, 1))
+  sampled = training.episode_runner(agent, episode_lib.SAMPLE)(params, keys, 0.3, zeros, zeros)
+  forced = training.episode_runner(agent, episode_lib.FORCED)(
+      params, keys, 0.0, sampled.nodes, sampled.devices)
+  replayed = training.replay_episodes(params, agent.graph, SMALL.network, sampled)
+  np.testing.assert_array_equal(forced.placement, sampled.placement)
+  np.testing.assert_allclose(replayed.log_prob, forced.sel_log_prob + forced.plc_log_prob,
+                             rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(replayed.entropy, forced.entropy, rtol=1e-5, atol=1e-5)
+  valid = np.asarray(sampled.valid)
+  assert valid.sum() == 6 * graph.num_ops and np.all(np.asarray(replayed.log_prob)[~valid] == 0)
+  # Greedy choices agree but for near-ties that float rounding breaks either way.
+  for field in ("greedy_nodes", "greedy_devices"):
+    agree = np.asarray(getattr(replayed, field))[valid] == np.asarray(getattr(forced, field))[valid]
+    assert agree.mean() >= 0.97, (field, agree.mean())
+  rng = np.random.default_rng(0)
+  h = SMALL.hidden
+  embedding, z, on_devices, features = (jnp.asarray(rng.normal(size=shape), jnp.float32)
+                                        for shape in ((h,), (h,), (3, 2, h), (3, 5)))
+  # Op 0 is placed; ops 1-6 sit two by two on the three devices.
+  terms = networks.placer_terms(params["placer"],
+                                jnp.concatenate([embedding[None], on_devices.reshape(6, h)]),
+                                jnp.concatenate([z[None], jnp.zeros((6, h))]))
+  folded = networks.folded_placer_logits(terms, terms.own[0],
+                                         terms.on_device[1:].reshape(3, 2, h).sum(1), features)
+  np.testing.assert_allclose(folded, networks.Placer(SMALL.network).apply(
+      params["placer"], embedding, on_devices.sum(1), features, z), rtol=1e-4, atol=1e-5)
+
+
+def test_draws_follow_the_weights_and_never_pick_a_zero_weight():
+  weights = jnp.asarray([0.0, 1.0, 0.0, 3.0, 0.0])
+  uniforms = jax.random.uniform(jax.random.key(0), (20000,))
+  picks = np.asarray(jax.vmap(episode_lib._draw, (None, 0))(weights, uniforms))
+  assert set(picks.tolist()) == {1, 3}
+  assert abs(np.mean(picks == 3) - 0.75) < 0.015
+  # A uniform number at the top of [0, 1) still picks the last positive weight.
+  assert int(episode_lib._draw(weights, jnp.float32(np.nextafter(1, 0, dtype=np.float32)))) == 3
+
+
 def test_imitation_agrees_with_critical_path():
   graph, devices = sized_graph(16, seed=4), devices_lib.homogeneous(2)
   agent = training.Agent.create(performance.Problem(graph, devices), SMALL)

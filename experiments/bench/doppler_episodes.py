@@ -10,7 +10,10 @@ One run measures, on one graph with 4 devices:
 * the reference: the Doppler repository's simulator semantics on SimPy
   (`regal.scoring.doppler_sim`), one assignment per call, which is what every episode of the
   original code waits for.
-It prints episodes per second for each and the ratios ours / reference.
+It prints episodes per second for each and the ratios ours / reference. With
+`--train_ops N` it also times the whole policy training `--method doppler` runs (stages I and
+II, `regal.doppler_policy.method.train`, `--train_episodes` episodes, compilation included) on a
+synthetic graph of N ops (`sized_graph`, seed 0) with `--devices` devices.
 """
 from __future__ import annotations
 
@@ -30,7 +33,9 @@ from absl import app, flags  # noqa: E402
 from datasets import atomic, benchmarks  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
+from datasets.synthetic import sized_graph  # noqa: E402
 from regal.doppler_policy import episode as episode_lib  # noqa: E402
+from regal.doppler_policy import method  # noqa: E402
 from regal.doppler_policy import training  # noqa: E402
 from regal.scoring import doppler_sim, performance  # noqa: E402
 
@@ -40,6 +45,9 @@ _DEVICES = flags.DEFINE_integer("devices", 4, "Homogeneous devices.")
 _BATCH = flags.DEFINE_integer("batch", 64, "Episodes per batch.")
 _REPEATS = flags.DEFINE_integer("repeats", 10, "Timed batches.")
 _REFERENCE_CALLS = flags.DEFINE_integer("reference_calls", 40, "Timed SimPy simulator calls.")
+_TRAIN_OPS = flags.DEFINE_integer("train_ops", 0, "Also time the whole training on a synthetic "
+                                  "graph of this many ops (0: skip).")
+_TRAIN_EPISODES = flags.DEFINE_integer("train_episodes", 5000, "Episodes of that training.")
 _JSON = flags.DEFINE_string("json", None, "Also write the figures here as JSON.")
 
 
@@ -49,6 +57,22 @@ def _rate(fn, count: int, repeats: int) -> float:
   for k in range(1, repeats + 1):
     jax.block_until_ready(fn(k))
   return count * repeats / (time.perf_counter() - start)
+
+
+def time_training(num_ops: int, devices, episodes: int) -> dict:
+  """Seconds of `method.train` (imitation, REINFORCE over `episodes`, the greedy episode)."""
+  problem = performance.Problem(sized_graph(num_ops), devices, model="doppler")
+  started = time.perf_counter()
+  _, _, details, _, _ = method.train(problem, episodes, seed=0)
+  seconds = time.perf_counter() - started
+  reinforce_seconds = details["episodes"] / details["episodes_per_second"]
+  print(f"training on {problem.graph.num_ops} ops, {devices.num_devices} devices: "
+        f"{details['episodes']} episodes in {reinforce_seconds:.1f} s "
+        f"({details['episodes_per_second']:.0f} /s), imitation {details['imitation']['steps']} "
+        f"steps, {seconds:.1f} s in all (compilation included)")
+  return {"ops": problem.graph.num_ops, "episodes": details["episodes"],
+          "reinforce_seconds": reinforce_seconds, "total_seconds": seconds,
+          "imitation_steps": details["imitation"]["steps"]}
 
 
 def main(argv: Sequence[str]) -> None:
@@ -102,6 +126,8 @@ def main(argv: Sequence[str]) -> None:
   print(f"  Doppler simulator on SimPy, 1 / call: {reference:10.1f} /s")
   print(f"  ratio ours / simulator: {ours / reference:.1f}x episodes, "
         f"{with_update / reference:.1f}x training episodes")
+  if _TRAIN_OPS.value:
+    figures["training"] = time_training(_TRAIN_OPS.value, devices, _TRAIN_EPISODES.value)
   if _JSON.value:
     atomic.write_text(_JSON.value, json.dumps(figures, indent=1) + "\n")
 

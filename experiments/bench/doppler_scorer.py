@@ -9,10 +9,15 @@ device — and each heuristic with a few ops moved, where near-equal schedules t
 one with `regal.scoring.doppler_sim` (SimPy) and `regal.scoring.native_doppler`, and counts those whose
 makespan or op times differ (must be 0). Speed is measured in the same run: the native scorer on
 a large population split over every core, the median of `--repeats` timed calls, SimPy over every checked assignment (evaluations per second = assignments / total
-seconds); the ratio is native / SimPy evaluations per second. Run it on a quiet machine.
+seconds); the ratio is native / SimPy evaluations per second. A plain Python event loop of the
+same simulator (`plain_event_loop`: heapq, no compiler) is checked and timed beside SimPy, and
+the whole exact Doppler search (BRKGA, 8 devices, on the 367-op graph) is timed against it. Run
+it on a quiet machine.
 """
 from __future__ import annotations
 
+import collections
+import heapq
 import os
 import statistics
 import time
@@ -28,12 +33,15 @@ from datasets import io as graph_io
 from datasets.synthetic import sized_graph
 from experiments import report
 from regal.baselines import list_scheduling, partition
+from regal import search
 from regal.scoring import doppler_sim, native_doppler, performance
 
 _QUICK = flags.DEFINE_bool("quick", False, "Few assignments (a smoke run).")
 _CHECKED = flags.DEFINE_integer("checked", 2000, "Assignments per graph checked against SimPy.")
 _TIMED = flags.DEFINE_integer("timed", 20000, "Population the native scorer is timed on.")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls per scorer (median kept).")
+_SEARCH_EVALS = flags.DEFINE_integer("search_evals", 200000, "Budget of the timed exact "
+                                     "Doppler search (367 ops, 8 devices).")
 _OUT_DIR = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "doppler_scorer"),
                                "Where the report goes.")
 
@@ -59,6 +67,74 @@ def assignments(graph, devices, count: int, rng: np.random.Generator) -> np.ndar
   return np.stack(rows[:count])
 
 
+def plain_event_loop(host: native_doppler.DopplerGraph, placement: np.ndarray) -> float:
+  """The Doppler simulator as a plain Python event loop (heapq, one assignment): the same
+  events and tie order as `native_doppler`'s kernel, written for reading, not speed. It is
+  what a user would write without a compiler, so the speed ratio against it is what the
+  compiled loop buys."""
+  cond, req, end_compute, release, end_transfer, delivered = range(6)
+  place = placement.tolist()
+  missing = host.in_count.tolist()
+  duration = (host.compute_cost / host.speed[placement]).tolist()
+  heap: list[tuple[float, int, int, int]] = []  # Later events: (time, event id, kind, arg).
+  now_events = collections.deque((cond, v) for v in range(host.num_ops) if missing[v] == 0)
+  queues = [collections.deque() for _ in range(host.num_devices)]
+  busy = [False] * host.num_devices
+  end = [0.0] * host.num_ops
+  now, event_id = 0.0, 0
+
+  latency, bandwidth = host.latency.tolist(), host.bandwidth.tolist()
+  out_ptr, receiver = host.out_ptr.tolist(), host.delivery_dst.tolist()
+  delivery_bytes = host.delivery_bytes.tolist()
+
+  def delay(num_bytes: float, src: int, dst: int) -> float:
+    if src == dst or num_bytes < 0:  # Same device, or a control edge.
+      return 0.0
+    return latency[src][dst] + num_bytes / bandwidth[src][dst]
+
+  def later(at: float, kind: int, arg: int) -> None:
+    nonlocal event_id
+    if at == now:
+      now_events.append((kind, arg))
+    else:
+      heapq.heappush(heap, (at, event_id, kind, arg))
+      event_id += 1
+
+  while heap or now_events:
+    if heap and (not now_events or heap[0][0] == now):
+      now, _, kind, arg = heapq.heappop(heap)
+    else:
+      kind, arg = now_events.popleft()
+    if kind == delivered:
+      consumer = receiver[arg]
+      missing[consumer] -= 1
+      if missing[consumer] == 0:
+        now_events.append((cond, consumer))
+    elif kind == end_transfer:
+      now_events.append((delivered, arg))
+    elif kind in (cond, release):
+      device = place[arg]
+      if kind == cond:
+        queues[device].append(arg)
+      if not busy[device] and queues[device]:
+        busy[device] = True
+        now_events.append((req, queues[device].popleft()))
+      if kind == release:
+        for k in range(out_ptr[arg], out_ptr[arg + 1]):
+          later(now + delay(delivery_bytes[k], device, place[receiver[k]]), end_transfer, k)
+    elif kind == req:
+      later(now + duration[arg], end_compute, arg)
+    else:
+      end[arg] = now
+      busy[place[arg]] = False
+      now_events.append((release, arg))
+  makespan = max(end, default=0.0)
+  for src, dst, num_bytes in zip(host.edge_src.tolist(), host.edge_dst.tolist(),
+                                 host.edge_bytes.tolist()):
+    makespan = max(makespan, end[src] + delay(num_bytes, place[src], place[dst]))
+  return makespan
+
+
 def median_seconds(fn, repeats: int) -> float:
   times = []
   for _ in range(repeats):
@@ -75,7 +151,12 @@ def measure(name: str, graph, devices, checked: int, timed: int, repeats: int) -
   makespan, start, end = native_doppler.simulate(host, placements, record_times=True)
   mismatches = 0
   reference_seconds = []
+  plain_seconds = []
   for k, placement in enumerate(placements):
+    began = time.perf_counter()
+    plain = plain_event_loop(host, placement)
+    plain_seconds.append(time.perf_counter() - began)
+    mismatches += plain != makespan[k]
     began = time.perf_counter()
     schedule = doppler_sim.simulate_doppler(graph, devices, placement)
     reference_seconds.append(time.perf_counter() - began)
@@ -86,11 +167,33 @@ def measure(name: str, graph, devices, checked: int, timed: int, repeats: int) -
   native_doppler.simulate(host, population[:8])  # Compiled (numba's cache) before timing.
   native_seconds = median_seconds(lambda: native_doppler.simulate(host, population), repeats)
   simpy_rate = len(reference_seconds) / sum(reference_seconds)
+  plain_rate = len(plain_seconds) / sum(plain_seconds)
   native_rate = timed / native_seconds
   return {"graph": name, "ops": graph.num_ops, "edges": graph.num_edges,
-          "checked": len(placements), "mismatches": mismatches,
-          "simpy_evals_per_second": simpy_rate, "native_evals_per_second": native_rate,
-          "speedup": native_rate / simpy_rate}
+          "checked": len(placements), "mismatches": int(mismatches),
+          "simpy_evals_per_second": simpy_rate, "plain_loop_evals_per_second": plain_rate,
+          "native_evals_per_second": native_rate, "speedup": native_rate / simpy_rate,
+          "speedup_vs_plain_loop": native_rate / plain_rate}
+
+
+def measure_search(graph, devices, evals: int, plain_checked: int) -> dict:
+  """The whole exact Doppler search (BRKGA, `regal.search.optimize`) against the plain loop on
+  the same graph and devices: evaluations per second of search time, compile excluded."""
+  problem = performance.Problem(graph, devices, model="doppler")
+  search.optimize(problem, evals=min(evals, 20000), seed=1)  # Compiles it.
+  result = search.optimize(problem, evals=evals, seed=0)
+  host = native_doppler.build_doppler_graph(graph, devices)
+  rng = np.random.default_rng(1)
+  placements = rng.integers(0, devices.num_devices, (plain_checked, graph.num_ops))
+  began = time.perf_counter()
+  for placement in placements:
+    plain_event_loop(host, placement)
+  plain_rate = plain_checked / (time.perf_counter() - began)
+  search_rate = result.evaluations / result.search_seconds
+  return {"ops": graph.num_ops, "edges": graph.num_edges, "devices": devices.num_devices,
+          "evaluations": int(result.evaluations), "search_seconds": result.search_seconds,
+          "search_evals_per_second": search_rate, "plain_loop_evals_per_second": plain_rate,
+          "speedup_vs_plain_loop": search_rate / plain_rate}
 
 
 def main(argv: Sequence[str]) -> None:
@@ -107,8 +210,16 @@ def main(argv: Sequence[str]) -> None:
     rows.append(measure(name, graph, devices, checked, timed, _REPEATS.value))
     row = rows[-1]
     print(f"{name}: {row['ops']} ops, {row['mismatches']} of {row['checked']} differ; SimPy "
-          f"{row['simpy_evals_per_second']:.0f}/s, native {row['native_evals_per_second']:.0f}/s"
-          f", {row['speedup']:.0f}x", flush=True)
+          f"{row['simpy_evals_per_second']:.0f}/s, plain loop "
+          f"{row['plain_loop_evals_per_second']:.0f}/s, native "
+          f"{row['native_evals_per_second']:.0f}/s ({row['speedup']:.0f}x SimPy, "
+          f"{row['speedup_vs_plain_loop']:.0f}x the plain loop)", flush=True)
+  searched = measure_search(graphs[-1][1], devices_lib.homogeneous(8),
+                            2000 if _QUICK.value else _SEARCH_EVALS.value, 50 if _QUICK.value
+                            else 500)
+  print(f"search on {graphs[-1][0]}, 8 devices: {searched['search_evals_per_second']:.0f} "
+        f"evals/s, {searched['speedup_vs_plain_loop']:.0f}x the plain loop "
+        f"({searched['plain_loop_evals_per_second']:.0f}/s)", flush=True)
   lines, facts = report.header("Exact Doppler scorer vs the SimPy model",
                                "experiments.bench.doppler_scorer",
                                "quick" if _QUICK.value else "full")

@@ -1,7 +1,8 @@
 """One Doppler episode (section 4.1) as a `lax.scan` over steps; `vmap` it over many episodes.
 
 State: which ops are assigned, their devices and delay-model start / end times, per device the
-time it frees up, the compute assigned to it and the sum of the embeddings of its ops. A step:
+time it frees up, the compute assigned to it and the sum of the embeddings of its ops (kept as
+its image under the placer's first layer, `networks.PlacerTerms`). A step:
 the candidate set C_h is the unassigned ops whose predecessors are all assigned (C_0: the entry
 ops); SEL picks one; its device features X_D (appendix E.2) are computed on every device; PLC
 picks a device; the op starts there as early as the delay model allows (after the device's last
@@ -39,13 +40,15 @@ class EpisodeState:
   end: jnp.ndarray  # [N]
   device_free: jnp.ndarray  # [D]
   device_compute: jnp.ndarray  # [D]
-  device_embedding: jnp.ndarray  # [D, h]
+  device_part: jnp.ndarray  # [D, h] the placer's term of the ops on each device
+  missing: jnp.ndarray  # [N] int32 predecessors not yet assigned
 
 
 class Episode(NamedTuple):
   """Per step t: the op and device chosen (`valid` False past the last op), the log-
-  probabilities of both choices, the policies' entropies, and the greedy choices (for
-  imitation accuracy). `makespan` is the delay model's; `placement` is per op."""
+  probabilities of both choices, the policies' entropies, the greedy choices (for imitation
+  accuracy) and the device features X_D the placer saw (what `replay` needs). `makespan` is
+  the delay model's; `placement` is per op."""
   nodes: jnp.ndarray  # [N]
   devices: jnp.ndarray  # [N]
   valid: jnp.ndarray  # [N] bool
@@ -54,11 +57,13 @@ class Episode(NamedTuple):
   entropy: jnp.ndarray  # [N]
   greedy_nodes: jnp.ndarray  # [N]
   greedy_devices: jnp.ndarray  # [N]
+  device_features: jnp.ndarray  # [N, D, 5]
   placement: jnp.ndarray  # [N] int32
   makespan: jnp.ndarray  # []
 
 
 def ready_mask(g: EpisodeGraph, assigned: jnp.ndarray) -> jnp.ndarray:
+  """The candidate set's definition (the scan keeps it incrementally, by predecessor counts)."""
   inputs_done = jnp.all(assigned[g.pred_index] | ~g.pred_mask, axis=1)
   return g.node_mask & ~assigned & inputs_done
 
@@ -84,22 +89,36 @@ def device_view(g: EpisodeGraph, state: EpisodeState, op: jnp.ndarray):
   return earliest, duration, features
 
 
-def _choose(key, logits, allowed, mode, forced, epsilon):
-  """(action, log-prob of it, entropy, greedy action) over the allowed entries of logits."""
+def _draw(weights: jnp.ndarray, uniform: jnp.ndarray) -> jnp.ndarray:
+  """An index drawn with probability proportional to `weights` (>= 0, some positive) by
+  inverting their running sum at one uniform number: one random number per draw, where a
+  Gumbel draw (`jax.random.categorical`) takes one per entry."""
+  cumulative = jnp.cumsum(weights)
+  index = jnp.sum(cumulative <= uniform * cumulative[-1])
+  last_positive = jnp.max(jnp.where(weights > 0, jnp.arange(weights.shape[0]), 0))
+  return jnp.minimum(index, last_positive)  # Rounding never picks a zero-weight tail entry.
+
+
+def _log_probs(logits, allowed):
+  """(log-probabilities over the allowed entries, 0 elsewhere; entropy; greedy index)."""
   masked = jnp.where(allowed, logits, -jnp.inf)
-  log_probs = jax.nn.log_softmax(masked)
-  log_probs = jnp.where(allowed, log_probs, 0.0)  # No NaN when nothing is allowed.
-  greedy = jnp.argmax(masked)
+  log_probs = jnp.where(allowed, jax.nn.log_softmax(masked, axis=-1), 0.0)
+  entropy = -jnp.sum(jnp.exp(log_probs) * log_probs * allowed, axis=-1)
+  return log_probs, entropy, jnp.argmax(masked, axis=-1)
+
+
+def _choose(uniforms, logits, allowed, mode, forced, epsilon):
+  """(action, log-prob of it, entropy, greedy action) over the allowed entries of logits;
+  `uniforms` [2]: whether to explore, and the draw."""
+  log_probs, entropy, greedy = _log_probs(logits, allowed)
   if mode == GREEDY:
     action = greedy
   elif mode == FORCED:
     action = forced
-  else:
-    explore_key, uniform_key, policy_key = jax.random.split(key, 3)
-    uniform = jax.random.categorical(uniform_key, jnp.where(allowed, 0.0, -jnp.inf))
-    sampled = jax.random.categorical(policy_key, masked)
-    action = jnp.where(jax.random.uniform(explore_key) < epsilon, uniform, sampled)
-  entropy = -jnp.sum(jnp.exp(log_probs) * log_probs * allowed)
+  else:  # Epsilon-greedy: with probability epsilon uniform over the allowed entries.
+    weights = jnp.where(uniforms[0] < epsilon, allowed.astype(logits.dtype),
+                        jnp.exp(log_probs) * allowed)
+    action = _draw(weights, uniforms[1])
   return action, log_probs[action], entropy, greedy
 
 
@@ -107,7 +126,8 @@ def initial_state(g: EpisodeGraph, hidden: int) -> EpisodeState:
   n, d = g.node_mask.shape[0], g.speed.shape[0]
   return EpisodeState(assigned=jnp.zeros(n, bool), device=jnp.full(n, -1, jnp.int32),
                       start=jnp.zeros(n), end=jnp.zeros(n), device_free=jnp.zeros(d),
-                      device_compute=jnp.zeros(d), device_embedding=jnp.zeros((d, hidden)))
+                      device_compute=jnp.zeros(d), device_part=jnp.zeros((d, hidden)),
+                      missing=jnp.sum(g.pred_mask, axis=1, dtype=jnp.int32))
 
 
 def run_episode(params, g: EpisodeGraph, key: jax.Array, config: networks.NetworkConfig,
@@ -118,24 +138,22 @@ def run_episode(params, g: EpisodeGraph, key: jax.Array, config: networks.Networ
   actions [N] per step (entries past the last real op are ignored)."""
   n = g.node_mask.shape[0]
   embeddings, z, scores = networks.Selector(config).apply(params["selector"], g)
-  placer = networks.Placer(config)
+  terms = networks.placer_terms(params["placer"], embeddings, z)
   if forced_nodes is None:
     forced_nodes = jnp.zeros(n, jnp.int32)
     forced_devices = jnp.zeros(n, jnp.int32)
 
   def step(state: EpisodeState, inputs):
-    step_key, forced_node, forced_device = inputs
-    sel_key, plc_key = jax.random.split(step_key)
-    ready = ready_mask(g, state.assigned)
+    uniforms, forced_node, forced_device = inputs
+    ready = g.node_mask & ~state.assigned & (state.missing == 0)
     valid = ready.any()
     node, sel_log_prob, sel_entropy, greedy_node = _choose(
-        sel_key, scores, ready, mode, forced_node, epsilon)
+        uniforms[:2], scores, ready, mode, forced_node, epsilon)
     earliest, duration, features = device_view(g, state, node)
-    logits = placer.apply(params["placer"], embeddings[node], state.device_embedding,
-                          features, z[node])
+    logits = networks.folded_placer_logits(terms, terms.own[node], state.device_part, features)
     allowed = jnp.ones_like(logits, bool)
     device, plc_log_prob, plc_entropy, greedy_device = _choose(
-        plc_key, logits, allowed, mode, forced_device, epsilon)
+        uniforms[2:], logits, allowed, mode, forced_device, epsilon)
     start = earliest[device]
     end = start + duration[device]
 
@@ -149,20 +167,68 @@ def run_episode(params, g: EpisodeGraph, key: jax.Array, config: networks.Networ
         device_free=put(state.device_free, device, end),
         device_compute=put(state.device_compute, device,
                            state.device_compute[device] + duration[device]),
-        device_embedding=put(state.device_embedding, device,
-                             state.device_embedding[device] + embeddings[node]))
+        device_part=put(state.device_part, device,
+                        state.device_part[device] + terms.on_device[node]),
+        # Padding successor slots point at the padding op N-1, which is never ready.
+        missing=state.missing.at[g.succ_index[node]].add(-valid.astype(jnp.int32)))
     out = (node, device, valid, jnp.where(valid, sel_log_prob, 0.0),
            jnp.where(valid, plc_log_prob, 0.0), jnp.where(valid, sel_entropy + plc_entropy, 0.0),
-           greedy_node, greedy_device)
+           greedy_node, greedy_device, jnp.where(valid, features, 0.0))
     return new, out
 
-  keys = jax.random.split(key, n)
-  final, (nodes, devices, valid, sel_lp, plc_lp, entropy, greedy_nodes, greedy_devices) = (
-      jax.lax.scan(step, initial_state(g, config.hidden), (keys, forced_nodes, forced_devices)))
+  uniforms = jax.random.uniform(key, (n, 4))
+  final, (nodes, devices, valid, sel_lp, plc_lp, entropy, greedy_nodes, greedy_devices,
+          device_features) = jax.lax.scan(step, initial_state(g, config.hidden),
+                                          (uniforms, forced_nodes, forced_devices))
   makespan = jnp.max(jnp.where(g.node_mask, final.end, 0.0))
   return Episode(nodes=nodes, devices=devices, valid=valid, sel_log_prob=sel_lp,
                  plc_log_prob=plc_lp, entropy=entropy, greedy_nodes=greedy_nodes,
-                 greedy_devices=greedy_devices, placement=final.device, makespan=makespan)
+                 greedy_devices=greedy_devices, device_features=device_features,
+                 placement=final.device, makespan=makespan)
+
+
+def _exclusive_running_sum(values: jnp.ndarray) -> jnp.ndarray:
+  """Sums of values[:t] for every t along the leading axis: a scan, which on a CPU is several
+  times faster than XLA's cumsum and associative scans, differentiated too."""
+  def add(total, value):
+    return total + value, total
+  return jax.lax.scan(add, jnp.zeros_like(values[0]), values)[1]
+
+
+class Replayed(NamedTuple):
+  """What a recorded episode's actions weigh under a policy, per step [N]."""
+  log_prob: jnp.ndarray  # SEL's and PLC's log-probabilities of the recorded actions, summed
+  entropy: jnp.ndarray  # SEL's and PLC's entropies, summed
+  greedy_nodes: jnp.ndarray
+  greedy_devices: jnp.ndarray
+
+
+def replay(params, g: EpisodeGraph, config: networks.NetworkConfig, nodes, devices, valid,
+           device_features) -> Replayed:
+  """A recorded episode (`run_episode`'s nodes, devices, valid steps and device features)
+  scored under `params` with every step at once, no scan: what the policy gradient and
+  imitation differentiate. Equal to the forced scan's log-probabilities and entropies up to
+  float rounding. The candidate set at step t is the ops not chosen before t whose
+  predecessors all were; the ops on a device before t sum to that device's embedding."""
+  n, d = g.node_mask.shape[0], g.speed.shape[0]
+  embeddings, z, scores = networks.Selector(config).apply(params["selector"], g)
+  steps = jnp.arange(n)
+  position = jnp.full(n, n, jnp.int32).at[jnp.where(valid, nodes, n)].set(steps, mode="drop")
+  last_input = jnp.max(jnp.where(g.pred_mask, position[g.pred_index], -1), axis=1)
+  ready = (g.node_mask[None] & (position[None] >= steps[:, None])
+           & (last_input[None] < steps[:, None]))  # [N steps, N ops]
+  sel_log_probs, sel_entropy, greedy_nodes = _log_probs(scores[None], ready)
+  sel_log_prob = jnp.take_along_axis(sel_log_probs, nodes[:, None], axis=1)[:, 0]
+  terms = networks.placer_terms(params["placer"], embeddings, z)
+  chosen = terms.on_device[nodes] * valid[:, None]
+  added = (devices[:, None] == jnp.arange(d))[:, :, None] * chosen[:, None, :]  # [N, D, h]
+  device_part = _exclusive_running_sum(added)  # The ops on each device before each step.
+  logits = networks.folded_placer_logits(terms, terms.own[nodes], device_part, device_features)
+  plc_log_probs, plc_entropy, greedy_devices = _log_probs(logits, jnp.ones_like(logits, bool))
+  plc_log_prob = jnp.take_along_axis(plc_log_probs, devices[:, None], axis=1)[:, 0]
+  return Replayed(log_prob=jnp.where(valid, sel_log_prob + plc_log_prob, 0.0),
+                  entropy=jnp.where(valid, sel_entropy + plc_entropy, 0.0),
+                  greedy_nodes=greedy_nodes, greedy_devices=greedy_devices)
 
 
 def init_params(key: jax.Array, g: EpisodeGraph, config: networks.NetworkConfig) -> dict:

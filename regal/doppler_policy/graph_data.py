@@ -33,13 +33,14 @@ NUM_DEVICE_FEATURES = 5
 @struct.dataclass
 class EpisodeGraph:
   """A graph for the episode scan and the networks; N ops (padded), K predecessors each
-  (padded), E encoder edges (padded), D devices."""
+  (padded), S successors each (padded), E encoder edges (padded), D devices."""
   node_features: np.ndarray  # [N, 5] normalized X_G
   node_mask: np.ndarray  # [N] bool: a real op
   cost: np.ndarray  # [N] compute cost (time on a device of speed 1)
   pred_index: np.ndarray  # [N, K] int; padding entries point at op N-1 and are masked
   pred_mask: np.ndarray  # [N, K] bool
   pred_bytes: np.ndarray  # [N, K] the largest tensor read from that predecessor; -1: control
+  succ_index: np.ndarray  # [N, S] distinct successors; padding entries point at op N-1
   b_path: np.ndarray  # [N, N] 0/1: row v marks the ops of v's b-level path
   t_path: np.ndarray  # [N, N] 0/1: row v marks the ops of v's t-level path
   senders: np.ndarray  # [E] int: encoder edges producer -> consumer (padding: masked)
@@ -102,6 +103,10 @@ def episode_graph(graph: Graph, devices: DeviceSpec, num_nodes: int | None = Non
     pred_index[v, :k] = deps.preds[v]
     pred_mask[v, :k] = True
     pred_bytes[v, :k] = deps.pred_bytes[v]
+  max_succs = 1 << max(max([len(p) for p in deps.succs] + [1]) - 1, 3).bit_length()
+  succ_index = np.full((size, max_succs), size - 1, np.int32)
+  for v in range(o):
+    succ_index[v, :len(deps.succs[v])] = deps.succs[v]
   senders = [u for v in range(o) for u in deps.preds[v]]
   receivers = [v for v in range(o) for _ in deps.preds[v]]
   edge_time = [mean_transfer_time(devices, s) / scale for v in range(o) for s in deps.pred_bytes[v]]
@@ -113,7 +118,7 @@ def episode_graph(graph: Graph, devices: DeviceSpec, num_nodes: int | None = Non
   mask[:o] = True
   return EpisodeGraph(
       node_features=node_features, node_mask=mask, cost=cost, pred_index=pred_index,
-      pred_mask=pred_mask, pred_bytes=pred_bytes,
+      pred_mask=pred_mask, pred_bytes=pred_bytes, succ_index=succ_index,
       b_path=_path_matrix(o, b_next, size), t_path=_path_matrix(o, t_prev, size),
       senders=np.asarray(senders + [size - 1] * pad, np.int32),
       receivers=np.asarray(receivers + [size - 1] * pad, np.int32),

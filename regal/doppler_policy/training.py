@@ -99,6 +99,13 @@ class Agent:
                                                                 self.problem.devices)
     return (*self.pad_actions(order, placement[order]), placement)
 
+  def teacher_episode(self, params) -> episode_lib.Episode:
+    """The teacher's actions recorded as a batch of one forced episode."""
+    nodes, devices, _ = self.teacher()
+    return episode_runner(self, episode_lib.FORCED)(
+        params, jax.random.split(jax.random.key(0), 1), 0.0, jnp.asarray(nodes)[None],
+        jnp.asarray(devices)[None])
+
   def pad_actions(self, nodes, devices) -> tuple[np.ndarray, np.ndarray]:
     n = self.graph.node_mask.shape[0]
     padded_nodes, padded_devices = np.zeros(n, np.int32), np.zeros(n, np.int32)
@@ -133,16 +140,25 @@ def init_params(key: jax.Array, agent: Agent) -> dict:
   return init_params_jit(key, agent.graph, agent.config.network)
 
 
-def imitation_loss(params, g: graph_data.EpisodeGraph, network: networks.NetworkConfig, nodes,
-                   devices):
-  episodes = run_episodes(params, jax.random.split(jax.random.key(0), 1), 0.0, nodes[None],
-                          devices[None], g=g, network=network, mode=episode_lib.FORCED)
-  valid = episodes.valid
-  log_prob = jnp.sum((episodes.sel_log_prob + episodes.plc_log_prob) * valid)
-  agree_node = jnp.sum((episodes.greedy_nodes == episodes.nodes) & valid)
-  agree_device = jnp.sum((episodes.greedy_devices == episodes.devices) & valid)
+def replay_episodes(params, g: graph_data.EpisodeGraph, network: networks.NetworkConfig,
+                    episodes) -> episode_lib.Replayed:
+  """`episode_lib.replay` over a batch of recorded episodes (leading axis)."""
+  return jax.vmap(episode_lib.replay, (None, None, None, 0, 0, 0, 0))(
+      params, g, network, episodes.nodes, episodes.devices, episodes.valid,
+      episodes.device_features)
+
+
+def imitation_loss(params, g: graph_data.EpisodeGraph, network: networks.NetworkConfig,
+                   teacher):
+  """Mean negative log-likelihood of the teacher's actions (an episode of batch 1 forced
+  along them, recorded once: its device features do not depend on the policy), and the
+  greedy policy's agreement with them."""
+  replayed = replay_episodes(params, g, network, teacher)
+  valid = teacher.valid
+  agree_node = jnp.sum((replayed.greedy_nodes == teacher.nodes) & valid)
+  agree_device = jnp.sum((replayed.greedy_devices == teacher.devices) & valid)
   count = jnp.maximum(valid.sum(), 1)
-  return -log_prob / count, (agree_node / count, agree_device / count)
+  return -jnp.sum(replayed.log_prob) / count, (agree_node / count, agree_device / count)
 
 
 def _imitation_optimizer(clip_norm: float, learning_rate: float) -> optax.GradientTransformation:
@@ -150,10 +166,10 @@ def _imitation_optimizer(clip_norm: float, learning_rate: float) -> optax.Gradie
 
 
 @functools.partial(jax.jit, static_argnames=("network", "clip_norm", "learning_rate"))
-def _imitation_step(params, opt_state, nodes, devices, g: graph_data.EpisodeGraph,
+def _imitation_step(params, opt_state, teacher, g: graph_data.EpisodeGraph,
                     network: networks.NetworkConfig, clip_norm: float, learning_rate: float):
   (loss, agree), grads = jax.value_and_grad(imitation_loss, has_aux=True)(
-      params, g, network, nodes, devices)
+      params, g, network, teacher)
   updates, opt_state = _imitation_optimizer(clip_norm, learning_rate).update(
       grads, opt_state, params)
   return optax.apply_updates(params, updates), opt_state, loss, agree
@@ -164,14 +180,13 @@ def imitate(params, agents: list[Agent], config: DopplerConfig, log_every: int =
   """Stage I on every agent's graph; stops once both agreements reach the target everywhere.
   Returns (params, {"steps", "node_agreement", "device_agreement"})."""
   opt_state = _imitation_optimizer(config.clip_norm, config.imitation_learning_rate).init(params)
-  teachers = [tuple(jnp.asarray(a) for a in agent.teacher()[:2]) for agent in agents]
+  teachers = [agent.teacher_episode(params) for agent in agents]
   agreement = [(0.0, 0.0)] * len(agents)
   step_count = 0
   for step_count in range(1, config.imitation_steps + 1):
     for k, agent in enumerate(agents):
-      nodes, devices = teachers[k]
       params, opt_state, loss, agree = _imitation_step(
-          params, opt_state, nodes, devices, g=agent.graph, network=config.network,
+          params, opt_state, teachers[k], g=agent.graph, network=config.network,
           clip_norm=config.clip_norm, learning_rate=config.imitation_learning_rate)
       agreement[k] = (float(agree[0]), float(agree[1]))
     if step_count % log_every == 0:
@@ -228,18 +243,17 @@ def _reinforce_optimizer(clip_norm: float) -> optax.GradientTransformation:
 
 
 @functools.partial(jax.jit, static_argnames=("network", "entropy_weight", "clip_norm"))
-def _reinforce_update(params, opt_state, keys, nodes, devices, advantages, learning_rate,
+def _reinforce_update(params, opt_state, episodes, advantages, learning_rate,
                       g: graph_data.EpisodeGraph, network: networks.NetworkConfig,
                       entropy_weight: float, clip_norm: float):
-  """One stage-II step: the sampled actions replayed (forced mode) and differentiated. The
-  learning rate is an argument, so its schedule needs no recompilation."""
+  """One stage-II step: the sampled actions replayed (every step at once) and differentiated.
+  The learning rate is an argument, so its schedule needs no recompilation."""
   num_ops = jnp.sum(g.node_mask)
 
   def loss_fn(params):
-    episodes = run_episodes(params, keys, 0.0, nodes, devices, g=g, network=network,
-                            mode=episode_lib.FORCED)
-    log_prob = jnp.sum((episodes.sel_log_prob + episodes.plc_log_prob) * episodes.valid, 1)
-    entropy = jnp.sum(episodes.entropy, 1) / num_ops
+    replayed = replay_episodes(params, g, network, episodes)
+    log_prob = jnp.sum(replayed.log_prob, 1)
+    entropy = jnp.sum(replayed.entropy, 1) / num_ops
     return jnp.mean(-advantages * log_prob - entropy_weight * entropy)
 
   loss, grads = jax.value_and_grad(loss_fn)(params)
@@ -280,8 +294,7 @@ def reinforce(params, agent: Agent, config: DopplerConfig, reward: RewardSource,
     running_mean = config.baseline_decay * running_mean + (1 - config.baseline_decay) * mean
     learning_rate = config.learning_rate * (1.0 - step / max(config.reinforce_steps, 1))
     params, opt_state, loss = _reinforce_update(
-        params, opt_state, keys, episodes.nodes, episodes.devices,
-        jnp.asarray(advantages, jnp.float32), learning_rate, g=agent.graph,
+        params, opt_state, episodes, jnp.asarray(advantages, jnp.float32), learning_rate, g=agent.graph,
         network=agent.config.network, entropy_weight=config.entropy_weight,
         clip_norm=config.clip_norm)
     record = {"step": step + 1, "mean_makespan": float(makespans.mean()),
