@@ -137,7 +137,8 @@ def test_replay_weighs_recorded_episodes_as_the_step_by_step_scan():
   """The vectorized replay (what REINFORCE and imitation differentiate) against the forced
   scan, step by step, on sampled episodes of a random policy; and the split placer against the
   readable module."""
-  graph, devices = sized_graph(18, seed=6), devices_lib.homogeneous(3, bandwidth=0.05)
+  # The forcing test's graph and devices: the forced runner's compilation is shared.
+  graph, devices = sized_graph(20, seed=2), devices_lib.homogeneous(2, bandwidth=0.02)
   agent = training.Agent.create(performance.Problem(graph, devices), SMALL)
   params = training.init_params(jax.random.key(3), agent)
   keys = jax.random.split(jax.random.key(4), 6)
@@ -160,7 +161,7 @@ def test_replay_weighs_recorded_episodes_as_the_step_by_step_scan():
   h = SMALL.hidden
   embedding, z, on_devices, features = (jnp.asarray(rng.normal(size=shape), jnp.float32)
                                         for shape in ((h,), (h,), (3, 2, h), (3, 5)))
-  # Op 0 is placed; ops 1-6 sit two by two on the three devices.
+  # Op 0 is placed (three devices); ops 1-6 sit two by two on them.
   terms = networks.placer_terms(params["placer"],
                                 jnp.concatenate([embedding[None], on_devices.reshape(6, h)]),
                                 jnp.concatenate([z[None], jnp.zeros((6, h))]))

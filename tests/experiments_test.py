@@ -133,6 +133,8 @@ def test_doppler_scorer_quick(tmp_path):
   run_quick("experiments.bench.doppler_scorer", out)
   _, data = read_report(out, "doppler_scorer")
   assert len(data["rows"]) == 5 and all(r["mismatches"] == 0 for r in data["rows"])
+  assert all(r["plain_loop_evals_per_second"] > 0 for r in data["rows"])
+  assert data["search"]["devices"] == 8 and data["search"]["evaluations"] > 0
   assert all(r["speedup"] > 1 for r in data["rows"])
 
 

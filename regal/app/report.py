@@ -148,6 +148,15 @@ def why_no_gain(graph: Graph, devices: DeviceSpec, single_makespan: float) -> st
           f"bound leaves room for up to {100 * room:.1f}% ({chain})")
 
 
+def _chosen_note(d: dict) -> str:
+  """Where the reported answer came from when it is not the method's own."""
+  if d["chosen"] == d["settings"]["method"]:
+    return ""
+  if d["chosen"] == "cpsat" and "solver" in d["details"]:
+    return "  (the exact solver's answer: CP-SAT ran beside the search)"
+  return f"  (the {d['chosen']} seed as it was)"
+
+
 def summary(report: Report) -> str:
   d = report.data
   unit = d["time_units"]["name"]
@@ -167,8 +176,7 @@ def summary(report: Report) -> str:
       f"{d['devices']['num_devices']} devices, method {d['settings']['method']}, model "
       f"{d['settings']['model']}, objective {d['settings']['objective']}; times in {unit}",
       f"best:          objective {objective(d['objective'])}  makespan {time(d['makespan'])}  "
-      f"{peak}" + ("" if d["chosen"] == d["settings"]["method"]
-                   else f"  (the {d['chosen']} seed as it was)"),
+      f"{peak}" + _chosen_note(d),
       f"single device: objective {objective(single['objective'])}  makespan "
       f"{time(single['makespan'])}",
   ]

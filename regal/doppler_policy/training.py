@@ -294,8 +294,8 @@ def reinforce(params, agent: Agent, config: DopplerConfig, reward: RewardSource,
     running_mean = config.baseline_decay * running_mean + (1 - config.baseline_decay) * mean
     learning_rate = config.learning_rate * (1.0 - step / max(config.reinforce_steps, 1))
     params, opt_state, loss = _reinforce_update(
-        params, opt_state, episodes, jnp.asarray(advantages, jnp.float32), learning_rate, g=agent.graph,
-        network=agent.config.network, entropy_weight=config.entropy_weight,
+        params, opt_state, episodes, jnp.asarray(advantages, jnp.float32), learning_rate,
+        g=agent.graph, network=agent.config.network, entropy_weight=config.entropy_weight,
         clip_norm=config.clip_norm)
     record = {"step": step + 1, "mean_makespan": float(makespans.mean()),
               "best_makespan": best.makespan, "loss": float(loss)}
