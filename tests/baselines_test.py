@@ -75,8 +75,9 @@ def brute_force_delay_optimum(graph: Graph, devices) -> float:
 
 
 def _device_sets():
+  # Identical devices exercise CP-SAT's symmetry breaking and its redundant constraints.
   return st.sampled_from([
-      devices_lib.homogeneous(2),
+      devices_lib.homogeneous(2), devices_lib.homogeneous(3, bandwidth=0.5),
       devices_lib.DeviceSpec(memory_capacity=np.inf, speed=[1.0, 2.0], bandwidth=1.0,
                              latency=1.0),
       devices_lib.DeviceSpec(memory_capacity=np.inf, speed=[1.0, 1.0],

@@ -1,0 +1,149 @@
+r"""Does the default run depend on its seed? Each seed's answer against the best known.
+
+  python -m experiments.seed_spread            # ~20 minutes on 2 cores
+  python -m experiments.seed_spread --quick    # two graphs, two seeds, small references
+
+Graphs (issue 37's targets): the four shared Doppler files (Doppler model, 4 identical
+devices) and the sharded workloads (ChainMM, FFNN, Llama block and layer; WC model; 4
+identical devices, and 8 in two NVLink groups of 4, as `experiments.search_targets` places
+them). Per graph: `regal.optimize`'s default run (no budget flag) for each of `--seeds`, and
+reference runs of the same search with `--reference_evals` evaluations for each of
+`--reference_seeds`. The best known is the lowest objective any of these runs reached; each
+default seed's gap to it is reported, with the worst gap per graph and the share of graphs
+where every seed is within `--tolerance_pct`. Rows are appended to a JSONL file beside the
+report, so a killed run resumes where it stopped.
+"""
+from __future__ import annotations
+
+from regal.scoring import parallel
+
+parallel.use_all_cpu_cores()  # Before JAX starts.
+
+import os  # noqa: E402
+import time  # noqa: E402
+from typing import Any, Sequence  # noqa: E402
+
+import numpy as np  # noqa: E402
+from absl import flags  # noqa: E402
+
+from datasets import atomic, benchmarks, cli, errors, sharded  # noqa: E402
+from datasets import devices as devices_lib  # noqa: E402
+from datasets import io as graph_io  # noqa: E402
+from experiments import report  # noqa: E402
+from regal.app import methods, optimize_lib  # noqa: E402
+from regal.scoring import models  # noqa: E402
+
+DOPPLER_FILES = ("chain_mm_112nodes", "ffnn_192nodes", "transformer_block_215nodes",
+                 "full_transformer_layer_261nodes")
+
+_QUICK = flags.DEFINE_bool("quick", False, "Two graphs, seeds 0-1, references of 20,000.")
+_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2", "3", "4"], "Seeds of the default run.")
+_REFERENCE_SEEDS = flags.DEFINE_list("reference_seeds", ["0", "1"], "Seeds of the references.")
+_REFERENCE_EVALS = flags.DEFINE_integer("reference_evals", 1_000_000,
+                                        "Evaluations of each reference run.")
+_TOLERANCE = flags.DEFINE_float("tolerance_pct", 1.0, "A seed within this gap passes.")
+_OUT_DIR = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "seed_spread"),
+                               "Where the report and its resumable rows go.")
+
+
+def targets():
+  """(label, graph, devices, model) of every measured graph."""
+  for name in DOPPLER_FILES:
+    yield (f"{name} (doppler x4)",
+           graph_io.load_graph(os.path.join(benchmarks.DOPPLER_GRAPHS, name + ".txt")),
+           devices_lib.homogeneous(4), "doppler")
+  for count in (4, 8):
+    devices = devices_lib.homogeneous(4) if count == 4 else devices_lib.nvlink_two_groups(4)
+    for workload in sharded.WORKLOADS:
+      yield f"sharded {workload} (wc x{count})", sharded.generate(workload, count), devices, "wc"
+
+
+def run_one(label: str, graph, devices, model: str, seed: int, evals: int | None) -> dict:
+  started = time.perf_counter()
+  data = optimize_lib.run(graph, devices, methods.RunConfig(model=model, evals=evals,
+                                                            seed=seed)).data
+  return {"graph": label, "kind": "default" if evals is None else "reference", "seed": seed,
+          "evals": data["evaluations"], "objective": data["objective"],
+          "in_units": float(models.get(model).in_units(data["objective"])),
+          "search_seconds": data["wall_seconds"]["search"],
+          "seconds": time.perf_counter() - started}
+
+
+def summarize(rows: list[dict], labels: list[str], tolerance: float) -> list[dict[str, Any]]:
+  out = []
+  for label in labels:
+    mine = [r for r in rows if r["graph"] == label]
+    if not any(r["kind"] == "default" for r in mine):
+      continue
+    best = min(mine, key=lambda r: r["objective"])
+    defaults = sorted((r for r in mine if r["kind"] == "default"), key=lambda r: r["seed"])
+    gaps = [100.0 * (r["objective"] / best["objective"] - 1.0) for r in defaults]
+    out.append({"graph": label, "best_known": best["in_units"],
+                "best_from": f"{best['kind']} seed {best['seed']} ({best['evals']:,} evals)",
+                "default_gaps_pct": gaps, "worst_gap_pct": max(gaps),
+                "all_within": max(gaps) <= tolerance,
+                "default_seconds": float(np.mean([r["seconds"] for r in defaults])),
+                "default_search_seconds": float(np.mean([r["search_seconds"] for r in defaults]))})
+  return out
+
+
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  try:
+    seeds = [int(s) for s in _SEEDS.value]
+    reference_seeds = [int(s) for s in _REFERENCE_SEEDS.value]
+  except ValueError as error:
+    raise errors.ConfigError(f"--seeds and --reference_seeds take integers: {error}") from None
+  if not seeds or _REFERENCE_EVALS.value < 1 or _TOLERANCE.value < 0:
+    raise errors.ConfigError("--seeds must name a seed, --reference_evals be positive and "
+                             "--tolerance_pct at least 0")
+  every = list(targets())
+  if _QUICK.value:
+    every, seeds, reference_seeds = [every[0], every[4]], seeds[:2], reference_seeds[:1]
+  reference_evals = 20_000 if _QUICK.value else _REFERENCE_EVALS.value
+  os.makedirs(_OUT_DIR.value, exist_ok=True)
+  path = os.path.join(_OUT_DIR.value, f"seed_spread-{'quick' if _QUICK.value else 'full'}.jsonl")
+  done = {(r["graph"], r["kind"], r["seed"], r["evals"] if r["kind"] == "reference" else None): r
+          for r in atomic.read_json_lines(path)}
+  for label, graph, devices, model in every:
+    plan = [(seed, None) for seed in seeds] + [(seed, reference_evals)
+                                               for seed in reference_seeds]
+    for seed, evals in plan:
+      key = (label, "default" if evals is None else "reference", seed, evals)
+      if key in done:
+        continue
+      row = run_one(label, graph, devices, model, seed, evals)
+      atomic.append_json_line(path, row)
+      done[key] = row
+      print(f"{label}: {row['kind']} seed {seed}: {row['in_units']:.6g} "
+            f"({row['evals']:,} evals, {row['seconds']:.1f} s)", flush=True)
+  labels = [label for label, *_ in every]
+  rows = [r for r in done.values() if r["graph"] in labels and
+          (r["kind"] == "default" and r["seed"] in seeds or
+           r["kind"] == "reference" and r["seed"] in reference_seeds
+           and r["evals"] == reference_evals)]
+  summary = summarize(rows, labels, _TOLERANCE.value)
+  lines, facts = report.header("Seed spread of the default run against the best known",
+                               "experiments.seed_spread", "quick" if _QUICK.value else "full")
+  body = [f"Default run: `regal.optimize`'s defaults (no budget flag), seeds "
+          f"{', '.join(map(str, seeds))}. References: the same search with "
+          f"{reference_evals:,} evaluations, seeds {', '.join(map(str, reference_seeds))}. "
+          f"Best known: the lowest objective of all these runs (Doppler units for the doppler "
+          f"model, seconds-like cost units for WC). Gap = objective / best known - 1.", ""]
+  body += report.markdown_table(
+      ["graph", "best known", "from", "default run's gap per seed (%)", "worst gap %",
+       f"all within {_TOLERANCE.value:g}%", "default run s"],
+      [[s["graph"], f"{s['best_known']:.6g}", s["best_from"],
+        ", ".join(f"{g:.2f}" for g in s["default_gaps_pct"]), f"{s['worst_gap_pct']:.2f}",
+        "yes" if s["all_within"] else "**no**", f"{s['default_seconds']:.1f}"]
+       for s in summary])
+  passed = sum(s["all_within"] for s in summary)
+  body += ["", f"Every seed within {_TOLERANCE.value:g}% of the best known on {passed} of "
+           f"{len(summary)} graphs."]
+  report.publish(_OUT_DIR.value, "seed_spread", lines, body,
+                 {**facts, "summary": summary, "rows_file": os.path.basename(path)})
+
+
+if __name__ == "__main__":
+  cli.run_cli(main)

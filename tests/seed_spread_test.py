@@ -1,0 +1,25 @@
+"""experiments.seed_spread's summary: the best known is the lowest objective of any run, each
+default seed's gap is measured against it, and a graph passes only if every seed is within the
+tolerance."""
+import pytest
+
+from experiments import seed_spread
+
+
+def _row(graph, kind, seed, objective, evals=1000):
+  return {"graph": graph, "kind": kind, "seed": seed, "objective": objective,
+          "in_units": objective / 10, "evals": evals, "seconds": 2.0, "search_seconds": 1.5}
+
+
+def test_gaps_are_against_the_best_run_and_every_seed_must_pass():
+  rows = [_row("a", "default", 0, 100.0), _row("a", "default", 1, 100.5),
+          _row("a", "reference", 0, 99.0, 10 ** 6),
+          _row("b", "default", 0, 50.0), _row("b", "default", 1, 52.0),
+          _row("b", "reference", 0, 51.0, 10 ** 6)]
+  a, b = seed_spread.summarize(rows, ["a", "b", "c"], tolerance=1.6)
+  assert a["best_known"] == pytest.approx(9.9) and a["best_from"].startswith("reference seed 0")
+  assert a["default_gaps_pct"] == pytest.approx([100 / 99 * 100 - 100, 100.5 / 99 * 100 - 100])
+  assert a["all_within"] and a["worst_gap_pct"] == pytest.approx(100.5 / 99 * 100 - 100)
+  # A default run may be the best known itself; one seed 4% off fails the graph.
+  assert b["best_from"].startswith("default seed 0") and not b["all_within"]
+  assert b["default_gaps_pct"] == pytest.approx([0.0, 4.0])
