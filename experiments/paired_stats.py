@@ -1,5 +1,6 @@
-"""Statistics of paired runs (the same graph and seed, with and without a guide), for
-`experiments.learning_table`: kept apart from its flags so tests and other tables import them."""
+"""Statistics of runs over seeds: paired runs (the same graph and seed, with and without a
+guide) for `experiments.learning_table`, and one default run's seeds against the best known for
+`experiments.seed_spread`; kept apart from their flags so tests and other tables import them."""
 from __future__ import annotations
 
 import numpy as np
@@ -48,3 +49,24 @@ def summarize(rows: list[dict], best_known: np.ndarray) -> dict:
           "guided_seconds": float(np.mean([s for r in rows for s in r["guided_seconds"]])),
           "unguided_seconds": float(np.mean([s for r in rows for s in r["unguided_seconds"]])),
           "pairs": int(improvement.size)}
+
+
+def spread_summary(rows: list[dict], labels: list[str], tolerance: float) -> list[dict]:
+  """Per graph label (in order; labels without default runs left out): the best known (the
+  lowest objective of any row, default or reference), each default seed's gap to it in %,
+  the worst, and whether every seed is within `tolerance` %."""
+  out = []
+  for label in labels:
+    mine = [r for r in rows if r["graph"] == label]
+    if not any(r["kind"] == "default" for r in mine):
+      continue
+    best = min(mine, key=lambda r: r["objective"])
+    defaults = sorted((r for r in mine if r["kind"] == "default"), key=lambda r: r["seed"])
+    gaps = [100.0 * (r["objective"] / best["objective"] - 1.0) for r in defaults]
+    out.append({"graph": label, "best_known": best["in_units"],
+                "best_from": f"{best['kind']} seed {best['seed']} ({best['evals']:,} evals)",
+                "default_gaps_pct": gaps, "worst_gap_pct": max(gaps),
+                "all_within": max(gaps) <= tolerance,
+                "default_seconds": float(np.mean([r["seconds"] for r in defaults])),
+                "default_search_seconds": float(np.mean([r["search_seconds"] for r in defaults]))})
+  return out

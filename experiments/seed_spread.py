@@ -21,15 +21,13 @@ parallel.use_all_cpu_cores()  # Before JAX starts.
 
 import os  # noqa: E402
 import time  # noqa: E402
-from typing import Any, Sequence  # noqa: E402
-
-import numpy as np  # noqa: E402
+from typing import Sequence  # noqa: E402
 from absl import flags  # noqa: E402
 
 from datasets import atomic, benchmarks, cli, errors, sharded  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from experiments import report  # noqa: E402
+from experiments import paired_stats, report  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import models  # noqa: E402
 
@@ -69,24 +67,6 @@ def run_one(label: str, graph, devices, model: str, seed: int, evals: int | None
           "seconds": time.perf_counter() - started}
 
 
-def summarize(rows: list[dict], labels: list[str], tolerance: float) -> list[dict[str, Any]]:
-  out = []
-  for label in labels:
-    mine = [r for r in rows if r["graph"] == label]
-    if not any(r["kind"] == "default" for r in mine):
-      continue
-    best = min(mine, key=lambda r: r["objective"])
-    defaults = sorted((r for r in mine if r["kind"] == "default"), key=lambda r: r["seed"])
-    gaps = [100.0 * (r["objective"] / best["objective"] - 1.0) for r in defaults]
-    out.append({"graph": label, "best_known": best["in_units"],
-                "best_from": f"{best['kind']} seed {best['seed']} ({best['evals']:,} evals)",
-                "default_gaps_pct": gaps, "worst_gap_pct": max(gaps),
-                "all_within": max(gaps) <= tolerance,
-                "default_seconds": float(np.mean([r["seconds"] for r in defaults])),
-                "default_search_seconds": float(np.mean([r["search_seconds"] for r in defaults]))})
-  return out
-
-
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -123,7 +103,7 @@ def main(argv: Sequence[str]) -> None:
           (r["kind"] == "default" and r["seed"] in seeds or
            r["kind"] == "reference" and r["seed"] in reference_seeds
            and r["evals"] == reference_evals)]
-  summary = summarize(rows, labels, _TOLERANCE.value)
+  summary = paired_stats.spread_summary(rows, labels, _TOLERANCE.value)
   lines, facts = report.header("Seed spread of the default run against the best known",
                                "experiments.seed_spread", "quick" if _QUICK.value else "full")
   body = [f"Default run: `regal.optimize`'s defaults (no budget flag), seeds "

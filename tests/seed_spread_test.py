@@ -1,9 +1,9 @@
-"""experiments.seed_spread's summary: the best known is the lowest objective of any run, each
+"""experiments.seed_spread's summary (`paired_stats.spread_summary`): the best known is the lowest objective of any run, each
 default seed's gap is measured against it, and a graph passes only if every seed is within the
 tolerance."""
 import pytest
 
-from experiments import seed_spread
+from experiments import paired_stats
 
 
 def _row(graph, kind, seed, objective, evals=1000):
@@ -16,7 +16,7 @@ def test_gaps_are_against_the_best_run_and_every_seed_must_pass():
           _row("a", "reference", 0, 99.0, 10 ** 6),
           _row("b", "default", 0, 50.0), _row("b", "default", 1, 52.0),
           _row("b", "reference", 0, 51.0, 10 ** 6)]
-  a, b = seed_spread.summarize(rows, ["a", "b", "c"], tolerance=1.6)
+  a, b = paired_stats.spread_summary(rows, ["a", "b", "c"], tolerance=1.6)
   assert a["best_known"] == pytest.approx(9.9) and a["best_from"].startswith("reference seed 0")
   assert a["default_gaps_pct"] == pytest.approx([100 / 99 * 100 - 100, 100.5 / 99 * 100 - 100])
   assert a["all_within"] and a["worst_gap_pct"] == pytest.approx(100.5 / 99 * 100 - 100)
