@@ -112,6 +112,24 @@ def test_cpsat_optimum_on_eight_ops(devices):
       brute_force_delay_optimum(graph, devices))
 
 
+@pytest.mark.parametrize("shape", ["join", "fork"])
+def test_cpsat_bound_is_tight_where_relatives_split_over_devices(shape):
+  """A join (three sources into a sink) and its mirror, the fork: the optimum splits the
+  sources (sinks) over both devices and pays one transfer. The bound's transfer term for
+  relatives on another device is exactly one cheapest transfer: anything more would put the
+  bound above the optimum."""
+  costs, arcs = [4, 3, 3, 1], [(0, 3), (1, 3), (2, 3)]
+  if shape == "fork":
+    costs, arcs = [1, 4, 3, 3], [(0, 1), (0, 2), (0, 3)]
+  graph = _graph(costs, arcs, sizes=[2, 2, 2, 2])
+  devices = devices_lib.homogeneous(2)
+  result = exact.cpsat(performance.Problem(graph, devices), time_limit=30, workers=1)
+  optimum = brute_force_delay_optimum(graph, devices)
+  assert optimum < sum(costs)  # Splitting pays, so the transfer term is exercised.
+  assert result.details["status"] == "OPTIMAL"
+  assert result.details["lower_bound"] == pytest.approx(optimum)
+
+
 def test_cpsat_bound_holds_for_every_model():
   graph = _graph([3, 4, 2, 5, 1, 3], [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4), (3, 5)],
                  sizes=[2, 2, 2, 1, 1, 1])

@@ -6,9 +6,14 @@ time there); no overlap per device; for every dependency u -> v, start(v) >= end
 transfer time when u and v sit on different devices and v reads a tensor of u; minimize the
 makespan. On identical devices the labels are interchangeable, so devices are first used in
 index order along a fixed node sequence (value precedence: it cut CP-SAT's unproven Sinnen
-graphs within 5 s from 39 of 40 to 33); every performance model's schedule is feasible here, so CP-SAT's proven bound is a
-lower bound for all of them; its solution (placement + order by start time) is then scored by
-the problem's own model like every other method's.
+graphs within 5 s from 39 of 40 to 33). Redundant constraints lift the bound: per device, the
+work it runs of a node's ancestors fits before the node starts, of its descendants after it
+ends, plus one cheapest transfer where the node sits elsewhere (`_add_ancestor_loads`; with
+one worker and 5 s, of 40 Sinnen graphs the default run left unproven the loads proved 9
+instead of 1, and of 40 it still left unproven, the transfer term 18 instead of 1).
+Every performance model's schedule is feasible here, so CP-SAT's proven bound is a lower bound
+for all of them; its solution (placement + order by start time) is then scored by the
+problem's own model like every other method's.
 
 CP-SAT needs integer times: when the durations are not all integers (or are huge) the time unit
 is chosen so the horizon spans about 10^7 units and durations are rounded *down*, which keeps
@@ -100,6 +105,12 @@ def solve_delay_model(cost: np.ndarray, edges: list[tuple[int, int, float]],
       hint = np.array([labels[int(d)] for d in hint], np.int64)
   makespan = model.NewIntVar(0, bound, "makespan")
   model.AddMaxEquality(makespan, end) if num_nodes else model.Add(makespan == 0)
+  if num_devices > 1:
+    _add_ancestor_loads(model, on, start, end, makespan, duration, to_units, edges, [
+        0 if size == CONTROL_ONLY else min(to_units(delay[(src, dst, a, b)])
+                                           for a in range(num_devices)
+                                           for b in range(num_devices) if a != b)
+        for src, dst, size in edges])
   # Redundant but strong for the bound: no device works longer than the makespan.
   for d in range(num_devices):
     model.Add(sum(to_units(duration[i, d]) * on[i][d] for i in range(num_nodes)) <= makespan)
@@ -122,6 +133,70 @@ def solve_delay_model(cost: np.ndarray, edges: list[tuple[int, int, float]],
   starts = np.array([solver.Value(s) for s in start], float) * unit
   return {"status": solver.StatusName(status), "placement": placement, "start": starts,
           "lower_bound": float(solver.BestObjectiveBound() * unit), "time_unit": unit}
+
+
+# The ancestor-load constraints hold one term per (node, relative, device): beyond this many
+# terms the model would grow quadratically for a bound that matters on small graphs.
+MAX_ANCESTOR_LOAD_TERMS = 400_000
+
+
+def _reachable(num_nodes: int, edges) -> np.ndarray:
+  """[n, n] bool: reach[a, b] when a path leads from a to b (a != b)."""
+  succ = [[] for _ in range(num_nodes)]
+  indegree = np.zeros(num_nodes, np.int64)
+  for src, dst, _ in edges:
+    succ[src].append(dst)
+    indegree[dst] += 1
+  order = [i for i in range(num_nodes) if indegree[i] == 0]
+  for node in order:
+    for nxt in succ[node]:
+      indegree[nxt] -= 1
+      if indegree[nxt] == 0:
+        order.append(nxt)
+  reach = np.zeros((num_nodes, num_nodes), bool)
+  for node in reversed(order):
+    for nxt in succ[node]:
+      reach[node, nxt] = True
+      reach[node] |= reach[nxt]
+  return reach
+
+
+def _add_ancestor_loads(model, on, start, end, makespan, duration, to_units, edges,
+                        delay_units) -> None:
+  """Redundant, for the bound: a node's ancestors all end before it starts, and its
+  descendants all start after it ends, so whatever share of them a device runs fits before
+  start(v) (after end(v)) on that device. CP-SAT's own relaxation sees device loads only
+  against the makespan; these lift the bound of fork, join and tree graphs, where proofs
+  hinge on how a node's relatives split over the devices. When v sits elsewhere than some of
+  those relatives, a path between them changes device, which costs at least the cheapest
+  transfer among them (`delay_units[e]`: edge e's least transfer between two devices)."""
+  num_nodes, num_devices = duration.shape
+  reach = _reachable(num_nodes, edges)
+  if int(reach.sum()) * 2 * num_devices > MAX_ANCESTOR_LOAD_TERMS:
+    return
+  units = [[to_units(duration[i, d]) for d in range(num_devices)] for i in range(num_nodes)]
+  edge_src = np.array([e[0] for e in edges], np.int64)
+  edge_dst = np.array([e[1] for e in edges], np.int64)
+  delays = np.asarray(delay_units, np.int64)
+  for v in range(num_nodes):
+    for relatives, inner_edges, side in (
+        (reach[:, v], reach[edge_src, v] & (reach[edge_dst, v] | (edge_dst == v)), "before"),
+        (reach[v], reach[v, edge_dst] & (reach[v, edge_src] | (edge_src == v)), "after")):
+      members = np.flatnonzero(relatives)
+      if len(members) < 2:  # One relative: the precedence itself says as much.
+        continue
+      cheapest = int(delays[inner_edges].min()) if inner_edges.any() else 0
+      for d in range(num_devices):
+        load = sum(units[a][d] * on[a][d] for a in members)
+        if cheapest > 0:  # + the transfer when some relative sits on d and v does not.
+          some_on_d = model.NewBoolVar("")
+          for a in members:
+            model.AddImplication(on[a][d], some_on_d)
+          load = load + cheapest * some_on_d - cheapest * on[v][d]
+        if side == "before":
+          model.Add(start[v] >= load)
+        else:
+          model.Add(makespan >= end[v] + load)
 
 
 def _break_device_symmetry(model, on, cost: np.ndarray) -> list[int]:
