@@ -243,6 +243,8 @@ def run_one(instance: dict, method: str, graph, reference) -> dict:
                          f"processors): makespan {makespan} below the proven "
                          f"{'optimum' if instance['proven'] else 'lower bound'} "
                          f"{instance['lower']}: a bug in a model or an importer")
+  if not instance["proven"]:
+    facts = {**facts, "published_lower": instance["lower"]}
   return {**key, "makespan": makespan,
           "optimum": instance["optimum"], "proven": instance["proven"],
           "tasks": instance["tasks"], "ccr": instance["ccr"], "seconds": seconds,
@@ -294,12 +296,23 @@ def summarize(rows: list[dict], methods: Sequence[str]) -> dict[str, Any]:
         for value in sorted({r[field] for r in mine}):
           by[field].setdefault(str(value), {})[method] = stats(
               [r for r in mine if r[field] == value])
+      open_instances = [r for r in mine if not r["proven"]]
+      if open_instances and all("proven_optimal" in r for r in open_instances):
+        by["overall"][method]["open_instances"] = len(open_instances)
+        by["overall"][method]["open_proven"] = [
+            {"file": r["file"], "processors": r["processors"], "makespan": r["makespan"],
+             "published_lower": r.get("published_lower"), "published_upper": r["optimum"]}
+            for r in open_instances if r["proven_optimal"]]
       searched = [r for r in mine if r.get("best_seed")]
       if searched:
         by["overall"][method]["search_vs_best_seed_pct"] = float(np.mean(
             [100.0 * (1 - r["search_objective"] / r["best_seed"]) for r in searched]))
     out[set_name] = by
   return out
+
+
+def _bound_text(bound: float | None) -> str:
+  return "?" if bound is None else f"{bound:g}"  # Rows written before the field: unknown.
 
 
 def markdown(summary: dict[str, Any], methods: Sequence[str]) -> list[str]:
@@ -321,6 +334,15 @@ def markdown(summary: dict[str, Any], methods: Sequence[str]) -> list[str]:
       lines.append(f"| {method} | {s['mean_gap_pct']:.3f} | {s['max_gap_pct']:.1f} | "
                    f"{100 * s['optimal_share']:.1f}% | {proven} | "
                    f"{s['seconds_per_instance']:.3f} | {seed} |")
+    for method in ranked:
+      s = by["overall"][method]
+      if "open_proven" in s:
+        lines += ["", f"Instances without a published proof that {method} proved optimal (its "
+                      f"makespan meets its own lower bound): {len(s['open_proven'])} of "
+                      f"{s['open_instances']}" + (":" if s["open_proven"] else ".")]
+        lines += [f"- {p['file']} on {p['processors']} processors: {p['makespan']:g} "
+                  f"(published bounds {_bound_text(p['published_lower'])}-"
+                  f"{p['published_upper']:g})" for p in s["open_proven"]]
     for field, label in (("ccr", "CCR"), ("processors", "processors"), ("tasks", "tasks")):
       values = sorted(by[field], key=float)
       if len(values) < 2:

@@ -49,3 +49,21 @@ def test_instances_and_stratified_sample(shared_graphs):
   assert len(sample) == 40 and len({i["file"] + str(i["processors"]) for i in sample}) == 40
   assert {i["tasks"] for i in sample} == {10, 16, 21, 30}
   assert {i["processors"] for i in sample} == {2, 4, 6, 8}
+
+
+def test_open_instances_proven_are_listed_with_their_published_bounds():
+  def row(file, proven, proven_optimal, makespan, optimum, lower=None):
+    out = {"set": "stg", "method": "brkga", "file": file, "processors": 4, "tasks": 50,
+           "ccr": 0.0, "seconds": 1.0, "proven": proven, "proven_optimal": proven_optimal,
+           "makespan": makespan, "optimum": optimum,
+           "gap_pct": 100.0 * (makespan / optimum - 1.0)}
+    return out if lower is None else {**out, "published_lower": lower}
+  rows = [row("a.stg", True, True, 10.0, 10.0), row("b.stg", False, True, 88.0, 88.0, 83.0),
+          row("c.stg", False, False, 98.0, 98.0, 94.0)]
+  overall = table.summarize(rows, ["brkga"])["stg"]["overall"]["brkga"]
+  assert overall["open_instances"] == 2
+  assert overall["open_proven"] == [{"file": "b.stg", "processors": 4, "makespan": 88.0,
+                                     "published_lower": 83.0, "published_upper": 88.0}]
+  text = "\n".join(table.markdown(table.summarize(rows, ["brkga"]), ["brkga"]))
+  assert "proved optimal (its makespan meets its own lower bound): 1 of 2:" in text
+  assert "- b.stg on 4 processors: 88 (published bounds 83-88)" in text
