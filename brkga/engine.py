@@ -230,7 +230,9 @@ def ask(state: State, params: Params) -> tuple[jnp.ndarray, State]:
   origin = jnp.concatenate([jnp.take_along_axis(state.origin, elite_parent, axis=1),
                             jnp.full((pops, params.num_mutants), -1, jnp.int32)], axis=1)
   if params.restart_patience:
-    key, restart_key = jax.random.split(key)
+    # Derived, not split off the stream, so a search that never restarts draws exactly what
+    # it would without restarts.
+    restart_key = jax.random.fold_in(mutant_key, 1)
     restarting = _restarting(state, params)
     offspring = jnp.where(restarting,
                           jax.random.uniform(restart_key, offspring.shape, offspring.dtype),
@@ -248,7 +250,7 @@ def tell(state: State, params: Params, offspring: jnp.ndarray,
   key = state.key
   if params.restart_patience:
     # On a restart only the best so far survives; other elite slots get fresh unscored keys.
-    key, fresh_key = jax.random.split(key)
+    fresh_key = jax.random.fold_in(key, 2)  # Derived, as in `ask`.
     fresh = jax.random.uniform(fresh_key, kept.shape, kept.dtype).at[0, 0].set(
         state.best_chromosome)
     fresh_fitness = jnp.full_like(kept_fitness, jnp.inf).at[0, 0].set(state.best_fitness)

@@ -11,7 +11,7 @@ from regal.app import methods, optimize_lib
 from regal.learning import train_lib
 from regal.learning.configs import default as default_config
 from regal.scoring import performance
-from regal.search import brkga_presets
+from regal.search import brkga_presets, brkga_search
 
 SETTING = {"population_size": 40, "elite_fraction": 0.2, "mutant_fraction": 0.1,
            "num_populations": 2, "rho": 0.6, "mutant_alpha": 2.0, "mutant_beta": 0.5}
@@ -35,7 +35,8 @@ def test_a_saved_preset_reads_back_as_parameters(presets_file):
           params.num_populations, params.exchange_interval) == (40, 8, 4, 2, 20)
   assert (float(params.rho), float(params.mutant_alpha), float(params.mutant_beta)) == (
       0.6, 2.0, 0.5)
-  assert brkga_presets.params("default", 60) == brkga.goncalves_resende(60)
+  assert brkga_presets.params("default", 60) == brkga.goncalves_resende(60).replace(
+      restart_patience=brkga_search.RESTART_PATIENCE)
 
 
 def test_bad_presets_are_one_line_errors(presets_file):
@@ -112,7 +113,8 @@ def test_the_default_preset_holds_search_settings_with_provenance(presets_file):
   assert (settings.decoder, settings.memetic.climbers, settings.memetic.interval) == (
       "list", 3, 2)
   assert settings.memetic.steps == search.Memetic().steps  # Unsaved keys: built-in values.
-  assert brkga_presets.params("default", 60) == brkga.goncalves_resende(60)
+  assert brkga_presets.params("default", 60) == brkga.goncalves_resende(60).replace(
+      restart_patience=brkga_search.RESTART_PATIENCE)
   assert brkga_presets.names() == ["default"]
   # Other presets inherit the default's search settings unless they set their own, and the
   # flag overrides the decoder.

@@ -2,7 +2,8 @@
 (`--config.brkga_preset=NAME`).
 
   default  Goncalves & Resende's ranges as REGAL used them (population ~ genes, capped at 200,
-           20% elites, 15% mutants, rho 0.7, uniform mutants): `brkga.goncalves_resende`;
+           20% elites, 15% mutants, rho 0.7, uniform mutants), restarted on stagnation:
+           `brkga_search.default_brkga_params`;
            its search settings (decoder, local improvement: `SEARCH_KEYS`) are the best of
            `python -m experiments.sweep --sweep search_tuning --save_preset default`, tuned
            on training graphs only and saved with their provenance.
@@ -136,7 +137,7 @@ def params(name: str, num_genes: int, path: str | None = None,
   """The preset's BRKGA parameters; the default preset's are Goncalves & Resende's for
   `num_genes` genes and a budget of `evals`."""
   values = setting(name, path)
-  return (brkga.goncalves_resende(num_genes, evals=evals) if values is None
+  return (brkga_search.default_brkga_params(num_genes, evals=evals) if values is None
           else to_params(values))
 
 
