@@ -58,6 +58,15 @@ def stop_requested() -> bool:
   return bool(_signals)
 
 
+def exit_if_stopped() -> None:
+  """For commands that record one run after another (resumable rows): a run a signal cut
+  short must not be recorded as finished, and every later search would stop at once, so the
+  process ends here, before the row is written (exit 130 / 143)."""
+  if _signals:
+    _exit_on_signal(f"interrupted by {signal.Signals(_signals[0]).name}: the unfinished run "
+                    f"was not recorded")
+
+
 @contextlib.contextmanager
 def stoppable():
   """Marks a block that polls `stop_requested()` and then ends early with what it has (BRKGA

@@ -51,6 +51,30 @@ def summarize(rows: list[dict], best_known: np.ndarray) -> dict:
           "pairs": int(improvement.size)}
 
 
+def spread_budget(row: dict) -> int | None:
+  """The budget a row's run was given (None: the default's). Rows written before `budget`
+  was recorded hold only the evaluations spent, which a run keeps under its budget by less
+  than a generation: rounded up to a thousand, as the reference budgets are."""
+  if "budget" in row:
+    return row["budget"]
+  return None if row["kind"] == "default" else int(-(-row["evals"] // 1000) * 1000)
+
+
+def spread_key(row: dict) -> tuple:
+  """A seed-spread row's identity: (graph, kind, seed, budget)."""
+  return (row["graph"], row["kind"], row["seed"], spread_budget(row))
+
+
+def spread_rows(rows: list[dict], labels: list[str], seeds: list[int],
+                  reference_seeds: list[int], reference_evals: int) -> list[dict]:
+  """The rows this report measures: default runs of `seeds` and reference runs of
+  `reference_seeds` with `reference_evals`, on the graphs named `labels`."""
+  return [r for r in rows if r["graph"] in labels and
+          (r["kind"] == "default" and r["seed"] in seeds or
+           r["kind"] == "reference" and r["seed"] in reference_seeds
+           and spread_budget(r) == reference_evals)]
+
+
 def spread_summary(rows: list[dict], labels: list[str], tolerance: float) -> list[dict]:
   """Per graph label (in order; labels without default runs left out): the best known (the
   lowest objective of any row, default or reference), each default seed's gap to it in %,

@@ -61,7 +61,7 @@ def run_one(label: str, graph, devices, model: str, seed: int, evals: int | None
   data = optimize_lib.run(graph, devices, methods.RunConfig(model=model, evals=evals,
                                                             seed=seed)).data
   return {"graph": label, "kind": "default" if evals is None else "reference", "seed": seed,
-          "evals": data["evaluations"], "objective": data["objective"],
+          "budget": evals, "evals": data["evaluations"], "objective": data["objective"],
           "in_units": float(models.get(model).in_units(data["objective"])),
           "search_seconds": data["wall_seconds"]["search"],
           "seconds": time.perf_counter() - started}
@@ -84,8 +84,7 @@ def main(argv: Sequence[str]) -> None:
   reference_evals = 20_000 if _QUICK.value else _REFERENCE_EVALS.value
   os.makedirs(_OUT_DIR.value, exist_ok=True)
   path = os.path.join(_OUT_DIR.value, f"seed_spread-{'quick' if _QUICK.value else 'full'}.jsonl")
-  done = {(r["graph"], r["kind"], r["seed"], r["evals"] if r["kind"] == "reference" else None): r
-          for r in atomic.read_json_lines(path)}
+  done = {paired_stats.spread_key(r): r for r in atomic.read_json_lines(path)}
   for label, graph, devices, model in every:
     plan = [(seed, None) for seed in seeds] + [(seed, reference_evals)
                                                for seed in reference_seeds]
@@ -94,15 +93,14 @@ def main(argv: Sequence[str]) -> None:
       if key in done:
         continue
       row = run_one(label, graph, devices, model, seed, evals)
+      cli.exit_if_stopped()
       atomic.append_json_line(path, row)
       done[key] = row
       print(f"{label}: {row['kind']} seed {seed}: {row['in_units']:.6g} "
             f"({row['evals']:,} evals, {row['seconds']:.1f} s)", flush=True)
   labels = [label for label, *_ in every]
-  rows = [r for r in done.values() if r["graph"] in labels and
-          (r["kind"] == "default" and r["seed"] in seeds or
-           r["kind"] == "reference" and r["seed"] in reference_seeds
-           and r["evals"] == reference_evals)]
+  rows = paired_stats.spread_rows(list(done.values()), labels, seeds, reference_seeds,
+                                  reference_evals)
   summary = paired_stats.spread_summary(rows, labels, _TOLERANCE.value)
   lines, facts = report.header("Seed spread of the default run against the best known",
                                "experiments.seed_spread", "quick" if _QUICK.value else "full")

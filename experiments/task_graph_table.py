@@ -400,6 +400,7 @@ def main(argv: Sequence[str]) -> None:
     reference = read_task_graph(instance["path"])
     for method in todo:
       row = run_one(instance, method, graph, reference)
+      cli.exit_if_stopped()
       atomic.append_json_line(path, row)
       done[(row["set"], row["file"], row["processors"], method)] = row
     if (index + 1) % 20 == 0 or index + 1 == total:

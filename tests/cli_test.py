@@ -72,3 +72,19 @@ def test_convert_bad_files(tmp_path, content, message):
 def test_convert_missing_file(tmp_path):
   assert_one_line_error(run("datasets.convert", "--graph", str(tmp_path / "none.json")),
                         "no such file")
+
+
+def test_a_stopped_run_is_not_recorded_and_nothing_runs_after_it(monkeypatch):
+  """Commands that record runs one after another call `exit_if_stopped` before each row: after
+  a signal stopped a search (a stoppable block), the process ends there instead of writing a
+  truncated row and cutting every later search short."""
+  import signal as signal_lib
+  from datasets import cli as cli_lib
+  exits = []
+  monkeypatch.setattr(cli_lib, "_exit_on_signal", exits.append)
+  monkeypatch.setattr(cli_lib, "_signals", [])
+  cli_lib.exit_if_stopped()
+  assert exits == []
+  monkeypatch.setattr(cli_lib, "_signals", [signal_lib.SIGTERM])
+  cli_lib.exit_if_stopped()
+  assert exits == ["interrupted by SIGTERM: the unfinished run was not recorded"]

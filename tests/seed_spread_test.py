@@ -23,3 +23,20 @@ def test_gaps_are_against_the_best_run_and_every_seed_must_pass():
   # A default run may be the best known itself; one seed 4% off fails the graph.
   assert b["best_from"].startswith("default seed 0") and not b["all_within"]
   assert b["default_gaps_pct"] == pytest.approx([0.0, 4.0])
+
+
+def test_reference_runs_count_by_their_budget_not_the_evaluations_they_spent():
+  """A reference run given 1,000,000 evaluations spends a little less (whole generations):
+  it is still that budget's reference, both with the recorded budget and in rows written
+  before it was recorded; a reference of another budget is left out."""
+  legacy = _row("a", "reference", 0, 90.0, evals=999_944)
+  recorded = {**_row("a", "reference", 1, 95.0, evals=999_960), "budget": 1_000_000}
+  other = {**_row("a", "reference", 2, 80.0, evals=19_944), "budget": 20_000}
+  rows = [_row("a", "default", 0, 100.0), legacy, recorded, other]
+  assert paired_stats.spread_key(legacy) == ("a", "reference", 0, 1_000_000)
+  assert paired_stats.spread_key(rows[0]) == ("a", "default", 0, None)
+  measured = paired_stats.spread_rows(rows, ["a"], [0], [0, 1], 1_000_000)
+  assert measured == [rows[0], legacy, recorded]
+  (a,) = paired_stats.spread_summary(measured, ["a"], tolerance=1.0)
+  assert a["best_from"].startswith("reference seed 0") and a["worst_gap_pct"] == pytest.approx(
+      100 / 90 * 100 - 100)
