@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from datasets import atomic, errors
+from datasets import atomic, cli, errors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +138,7 @@ def run(sweep: Sweep, out_dir: str, quick: bool = False, local: bool = False,
 
   def record(done: int, result: dict) -> None:
     nonlocal failed
+    cli.exit_if_stopped()  # A local trial a signal cut short is not a finished trial.
     atomic.append_json_line(path, result)
     finished[result["key"]] = result
     failed += result["status"] != "ok"
