@@ -177,7 +177,7 @@ class Graph:
   @functools.cached_property
   def topological_order(self) -> np.ndarray:
     """Ops in dependency order; among ready ops the lowest index comes first."""
-    order = _kahn_order(self.num_ops, self._successor_csr, self.in_degree)
+    order = kahn_order(self.num_ops, self._successor_csr, self.in_degree)
     order.flags.writeable = False
     return order
 
@@ -212,8 +212,10 @@ def _unique_csr(rows: np.ndarray, cols: np.ndarray,
   return indptr, pairs[:, 1].copy()
 
 
-def _kahn_order(num_ops: int, successor_csr: tuple[np.ndarray, np.ndarray],
-                in_degree: np.ndarray) -> np.ndarray:
+def kahn_order(num_ops: int, successor_csr: tuple[np.ndarray, np.ndarray],
+               in_degree: np.ndarray) -> np.ndarray:
+  """Ops in dependency order (lowest index first among ready ops) from successor lists in CSR
+  form (indptr, indices) and in-degrees counted over the same lists."""
   indptr, indices = successor_csr
   remaining = in_degree.astype(np.int64).copy()
   ready = [int(op) for op in np.flatnonzero(remaining == 0)]

@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from datasets import analysis, errors
+from datasets import graph as graph_lib
 from datasets.analysis import CONTROL_ONLY, Dependencies
 from datasets.devices import DeviceSpec
 from regal.baselines import fusion, list_scheduling
@@ -140,24 +141,25 @@ def solve_delay_model(cost: np.ndarray, edges: list[tuple[int, int, float]],
 MAX_ANCESTOR_LOAD_TERMS = 400_000
 
 
-def _reachable(num_nodes: int, edges) -> np.ndarray:
-  """[n, n] bool: reach[a, b] when a path leads from a to b (a != b)."""
-  succ = [[] for _ in range(num_nodes)]
-  indegree = np.zeros(num_nodes, np.int64)
-  for src, dst, _ in edges:
-    succ[src].append(dst)
-    indegree[dst] += 1
-  order = [i for i in range(num_nodes) if indegree[i] == 0]
-  for node in order:
-    for nxt in succ[node]:
-      indegree[nxt] -= 1
-      if indegree[nxt] == 0:
-        order.append(nxt)
+def _reachable(num_nodes: int, edges, max_pairs: int) -> np.ndarray | None:
+  """[n, n] bool: reach[a, b] when a path leads from a to b (a != b); None once more than
+  `max_pairs` pairs are reachable (the closure is then not finished)."""
+  src = np.array([e[0] for e in edges], np.int64)
+  dst = np.array([e[1] for e in edges], np.int64)
+  by_source = np.argsort(src, kind="stable")
+  indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=num_nodes))])
+  successors = dst[by_source]
+  order = graph_lib.kahn_order(num_nodes, (indptr, successors),
+                               np.bincount(dst, minlength=num_nodes))
   reach = np.zeros((num_nodes, num_nodes), bool)
-  for node in reversed(order):
-    for nxt in succ[node]:
+  pairs = 0
+  for node in order[::-1]:
+    for nxt in successors[indptr[node]:indptr[node + 1]]:
       reach[node, nxt] = True
       reach[node] |= reach[nxt]
+    pairs += int(reach[node].sum())
+    if pairs > max_pairs:
+      return None
   return reach
 
 
@@ -171,8 +173,8 @@ def _add_ancestor_loads(model, on, start, end, makespan, duration, to_units, edg
   those relatives, a path between them changes device, which costs at least the cheapest
   transfer among them (`delay_units[e]`: edge e's least transfer between two devices)."""
   num_nodes, num_devices = duration.shape
-  reach = _reachable(num_nodes, edges)
-  if int(reach.sum()) * 2 * num_devices > MAX_ANCESTOR_LOAD_TERMS:
+  reach = _reachable(num_nodes, edges, MAX_ANCESTOR_LOAD_TERMS // (2 * num_devices))
+  if reach is None:
     return
   units = [[to_units(duration[i, d]) for d in range(num_devices)] for i in range(num_nodes)]
   edge_src = np.array([e[0] for e in edges], np.int64)
