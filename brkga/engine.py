@@ -232,12 +232,15 @@ def ask(state: State, params: Params) -> tuple[jnp.ndarray, State]:
   if params.restart_patience:
     # Derived, not split off the stream, so a search that never restarts draws exactly what
     # it would without restarts.
+    # Drawn only on a restart (under `cond`): fresh keys for every offspring cost as much as
+    # the rest of a generation.
     restart_key = jax.random.fold_in(mutant_key, 1)
     restarting = _restarting(state, params)
-    offspring = jnp.where(restarting,
-                          jax.random.uniform(restart_key, offspring.shape, offspring.dtype),
-                          offspring)
-    origin = jnp.where(restarting, -1, origin)
+    offspring, origin = jax.lax.cond(
+        restarting,
+        lambda: (jax.random.uniform(restart_key, offspring.shape, offspring.dtype),
+                 jnp.full_like(origin, -1)),
+        lambda: (offspring, origin))
   return offspring, state.replace(key=key, offspring_origin=origin)
 
 
@@ -251,14 +254,15 @@ def tell(state: State, params: Params, offspring: jnp.ndarray,
   if params.restart_patience:
     # On a restart only the best so far survives; other elite slots get fresh unscored keys.
     fresh_key = jax.random.fold_in(key, 2)  # Derived, as in `ask`.
-    fresh = jax.random.uniform(fresh_key, kept.shape, kept.dtype).at[0, 0].set(
-        state.best_chromosome)
-    fresh_fitness = jnp.full_like(kept_fitness, jnp.inf).at[0, 0].set(state.best_fitness)
-    restarting = _restarting(state, params)
-    fresh_origin = jnp.full_like(kept_origin, -1).at[0, 0].set(state.best_origin)
-    kept = jnp.where(restarting, fresh, kept)
-    kept_fitness = jnp.where(restarting, fresh_fitness, kept_fitness)
-    kept_origin = jnp.where(restarting, fresh_origin, kept_origin)
+
+    def fresh():
+      return (jax.random.uniform(fresh_key, kept.shape, kept.dtype).at[0, 0].set(
+                  state.best_chromosome),
+              jnp.full_like(kept_fitness, jnp.inf).at[0, 0].set(state.best_fitness),
+              jnp.full_like(kept_origin, -1).at[0, 0].set(state.best_origin))
+
+    kept, kept_fitness, kept_origin = jax.lax.cond(
+        _restarting(state, params), fresh, lambda: (kept, kept_fitness, kept_origin))
   population = jnp.concatenate([kept, offspring], axis=1)
   fitness = jnp.concatenate([kept_fitness, offspring_fitness], axis=1)
   origin = jnp.concatenate([kept_origin, state.offspring_origin], axis=1)

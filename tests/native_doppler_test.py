@@ -106,3 +106,19 @@ def test_brkga_history_is_in_the_exact_models_units(shared_graphs):
   exact, _ = performance.score_reference(problem, result.best_chromosome)
   assert result.history[-1] == np.float32(exact)
   assert np.all(np.diff(result.history) <= 0)
+
+
+def test_a_repeated_pairs_late_tensor_sets_the_makespan():
+  # a -> b twice: b waits only for the last-created transfer (1 byte); the first (10 bytes)
+  # arrives after b ends and no op waits on it, yet SimPy's clock runs until it lands.
+  graph = Graph(op_names=["a", "b"], op_types=["", ""], compute_cost=[1.0, 1.0],
+                extra_memory=[0.0, 0.0], tensor_producer=[0, 0], tensor_size=[10.0, 1.0],
+                data_edge_tensor=[0, 1], data_edge_consumer=[1, 1], control_edge_src=[],
+                control_edge_dst=[])
+  devices = devices_lib.DeviceSpec(memory_capacity=np.inf, speed=np.ones(2),
+                                   bandwidth=np.ones((2, 2)), latency=np.zeros((2, 2)))
+  placements = np.array([[0, 1], [0, 0]])
+  assert_same_as_simpy(graph, devices, placements)
+  makespan = native_doppler.simulate(native_doppler.build_doppler_graph(graph, devices),
+                                     placements)
+  assert makespan.tolist() == [11.0, 2.0]  # a ends at 1, + 10; on one device: 1 + 1.

@@ -22,9 +22,11 @@ Events nothing waits on (a compute process's end, transfer processes of repeated
 (source, target) pairs that no op waits for) are left out: they take event ids but never
 reorder the others. Events for the current instant go to a FIFO instead of the heap: each was
 scheduled after every heap event at that instant, so SimPy serves those first and the FIFO's
-in its own order; the heap keeps only timeouts with a positive delay. The events left out do
-count for the clock's last value: the makespan is the latest op
-end or transfer arrival, repeated pairs included.
+in its own order; the heap keeps only timeouts with a positive delay, by event id (what an
+event does is looked up by its id), and an op's transfers wait there as one run sorted by
+(time, id) of which only the first is on the heap (a k-way merge: the same order on a heap
+of ops instead of transfers). The events left out do count for the clock's last value: the
+makespan is the latest op end or transfer arrival, repeated pairs included.
 
 Times are float64 sums of float64 durations, as SimPy's clock adds Python numbers (exact for
 the integer costs of Doppler files while sums stay below 2**53). `simulate` scores a
@@ -55,9 +57,13 @@ class DopplerGraph:
   out_ptr: np.ndarray  # [O + 1] deliveries out_ptr[v]..out_ptr[v+1] leave v (creation order)
   delivery_dst: np.ndarray  # [E'] int32 consumer
   delivery_bytes: np.ndarray  # [E'] float64; -1: a control edge (no transfer time)
-  edge_src: np.ndarray  # [E] int32 every edge, for the clock's last value
+  edge_src: np.ndarray  # [E] int32 every edge (the readable loops' clock's last value)
   edge_dst: np.ndarray  # [E] int32
   edge_bytes: np.ndarray  # [E] float64; -1: control
+  # Edges whose arrival no event marks: a repeated (source, target) pair's other tensors. The
+  # kernel's clock already holds every other arrival (a delivery's TOUT_T, a control edge's
+  # source end), so only these can move the makespan past the last event.
+  unmarked_edges: np.ndarray  # [E''] int32 indices into edge_*
   speed: np.ndarray  # [D] float64
   bandwidth: np.ndarray  # [D, D] float64
   latency: np.ndarray  # [D, D] float64
@@ -85,6 +91,9 @@ def build_doppler_graph(graph: Graph, devices: DeviceSpec) -> DopplerGraph:
   np.cumsum(np.bincount(sources, minlength=graph.num_ops), out=out_ptr[1:])
   delivery_dst = np.asarray(graph.edge_dst, np.int32)[edges] if len(edges) else np.zeros(
       0, np.int32)
+  unmarked = np.ones(graph.num_edges, bool)
+  unmarked[edges] = False
+  unmarked &= carried >= 0
   return DopplerGraph(
       compute_cost=np.ascontiguousarray(graph.compute_cost, np.float64),
       in_count=np.bincount(delivery_dst, minlength=graph.num_ops).astype(np.int32),
@@ -93,6 +102,7 @@ def build_doppler_graph(graph: Graph, devices: DeviceSpec) -> DopplerGraph:
       delivery_bytes=np.ascontiguousarray(carried[edges] if len(edges) else np.zeros(0)),
       edge_src=np.asarray(graph.edge_src, np.int32),
       edge_dst=np.asarray(graph.edge_dst, np.int32), edge_bytes=np.ascontiguousarray(carried),
+      unmarked_edges=np.flatnonzero(unmarked).astype(np.int32),
       speed=np.ascontiguousarray(devices.speed, np.float64),
       bandwidth=np.ascontiguousarray(devices.bandwidth, np.float64),
       latency=np.ascontiguousarray(devices.latency, np.float64))
@@ -104,24 +114,23 @@ def _before(time_a, eid_a, time_b, eid_b):
 
 
 @numba.njit(inline="always")
-def _schedule(times, eids, kinds, args, size, time, eid, kind, arg):
-  """Pushes an event on the heap; returns the new size."""
+def _schedule(times, eids, size, time, eid):
+  """Pushes an event on the heap (what it does is looked up by its id); returns the new
+  size."""
   i = size
   while i > 0:
     parent = (i - 1) >> 1
     if not _before(time, eid, times[parent], eids[parent]):
       break
-    times[i], eids[i], kinds[i], args[i] = times[parent], eids[parent], kinds[parent], args[parent]
+    times[i], eids[i] = times[parent], eids[parent]
     i = parent
-  times[i], eids[i], kinds[i], args[i] = time, eid, kind, arg
+  times[i], eids[i] = time, eid
   return size + 1
 
 
 @numba.njit(inline="always")
-def _pop(times, eids, kinds, args, size):
-  """Removes the heap's first event (it is read before the call); returns the new size."""
-  size -= 1
-  time, eid, kind, arg = times[size], eids[size], kinds[size], args[size]
+def _replace_first(times, eids, size, time, eid):
+  """Puts an event in place of the heap's first (read before the call)."""
   i = 0
   while True:
     child = 2 * i + 1
@@ -132,10 +141,9 @@ def _pop(times, eids, kinds, args, size):
       child += 1
     if not _before(times[child], eids[child], time, eid):
       break
-    times[i], eids[i], kinds[i], args[i] = times[child], eids[child], kinds[child], args[child]
+    times[i], eids[i] = times[child], eids[child]
     i = child
-  times[i], eids[i], kinds[i], args[i] = time, eid, kind, arg
-  return size
+  times[i], eids[i] = time, eid
 
 
 @numba.njit(inline="always")
@@ -147,16 +155,24 @@ def _delay(num_bytes, src, dst, latency, bandwidth):
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
-              edge_src, edge_dst, edge_bytes, speed, bandwidth, latency, placement, makespan_out,
+              edge_src, edge_dst, edge_bytes, unmarked_edges, speed, bandwidth, latency, placement, makespan_out,
               start_out, end_out):
   population, num_ops = placement.shape
   num_devices = speed.shape[0]
   num_deliveries = delivery_dst.shape[0]
   capacity = num_ops + num_deliveries + 1
   times = np.empty(capacity, np.float64)
-  eids = np.empty(capacity, np.int64)
-  kinds = np.empty(capacity, np.int32)
-  args = np.empty(capacity, np.int32)
+  eids = np.empty(capacity, np.int32)
+  # What each heap event does, by event id (ids count heap pushes, at most one per op and
+  # delivery): the heap moves two numbers per level instead of four.
+  event_kind = np.empty(capacity, np.int32)
+  event_arg = np.empty(capacity, np.int32)
+  # An op's transfers after its end form one sorted run (by (time, id)) of which only the
+  # first waits on the heap: popping it puts the next in its place, one sift instead of a
+  # push and a pop, on a heap of ops rather than of transfers.
+  event_time = np.empty(capacity, np.float64)
+  next_in_run = np.empty(capacity, np.int32)
+  run = np.empty(max(1, num_deliveries), np.int32)
   now_kinds = np.empty(capacity, np.int32)
   now_args = np.empty(capacity, np.int32)
   missing = np.empty(num_ops, np.int32)
@@ -186,8 +202,14 @@ def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
       user[d] = -1
     while size > 0 or now_count > 0:
       if size > 0 and (now_count == 0 or times[0] == now):
-        now, kind, arg = times[0], kinds[0], args[0]
-        size = _pop(times, eids, kinds, args, size)
+        now, first = times[0], eids[0]
+        kind, arg = event_kind[first], event_arg[first]
+        following = next_in_run[first]
+        if following >= 0:
+          _replace_first(times, eids, size, event_time[following], following)
+        else:
+          size -= 1
+          _replace_first(times, eids, size, times[size], eids[size])
       else:
         kind, arg = now_kinds[now_first], now_args[now_first]
         now_first += 1
@@ -224,6 +246,7 @@ def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
           now_kinds[slot], now_args[slot] = REQ, head
           now_count += 1
         if kind == RELFIN:  # finished[v]: its transfer processes wake in creation order.
+          run_length = 0
           for delivery in range(out_ptr[arg], out_ptr[arg + 1]):
             delay = _delay(delivery_bytes[delivery], d, place[delivery_dst[delivery]],
                            latency, bandwidth)
@@ -234,9 +257,21 @@ def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
               now_kinds[slot], now_args[slot] = TOUT_T, delivery
               now_count += 1
             else:
-              size = _schedule(times, eids, kinds, args, size, now + delay, eid, TOUT_T,
-                               delivery)
+              time = now + delay
+              event_kind[eid], event_arg[eid], event_time[eid] = TOUT_T, delivery, time
+              # Insertion sort by time; a later id goes after equal times.
+              i = run_length
+              while i > 0 and event_time[run[i - 1]] > time:
+                run[i] = run[i - 1]
+                i -= 1
+              run[i] = eid
+              run_length += 1
               eid += 1
+          if run_length > 0:
+            for i in range(run_length - 1):
+              next_in_run[run[i]] = run[i + 1]
+            next_in_run[run[run_length - 1]] = -1
+            size = _schedule(times, eids, size, event_time[run[0]], run[0])
       elif kind == REQ:
         if record:
           start_out[p, arg] = now
@@ -244,7 +279,8 @@ def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
         if now + duration == now:
           later_kind = TOUT_C
         else:
-          size = _schedule(times, eids, kinds, args, size, now + duration, eid, TOUT_C, arg)
+          event_kind[eid], event_arg[eid], next_in_run[eid] = TOUT_C, arg, -1
+          size = _schedule(times, eids, size, now + duration, eid)
           eid += 1
       else:  # TOUT_C: the op ends and leaves its device at once.
         end[arg] = now
@@ -256,12 +292,13 @@ def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
           slot -= capacity
         now_kinds[slot], now_args[slot] = later_kind, arg
         now_count += 1
-    makespan = 0.0
-    for v in range(num_ops):
-      makespan = max(makespan, end[v])
-      if record:
+    # Events run in time order, so the clock's last value is the latest op end or marked
+    # arrival.
+    makespan = now
+    if record:
+      for v in range(num_ops):
         end_out[p, v] = end[v]
-    for e in range(edge_src.shape[0]):
+    for e in unmarked_edges:
       src = edge_src[e]
       arrival = end[src] + _delay(edge_bytes[e], place[src], place[edge_dst[e]], latency,
                                   bandwidth)
@@ -281,7 +318,8 @@ def simulate(graph: DopplerGraph, placement: np.ndarray, threads: int | None = N
 
   def run(rows: slice) -> None:
     _simulate(graph.compute_cost, graph.in_count, graph.out_ptr, graph.delivery_dst,
-              graph.delivery_bytes, graph.edge_src, graph.edge_dst, graph.edge_bytes, graph.speed,
+              graph.delivery_bytes, graph.edge_src, graph.edge_dst, graph.edge_bytes,
+              graph.unmarked_edges, graph.speed,
               graph.bandwidth, graph.latency, placement[rows], makespan[rows],
               start[rows] if record_times else start, end[rows] if record_times else end)
 
