@@ -117,6 +117,40 @@ def test_proposals_are_single_moves_of_real_ops(graph, num_devices, seed, swaps,
             == chromosome[graph.num_ops * num_devices:padded_ops * num_devices]).all()
 
 
+@settings(max_examples=15, deadline=None)
+@given(dags(max_ops=8, max_outputs=2), st.integers(2, 4), st.integers(0, 2**31))
+def test_exchanges_trade_two_real_ops_devices(graph, num_devices, seed):
+  """With every device move an exchange, a proposal moves op v from a to b and, when b holds a
+  real op, exactly one of them from b to a (a slow reference: the placements compared op by
+  op); every device keeps its op count. Padded ops never move."""
+  padded_ops = graph.num_ops + 3
+  layout = chromosome_lib.Layout(padded_ops, graph.num_tensors, num_devices)
+  table = local_moves.move_table(graph, padded_ops)
+  rng = np.random.default_rng(seed)
+  chromosome = rng.random(layout.size).astype(np.float32)
+  uniform = jnp.asarray(rng.random((local_moves.PROPOSAL_DRAWS, 16)), jnp.float32)
+  exchange = jnp.asarray(rng.random((local_moves.EXCHANGE_DRAWS, 16)) * [[0.0], [1.0]],
+                         jnp.float32)  # Every move exchanges.
+  proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table, layout,
+                                             0.0, 0.5, 0.0, 1.0, exchange))
+  before = chromosome_lib.decode(chromosome, layout).placement
+  for proposal in proposals:
+    after = chromosome_lib.decode(proposal, layout).placement
+    moved = [v for v in range(padded_ops) if after[v] != before[v]]
+    assert all(v < graph.num_ops for v in moved)
+    assert len(moved) in (1, 2)
+    if len(moved) == 1:  # Only when the target device held no real op.
+      (v,) = moved
+      assert not any(before[u] == after[v] for u in range(graph.num_ops))
+    else:
+      u, v = moved
+      assert after[u] == before[v] and after[v] == before[u]
+    real_before = np.bincount(before[:graph.num_ops], minlength=num_devices)
+    real_after = np.bincount(after[:graph.num_ops], minlength=num_devices)
+    if len(moved) == 2:
+      np.testing.assert_array_equal(real_after, real_before)
+
+
 def test_neighbour_device_moves_go_to_a_neighbours_device():
   """With neighbour_device = 1 and no swaps, an op moves to a device one of its neighbours
   is on (when one is elsewhere)."""

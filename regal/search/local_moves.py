@@ -16,6 +16,10 @@ chooses them:
   transfer it was meant to save, and one-op moves cannot cross that ridge (on the Doppler
   transformer graphs one-op hill climbing stalls 15-25% above what cluster moves reach at
   equal budget; on a sharded FFNN only best-first clusters move a shard's whole chain);
+* an exchange (a fraction `exchange_fraction` of the single-op device moves): v goes to d and
+  an op drawn from those on d takes v's place, so the devices' loads stay as balanced as they
+  were (a sharded graph's shards are equal: one move unbalances two devices, an exchange
+  realigns shards without that);
 * an adjacent priority swap (a fraction `swap_fraction` of the moves).
 
 A climb step scores `batch` moves of each climber, drawn at random, at once and keeps the best
@@ -139,11 +143,14 @@ def move_table(graph: Graph, num_ops: int | None = None, capacity: int | None = 
 
 def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
             layout: chromosome_lib.Layout, swap_fraction: float,
-            neighbour_device: float, cluster_fraction: float = 0.0) -> jnp.ndarray:
+            neighbour_device: float, cluster_fraction: float = 0.0,
+            exchange_fraction: float = 0.0, exchange_uniform: jnp.ndarray | None = None
+            ) -> jnp.ndarray:
   """`batch` neighbours [batch, n] of one chromosome, chosen by `uniform` [PROPOSAL_DRAWS,
   batch] numbers in [0, 1): each a device move (a cluster move with probability
-  `cluster_fraction`) or, with probability `swap_fraction` (and at least two real ops), an
-  adjacent priority swap."""
+  `cluster_fraction`, else an exchange with probability `exchange_fraction`, drawn by
+  `exchange_uniform` [EXCHANGE_DRAWS, batch]) or, with probability `swap_fraction` (and at
+  least two real ops), an adjacent priority swap."""
   num_devices = layout.num_devices
   kind, op_u, pick_u, other_u, use_u, swap_u, cluster_u, size_u = uniform
   index = lambda u, count: jnp.minimum(jnp.floor(u * count).astype(jnp.int32),  # noqa: E731
@@ -160,7 +167,13 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
   devices = jnp.where(use_neighbour, neighbour, other)
   moved = moves.device_move_genes(chromosome, layout, ops, devices)
   width = 2 * table.cluster.shape[-1] if cluster_fraction > 0 else 2
-  moved = tuple(jnp.pad(part, ((0, 0), (0, width - 2)), constant_values=fill) for part, fill
+  if exchange_fraction > 0:
+    width = max(width, 4)
+    exchanged = _exchange_genes(chromosome, table, layout, placement, ops, devices,
+                                exchange_uniform, exchange_fraction)
+    moved = tuple(jnp.concatenate([a, b], axis=1) for a, b in zip(moved, exchanged))
+  moved = tuple(jnp.pad(part, ((0, 0), (0, width - part.shape[1])),
+                        constant_values=fill) for part, fill
                 in zip(moved, (chromosome.shape[0], 0.0)))
   if cluster_fraction > 0:
     # One draw picks the cluster's kind (its integer part) and size (its fraction).
@@ -168,6 +181,8 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
     sizes = 2 + index(size_u * CLUSTER_KINDS - kinds, table.cluster.shape[-1] - 1)
     clustered = moves.cluster_move_genes(chromosome, layout, table.cluster, ops, devices, sizes,
                                          placement, kinds)
+    clustered = tuple(jnp.pad(part, ((0, 0), (0, width - part.shape[1])), constant_values=fill)
+                      for part, fill in zip(clustered, (chromosome.shape[0], 0.0)))
     in_cluster = (cluster_u < cluster_fraction)[:, None]
     moved = jax.tree_util.tree_map(lambda a, b: jnp.where(in_cluster, b, a), moved, clustered)
   if swap_fraction > 0:
@@ -181,6 +196,24 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
 
 
 PROPOSAL_DRAWS = 8  # Uniform numbers one proposal reads.
+EXCHANGE_DRAWS = 2  # And an exchange (drawn apart, so searches without exchanges keep theirs).
+
+
+def _exchange_genes(chromosome, table: MoveTable, layout: chromosome_lib.Layout, placement,
+                    ops, devices, uniform, fraction):
+  """The writes [batch, 2] that move, for a fraction of the moves of `ops` to `devices`, one
+  op drawn uniformly among the real ops on that device to the moved op's device (dropped
+  writes, past the chromosome, for the other moves and where the device holds no op)."""
+  use_u, pick_u = uniform
+  real = jnp.arange(placement.shape[0]) < table.num_ops
+  on_target = (placement[None, :] == devices[:, None]) & real[None, :]  # [batch, O]
+  count = on_target.sum(axis=1)
+  wanted = jnp.minimum(jnp.floor(pick_u * count).astype(jnp.int32), jnp.maximum(count - 1, 0))
+  rank = jnp.cumsum(on_target, axis=1) - 1
+  partner = jnp.argmax(on_target & (rank == wanted[:, None]), axis=1)
+  index, value = moves.device_move_genes(chromosome, layout, partner, placement[ops])
+  skip = (use_u >= fraction) | (count == 0)
+  return jnp.where(skip[:, None], chromosome.shape[0], index), value
 
 
 def hashed_uniform(key: jax.Array, shape: tuple[int, ...]) -> jnp.ndarray:
@@ -204,18 +237,22 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
           climbers: jnp.ndarray, values: jnp.ndarray, table: MoveTable,
           layout: chromosome_lib.Layout, steps, batch: int, swap_fraction: float,
           neighbour_device: float, max_steps: int | None = None,
-          cluster_fraction: float = 0.0) -> tuple[jnp.ndarray, jnp.ndarray]:
+          cluster_fraction: float = 0.0, exchange_fraction: float = 0.0
+          ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """`steps` (may be traced, at most the static `max_steps`) climb steps of every climber
   [C, n] with fitness [C]: one fitness call of C * batch chromosomes per step."""
   max_steps = steps if max_steps is None else max_steps
   count = climbers.shape[0]
   uniform = hashed_uniform(key, (max_steps, count, PROPOSAL_DRAWS, batch))
+  exchange = hashed_uniform(jax.random.fold_in(key, 1), (max_steps, count, EXCHANGE_DRAWS,
+                                                         batch))
 
   def step(i, carry):
     climbers, values = carry
-    candidates = jax.vmap(lambda u, c: propose(u, c, table, layout, swap_fraction,
-                                               neighbour_device, cluster_fraction)
-                          )(uniform[i], climbers)
+    candidates = jax.vmap(lambda u, e, c: propose(u, c, table, layout, swap_fraction,
+                                                  neighbour_device, cluster_fraction,
+                                                  exchange_fraction, e)
+                          )(uniform[i], exchange[i], climbers)
     scored = fitness_fn(candidates.reshape(count * batch, -1)).reshape(count, batch)
     winner = jnp.argmin(scored, axis=1)
     best = jnp.take_along_axis(scored, winner[:, None], axis=1)[:, 0]
@@ -229,7 +266,7 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
 def elite_improver(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], table: MoveTable,
                    layout: chromosome_lib.Layout, climbers: int, steps: int, batch: int,
                    swap_fraction: float, neighbour_device: float,
-                   cluster_fraction: float = 0.0):
+                   cluster_fraction: float = 0.0, exchange_fraction: float = 0.0):
   """A `brkga.run` improve hook: the best `climbers` chromosomes of each population climb
   `steps` steps (fewer when the budget left does not cover them)."""
 
@@ -241,7 +278,8 @@ def elite_improver(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], table: Move
     tops, values = climb(fitness_fn, key, population[:, :count].reshape(pops * count, genes),
                          fitness[:, :count].reshape(-1), table, layout, affordable, batch,
                          swap_fraction, neighbour_device, max_steps=steps,
-                         cluster_fraction=cluster_fraction)
+                         cluster_fraction=cluster_fraction,
+                         exchange_fraction=exchange_fraction)
     population = population.at[:, :count].set(tops.reshape(pops, count, genes))
     fitness = fitness.at[:, :count].set(values.reshape(pops, count))
     return population, fitness, affordable * per_step
