@@ -13,6 +13,7 @@ from datasets import devices as devices_lib
 from datasets import errors
 from datasets import io as graph_io
 from datasets import synthetic
+from datasets.graph import Graph
 from regal.scoring import native_wc, performance
 from regal.scoring import reference_models as rm
 
@@ -121,3 +122,22 @@ def test_engine_choice():
   assert performance.scoring_engine(performance.Problem(graph, devices, model="doppler")) == (
       "native")
 
+
+
+def test_channels_start_in_source_order_when_one_frees_as_another_gets_work():
+  # At t=2 op b's end queues tensor b on channel 1->2 just before channel 0->2 frees with a2
+  # waiting: both start then, and device 2's memory must add them in (src, dst) order, as
+  # the reference does. In float32 the order shows: 1 + 2^24 + 1 = 2^24, 1 + 1 + 2^24 =
+  # 2^24 + 2.
+  graph = Graph(op_names=["a", "b", "c"], op_types=["", "", ""], compute_cost=[1.0, 2.0, 1.0],
+                extra_memory=[0.0, 0.0, 0.0], tensor_producer=[0, 0, 1],
+                tensor_size=[1.0, 2.0 ** 24, 1.0], data_edge_tensor=[0, 1, 2],
+                data_edge_consumer=[2, 2, 2], control_edge_src=[], control_edge_dst=[])
+  devices = devices_lib.homogeneous(3)
+  devices = dataclasses.replace(devices, latency=np.zeros((3, 3)), bandwidth=np.ones((3, 3)))
+  transfer = np.full((1, 3, 3), 0.5, np.float32)
+  transfer[0, 0, 2], transfer[0, 1, 2] = 0.9, 0.1  # a1 leaves before a2.
+  inputs = (np.array([[0, 1, 2]]), np.full((1, 3), 0.5, np.float32), transfer)
+  assert_matches_reference(graph, devices, inputs)
+  _, peak = native_wc.simulate(native_wc.build_native_graph(graph, devices), *inputs)
+  assert peak[0, 2] == np.float32(2.0 ** 24)

@@ -107,6 +107,18 @@ def _arrive(tensor, device, readers_ptr, readers, place, missing, ready, ready_s
         heap_push(ready, ready_size, missing.shape[0], device, heap_key(op_bits[reader], reader))
 
 
+@numba.njit(inline="always")
+def _sort_ids(ids, count):
+  """Insertion sort of ids[:count] (a few channels: they end or start together)."""
+  for i in range(1, count):
+    value = ids[i]
+    j = i
+    while j > 0 and ids[j - 1] > value:
+      ids[j] = ids[j - 1]
+      j -= 1
+    ids[j] = value
+
+
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degree, outputs_ptr,
               outputs, inputs_ptr, inputs, readers_ptr, readers, control_ptr, control, speed,
@@ -130,6 +142,15 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
   device_end = np.empty(num_devices, np.float32)
   channel_tensor = np.empty(num_devices * num_devices, np.int32)
   channel_end = np.empty(num_devices * num_devices, np.float32)
+  # Channels worth looking at, so an event costs O(D + active channels), not O(D^2): those
+  # idle with transfers waiting (`pending`, dispatched at the next step) and the busy ones.
+  # Each list is sorted by channel id where its order matters (memory adds up in float32 in
+  # (src, dst) order).
+  num_channels = num_devices * num_devices
+  pending = np.empty(num_channels, np.int32)
+  is_pending = np.empty(num_channels, np.bool_)
+  busy_channels = np.empty(num_channels, np.int32)
+  ending = np.empty(num_channels, np.int32)
   resident = np.empty(num_devices, np.float32)
   peak = np.empty(num_devices, np.float32)
 
@@ -161,6 +182,9 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
         heap_push(ready, ready_size, num_ops, place[op], heap_key(op_bits[op], op))
     device_op[:] = -1
     channel_tensor[:] = -1
+    is_pending[:] = False
+    pending_count = 0
+    busy_count = 0
     resident[:] = zero
     peak[:] = zero
     now = zero
@@ -179,16 +203,20 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
             for i in range(outputs_ptr[op], outputs_ptr[op + 1]):
               allocated = allocated + tensor_size[outputs[i]]
             resident[d] = resident[d] + (allocated + extra_memory[op])
-      for src in range(num_devices):
-        for dst in range(num_devices):
-          c = src * num_devices + dst
-          if channel_tensor[c] < 0 and waiting_size[c] > 0:
-            t = heap_pop(waiting, waiting_size, num_tensors, c) & index_mask
-            duration = link_time(latency, bandwidth, tensor_size[t], src, dst)
-            channel_tensor[c] = t
-            channel_end[c] = now + duration
-            if track_memory:
-              resident[dst] = resident[dst] + tensor_size[t]
+      _sort_ids(pending, pending_count)
+      for k in range(pending_count):
+        c = pending[k]
+        is_pending[c] = False
+        src, dst = c // num_devices, c % num_devices
+        t = heap_pop(waiting, waiting_size, num_tensors, c) & index_mask
+        duration = link_time(latency, bandwidth, tensor_size[t], src, dst)
+        channel_tensor[c] = t
+        channel_end[c] = now + duration
+        busy_channels[busy_count] = c
+        busy_count += 1
+        if track_memory:
+          resident[dst] = resident[dst] + tensor_size[t]
+      pending_count = 0
       if track_memory:
         for d in range(num_devices):
           if resident[d] > peak[d]:
@@ -200,8 +228,9 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
         if device_op[d] >= 0 and (not busy or device_end[d] < now):
           now = device_end[d]
           busy = True
-      for c in range(num_devices * num_devices):
-        if channel_tensor[c] >= 0 and (not busy or channel_end[c] < now):
+      for k in range(busy_count):
+        c = busy_channels[k]
+        if not busy or channel_end[c] < now:
           now = channel_end[c]
           busy = True
       if not busy:
@@ -234,20 +263,39 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
           _arrive(t, d, readers_ptr, readers, place, missing, ready, ready_size, op_bits)
           for dst in range(num_devices):
             if needs_transfer[t, dst]:
-              heap_push(waiting, waiting_size, num_tensors, d * num_devices + dst,
-                    heap_key(transfer_bits[t, dst], t))
-      for src in range(num_devices):
-        for dst in range(num_devices):
-          c = src * num_devices + dst
-          if channel_tensor[c] < 0 or channel_end[c] != now:
-            continue
-          t = channel_tensor[c]
-          channel_tensor[c] = -1
-          if track_memory:
-            uses_left[t, src] -= 1
-            if uses_left[t, src] == 0:
-              resident[src] = resident[src] - tensor_size[t]
-          _arrive(t, dst, readers_ptr, readers, place, missing, ready, ready_size, op_bits)
+              c = d * num_devices + dst
+              heap_push(waiting, waiting_size, num_tensors, c,
+                        heap_key(transfer_bits[t, dst], t))
+              if channel_tensor[c] < 0 and not is_pending[c]:
+                is_pending[c] = True
+                pending[pending_count] = c
+                pending_count += 1
+      ending_count = 0
+      kept = 0
+      for k in range(busy_count):
+        c = busy_channels[k]
+        if channel_end[c] == now:
+          ending[ending_count] = c
+          ending_count += 1
+        else:
+          busy_channels[kept] = c
+          kept += 1
+      busy_count = kept
+      _sort_ids(ending, ending_count)
+      for k in range(ending_count):
+        c = ending[k]
+        src, dst = c // num_devices, c % num_devices
+        t = channel_tensor[c]
+        channel_tensor[c] = -1
+        if track_memory:
+          uses_left[t, src] -= 1
+          if uses_left[t, src] == 0:
+            resident[src] = resident[src] - tensor_size[t]
+        _arrive(t, dst, readers_ptr, readers, place, missing, ready, ready_size, op_bits)
+        if waiting_size[c] > 0:
+          is_pending[c] = True
+          pending[pending_count] = c
+          pending_count += 1
 
     makespan_out[p] = makespan
     for d in range(num_devices):
