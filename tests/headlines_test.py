@@ -25,9 +25,12 @@ def test_readme_quotes_the_reports(readme, reports):
 def test_the_table_reads_the_reports(reports):
   """A report's figure moves the table (the comparison above cannot pass on stale text)."""
   changed = copy.deepcopy(reports)
-  changed["search_targets"]["synthetic"][0]["ratio"] = 2.0  # The search lost on one graph.
+  rows = changed["search_targets"]["synthetic"]
+  wins = [k for k, row in enumerate(rows) if row["ratio"] < 1]
+  rows[wins[0]]["ratio"] = 2.0  # The search lost on one graph it had won.
   table = headlines.headline_table(changed)
-  assert "better on 15 of 16" in table and table != headlines.headline_table(reports)
+  assert (f"better on {len(wins) - 1} of {len(rows)}" in table
+          and table != headlines.headline_table(reports))
   overall = changed["task_graph_table"]["summary"]["sinnen"]["overall"]
   overall["brkga"]["mean_gap_pct"] = 3.0
   assert "**3.00% / 88.2% / 0.71 s**" in headlines.headline_table(changed)
