@@ -141,3 +141,24 @@ def test_channels_start_in_source_order_when_one_frees_as_another_gets_work():
   assert_matches_reference(graph, devices, inputs)
   _, peak = native_wc.simulate(native_wc.build_native_graph(graph, devices), *inputs)
   assert peak[0, 2] == np.float32(2.0 ** 24)
+
+
+def test_channels_that_end_together_release_in_source_order():
+  # Device 0 sends a (2^24 + 2 bytes, from t=1) to device 2 and then b (2^24 - 1, from t=2) to
+  # device 1; both land at t=3 and device 0 releases them then. In (src, dst) order
+  # 2^25 - b - a = -2 in float32, in start order -1; op c then allocates 2^25 + 4 on device
+  # 0, so the peak is 2^25 in the right order and 2^25 + 4 in the wrong one.
+  graph = Graph(op_names=["a", "b", "c", "d1", "d2"], op_types=[""] * 5,
+                compute_cost=[1.0] * 5, extra_memory=[0.0, 0.0, 2.0 ** 25 + 4, 0.0, 0.0],
+                tensor_producer=[0, 1], tensor_size=[2.0 ** 24 + 2, 2.0 ** 24 - 1],
+                data_edge_tensor=[0, 1], data_edge_consumer=[4, 3], control_edge_src=[3],
+                control_edge_dst=[2])
+  bandwidth = np.ones((3, 3))
+  bandwidth[0, 1], bandwidth[0, 2] = 2.0 ** 24 - 1, 2.0 ** 23 + 1  # Both take until t=3.
+  devices = dataclasses.replace(devices_lib.homogeneous(3), latency=np.zeros((3, 3)),
+                                bandwidth=bandwidth)
+  priority = np.float32([[0.9, 0.5, 0.1, 0.5, 0.5]])  # a before b before c on device 0.
+  inputs = (np.array([[0, 0, 0, 1, 2]]), priority, np.full((1, 2, 3), 0.5, np.float32))
+  assert_matches_reference(graph, devices, inputs)
+  _, peak = native_wc.simulate(native_wc.build_native_graph(graph, devices), *inputs)
+  assert peak[0, 0] == np.float32(2.0 ** 25)
