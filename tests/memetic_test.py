@@ -84,18 +84,24 @@ def test_hook_improves_and_without_it_the_engine_is_unchanged():
 
 
 # ----- moves against readable references (the moves themselves: moves_test.py) ------------
+def _proposal_inputs(graph, num_devices, seed):
+  """(ops with 3 padded, layout, move table, rng, a random chromosome, 16 proposals' draws)."""
+  padded_ops = graph.num_ops + 3
+  layout = chromosome_lib.Layout(padded_ops, graph.num_tensors, num_devices)
+  rng = np.random.default_rng(seed)
+  chromosome = rng.random(layout.size).astype(np.float32)
+  uniform = jnp.asarray(rng.random((local_moves.PROPOSAL_DRAWS, 16)), jnp.float32)
+  return padded_ops, layout, local_moves.move_table(graph, padded_ops), rng, chromosome, uniform
+
+
 @settings(max_examples=15, deadline=None)
 @given(dags(max_ops=8, max_outputs=2), st.integers(2, 4), st.integers(0, 2**31),
        st.floats(0, 1), st.floats(0, 1))
 def test_proposals_are_single_moves_of_real_ops(graph, num_devices, seed, swaps, neighbour):
   """Every proposal differs from its chromosome by one device move or one adjacent swap of
   real ops (padded ops never move), and a device move goes to another device."""
-  padded_ops = graph.num_ops + 3
-  layout = chromosome_lib.Layout(padded_ops, graph.num_tensors, num_devices)
-  table = local_moves.move_table(graph, padded_ops)
-  rng = np.random.default_rng(seed)
-  chromosome = rng.random(layout.size).astype(np.float32)
-  uniform = jnp.asarray(rng.random((local_moves.PROPOSAL_DRAWS, 16)), jnp.float32)
+  padded_ops, layout, table, rng, chromosome, uniform = _proposal_inputs(graph, num_devices,
+                                                                         seed)
   proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table, layout,
                                              swaps, neighbour))
   before = chromosome_lib.decode(chromosome, layout)
@@ -123,12 +129,8 @@ def test_exchanges_trade_two_real_ops_devices(graph, num_devices, seed):
   """With every device move an exchange, a proposal moves op v from a to b and, when b holds a
   real op, exactly one of them from b to a (a slow reference: the placements compared op by
   op); every device keeps its op count. Padded ops never move."""
-  padded_ops = graph.num_ops + 3
-  layout = chromosome_lib.Layout(padded_ops, graph.num_tensors, num_devices)
-  table = local_moves.move_table(graph, padded_ops)
-  rng = np.random.default_rng(seed)
-  chromosome = rng.random(layout.size).astype(np.float32)
-  uniform = jnp.asarray(rng.random((local_moves.PROPOSAL_DRAWS, 16)), jnp.float32)
+  padded_ops, layout, table, rng, chromosome, uniform = _proposal_inputs(graph, num_devices,
+                                                                         seed)
   exchange = jnp.asarray(rng.random((local_moves.EXCHANGE_DRAWS, 16)) * [[0.0], [1.0]],
                          jnp.float32)  # Every move exchanges.
   proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table, layout,
