@@ -141,6 +141,13 @@ def move_table(graph: Graph, num_ops: int | None = None, capacity: int | None = 
                    cluster=jnp.asarray(_clusters(weight, num_ops, CLUSTER_SIZE)))
 
 
+def _widened(writes, width: int, size: int):
+  """Writes (indices [batch, w], values [batch, w]) padded to `width` with dropped writes
+  (indices past the chromosome's `size`), so moves of different widths can be chosen between."""
+  return tuple(jnp.pad(part, ((0, 0), (0, width - part.shape[1])), constant_values=fill)
+               for part, fill in zip(writes, (size, 0.0)))
+
+
 def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
             layout: chromosome_lib.Layout, swap_fraction: float,
             neighbour_device: float, cluster_fraction: float = 0.0,
@@ -172,25 +179,21 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
     exchanged = _exchange_genes(chromosome, table, layout, placement, ops, devices,
                                 exchange_uniform, exchange_fraction)
     moved = tuple(jnp.concatenate([a, b], axis=1) for a, b in zip(moved, exchanged))
-  moved = tuple(jnp.pad(part, ((0, 0), (0, width - part.shape[1])),
-                        constant_values=fill) for part, fill
-                in zip(moved, (chromosome.shape[0], 0.0)))
+  moved = _widened(moved, width, chromosome.shape[0])
   if cluster_fraction > 0:
     # One draw picks the cluster's kind (its integer part) and size (its fraction).
     kinds = index(size_u, CLUSTER_KINDS)
     sizes = 2 + index(size_u * CLUSTER_KINDS - kinds, table.cluster.shape[-1] - 1)
     clustered = moves.cluster_move_genes(chromosome, layout, table.cluster, ops, devices, sizes,
                                          placement, kinds)
-    clustered = tuple(jnp.pad(part, ((0, 0), (0, width - part.shape[1])), constant_values=fill)
-                      for part, fill in zip(clustered, (chromosome.shape[0], 0.0)))
+    clustered = _widened(clustered, width, chromosome.shape[0])
     in_cluster = (cluster_u < cluster_fraction)[:, None]
     moved = jax.tree_util.tree_map(lambda a, b: jnp.where(in_cluster, b, a), moved, clustered)
   if swap_fraction > 0:
     order = chromosome_lib.priority_order(chromosome[layout.priority_slice], table.num_ops)
     positions = index(swap_u, table.num_ops - 1)
     swapped = moves.priority_swap_genes(chromosome, layout, order, positions)
-    swapped = tuple(jnp.pad(part, ((0, 0), (0, width - 2)), constant_values=fill) for part, fill
-                    in zip(swapped, (chromosome.shape[0], 0.0)))
+    swapped = _widened(swapped, width, chromosome.shape[0])
     moved = jax.tree_util.tree_map(lambda a, b: jnp.where(swap[:, None], b, a), moved, swapped)
   return moves.apply_moves(chromosome, moved)
 
@@ -244,8 +247,10 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
   max_steps = steps if max_steps is None else max_steps
   count = climbers.shape[0]
   uniform = hashed_uniform(key, (max_steps, count, PROPOSAL_DRAWS, batch))
-  exchange = hashed_uniform(jax.random.fold_in(key, 1), (max_steps, count, EXCHANGE_DRAWS,
-                                                         batch))
+  # Drawn only for exchanges, from a key of their own, so climbs without them are unchanged.
+  exchange = (hashed_uniform(jax.random.fold_in(key, 1),
+                             (max_steps, count, EXCHANGE_DRAWS, batch))
+              if exchange_fraction > 0 else jnp.zeros((max_steps, count, 0, batch)))
 
   def step(i, carry):
     climbers, values = carry
