@@ -16,7 +16,10 @@ that can matter. The SimPy processes and what their events do when SimPy process
   processes, each a timeout TOUT_T after its delay). Nothing can come between two consecutive
   event ids, so one event RELFIN(v) does both;
 * TOUT_T(e): the transfer process ends, which schedules its process event PROC_T(e);
-* PROC_T(e): one input of e's consumer has delivered; the last one schedules COND.
+* PROC_T(e): one input of e's consumer has delivered; the last one schedules COND. Each
+  PROC_T is scheduled for the instant of its TOUT_T, so PROC_Ts run in their TOUT_Ts' order:
+  the kernel counts a delivery at its TOUT_T and schedules only the last one's PROC_T (the
+  others would only count, and leaving them out reorders nothing).
 
 Events nothing waits on (a compute process's end, transfer processes of repeated
 (source, target) pairs that no op waits for) are left out: they take event ids but never
@@ -25,7 +28,8 @@ scheduled after every heap event at that instant, so SimPy serves those first an
 in its own order; the heap keeps only timeouts with a positive delay, by event id (what an
 event does is looked up by its id), and an op's transfers wait there as one run sorted by
 (time, id) of which only the first is on the heap (a k-way merge: the same order on a heap
-of ops instead of transfers). The events left out do count for the clock's last value: the
+of ops instead of transfers), and a run's transfers at one instant leave the heap together
+(their ids are consecutive, so nothing comes between them). The events left out do count for the clock's last value: the
 makespan is the latest op end or transfer arrival, repeated pairs included.
 
 Times are float64 sums of float64 durations, as SimPy's clock adds Python numbers (exact for
@@ -147,6 +151,16 @@ def _replace_first(times, eids, size, time, eid):
 
 
 @numba.njit(inline="always")
+def _now_push(now_kinds, now_args, now_first, now_count, kind, arg):
+  """Appends an event for the current instant to the FIFO ring; returns the new count."""
+  slot = now_first + now_count
+  if slot >= now_kinds.shape[0]:
+    slot -= now_kinds.shape[0]
+  now_kinds[slot], now_args[slot] = kind, arg
+  return now_count + 1
+
+
+@numba.njit(inline="always")
 def _delay(num_bytes, src, dst, latency, bandwidth):
   if src == dst or num_bytes < 0:
     return 0.0
@@ -205,6 +219,17 @@ def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
         now, first = times[0], eids[0]
         kind, arg = event_kind[first], event_arg[first]
         following = next_in_run[first]
+        if kind == TOUT_T:
+          # The run's next transfers at this instant are next in SimPy's order too: a run's
+          # event ids are consecutive, and events for the current instant wait for the
+          # heap's. All but the last are counted here; the last falls through below.
+          while following >= 0 and event_time[following] == now:
+            consumer = delivery_dst[arg]
+            missing[consumer] -= 1
+            if missing[consumer] == 0:
+              now_count = _now_push(now_kinds, now_args, now_first, now_count, PROC_T, arg)
+            arg = event_arg[following]
+            following = next_in_run[following]
         if following >= 0:
           _replace_first(times, eids, size, event_time[following], following)
         else:
@@ -219,12 +244,12 @@ def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
       # What the event schedules: at most one event at this instant, and later ones.
       later_kind = -1
       if kind == PROC_T:
+        later_kind, arg = COND, delivery_dst[arg]
+      elif kind == TOUT_T:
         consumer = delivery_dst[arg]
         missing[consumer] -= 1
         if missing[consumer] == 0:
-          later_kind, arg = COND, consumer
-      elif kind == TOUT_T:
-        later_kind = PROC_T
+          later_kind = PROC_T
       elif kind == COND or kind == RELFIN:
         d = place[arg]
         if kind == COND:  # Join the device's queue, then SimPy's _trigger_put.
@@ -240,22 +265,14 @@ def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
           queue_head[d] = queue_next[head]
           if queue_head[d] < 0:
             queue_tail[d] = -1
-          slot = now_first + now_count
-          if slot >= capacity:
-            slot -= capacity
-          now_kinds[slot], now_args[slot] = REQ, head
-          now_count += 1
+          now_count = _now_push(now_kinds, now_args, now_first, now_count, REQ, head)
         if kind == RELFIN:  # finished[v]: its transfer processes wake in creation order.
           run_length = 0
           for delivery in range(out_ptr[arg], out_ptr[arg + 1]):
             delay = _delay(delivery_bytes[delivery], d, place[delivery_dst[delivery]],
                            latency, bandwidth)
             if now + delay == now:
-              slot = now_first + now_count
-              if slot >= capacity:
-                slot -= capacity
-              now_kinds[slot], now_args[slot] = TOUT_T, delivery
-              now_count += 1
+              now_count = _now_push(now_kinds, now_args, now_first, now_count, TOUT_T, delivery)
             else:
               time = now + delay
               event_kind[eid], event_arg[eid], event_time[eid] = TOUT_T, delivery, time
@@ -287,11 +304,7 @@ def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
         user[place[arg]] = -1
         later_kind = RELFIN  # The release and finished[v]: consecutive, so one event.
       if later_kind >= 0:
-        slot = now_first + now_count
-        if slot >= capacity:
-          slot -= capacity
-        now_kinds[slot], now_args[slot] = later_kind, arg
-        now_count += 1
+        now_count = _now_push(now_kinds, now_args, now_first, now_count, later_kind, arg)
     # Events run in time order, so the clock's last value is the latest op end or marked
     # arrival.
     makespan = now
