@@ -60,3 +60,19 @@ def test_encode_rejects_bad_input():
     ch.encode([0, 1, 1], [0, 0, 2], layout)
   with pytest.raises(errors.ConfigError, match="need 3 entries"):
     ch.encode([0, 1], [0, 1], layout)
+
+
+@pytest.mark.parametrize("bucket_tensors", [7, 0])
+def test_a_bucket_round_trip_keeps_every_gene_it_carries(bucket_tensors):
+  """Padded genes take the fill and are dropped on the way back; a bucket without transfer
+  genes (a model that reads none) gives them back as UNSET_TRANSFER."""
+  own, bucket = ch.Layout(3, 4, 2), ch.Layout(5, bucket_tensors, 2)
+  genes = np.random.default_rng(0).random(own.size).astype(np.float32)
+  padded = ch.to_bucket(own, bucket, genes, fill=0.25)
+  assert padded.shape == (bucket.size,)
+  assert np.all(padded[bucket.affinity_slice].reshape(5, 2)[3:] == 0.25)
+  back = ch.from_bucket(own, bucket, padded)
+  assert back.shape == (own.size,)
+  assert np.array_equal(back[:own.transfer_slice.start], genes[:own.transfer_slice.start])
+  expected = genes[own.transfer_slice] if bucket_tensors else np.full(8, ch.UNSET_TRANSFER)
+  assert np.array_equal(back[own.transfer_slice], expected)

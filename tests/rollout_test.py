@@ -51,23 +51,29 @@ def test_rewards_come_from_the_problems_own_model(worker):
   assert any(differs)  # Scored with the WC model, the first assertion would fail.
 
 
-def test_rollouts_draw_from_the_policy_distributions(worker):
+def test_rollouts_draw_from_the_policy_distributions():
   """The Betas shape every drawn gene (initial population and mutants): concentrated near
   1 or near 0, the best chromosome's drawn keys are near 1 or 0; uniform keys are spread.
-  (The seeds' genes, from heuristics, are excluded: the best here descends from none.)"""
-  size = worker.problems[0].layout.size
-  high = rollout.Task(0, np.full(size, 1e3), np.full(size, 1e-3), seed=1, best=True)
-  low = rollout.Task(0, np.full(size, 1e-3), np.full(size, 1e3), seed=1, best=True)
-  uniform = rollout.Task(0, None, None, seed=1, best=True)
-  saved = worker._seeds.pop(0, None)
-  worker._seeds[0] = {}  # No seeds: every gene is drawn.
-  try:
-    (_, near_one), (_, near_zero), (_, spread) = worker.run([high, low, uniform])
-  finally:
-    worker._seeds.pop(0)
-    if saved is not None:
-      worker._seeds[0] = saved
-  layout = worker.problems[0].layout
+  Device 0 is ten times slower and the Betas put every drawn op on device 1, so the single-
+  device seed (on device 0) is never the best nor its elite parent: the best is drawn."""
+  devices = devices_lib.from_json_dict({"speed": [0.1, 1.0]})
+  problem = performance.Problem(sized_graph(10, seed=0), devices, model="sync")
+  worker = rollout.RolloutWorker([problem], evals=300)
+  worker._seeds[0] = {}  # No heuristic seeds.
+  layout = problem.layout
   drawn = layout.priority_slice
+
+  def betas(priority: float) -> tuple[np.ndarray, np.ndarray]:
+    alpha, beta = np.ones(layout.size), np.ones(layout.size)
+    on_device_one = np.arange(layout.affinity_slice.stop) % layout.num_devices == 1
+    alpha[layout.affinity_slice] = np.where(on_device_one, 1e3, 1e-3)
+    beta[layout.affinity_slice] = np.where(on_device_one, 1e-3, 1e3)
+    alpha[drawn], beta[drawn] = priority, 1.0 / priority
+    return alpha, beta
+
+  high = rollout.Task(0, *betas(1e3), seed=1, best=True)
+  low = rollout.Task(0, *betas(1e-3), seed=1, best=True)
+  uniform = rollout.Task(0, None, None, seed=1, best=True)
+  (_, near_one), (_, near_zero), (_, spread) = worker.run([high, low, uniform])
   assert near_one[drawn].min() > 0.9 and near_zero[drawn].max() < 0.1
   assert spread.min() < 0.1 and spread.max() > 0.9

@@ -7,6 +7,7 @@ from datasets import devices as devices_lib
 from datasets import synthetic
 from datasets.graph import GraphBuilder
 from regal import search
+from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 
 
@@ -42,3 +43,18 @@ def test_result_rescores_and_never_loses_the_seed():
   value, _ = performance.score_reference(problem, result.best_chromosome)
   assert value == pytest.approx(result.objective, rel=1e-6)
   assert np.all(np.diff(result.history) <= 0)
+
+
+@pytest.mark.parametrize("model", ["doppler", "delay", "wc"])
+def test_a_model_that_reads_no_transfer_priorities_searches_without_transfer_genes(model):
+  """Its search evolves no transfer genes; the result still has the graph's whole layout (the
+  transfers unset) and re-scores to its objective."""
+  problem = performance.Problem(two_chains(), devices_lib.homogeneous(2), model=model)
+  reads = model == "wc"
+  assert (search.search_layout(problem).num_tensors > 0) == reads
+  result = search.optimize(problem, evals=600, seed=0)
+  assert result.best_chromosome.shape == (problem.layout.size,)
+  transfers = result.best_chromosome[problem.layout.transfer_slice]
+  assert reads or np.all(transfers == chromosome_lib.UNSET_TRANSFER)
+  assert performance.score_reference(problem, result.best_chromosome)[0] == pytest.approx(
+      result.objective, rel=1e-6)

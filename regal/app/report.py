@@ -182,8 +182,9 @@ def summary(report: Report) -> str:
   ]
   if "best_seed" in d["baselines"]:
     seed = d["baselines"]["best_seed"]
-    lines.append(f"best seed:     objective {objective(seed['objective'])}  (the {seed['name']} "
-                 f"seed on its own)")
+    source = ("the exact solver's answer" if seed["name"] == "cpsat" and "solver" in d["details"]
+              else f"the {seed['name']} seed")
+    lines.append(f"best seed:     objective {objective(seed['objective'])}  ({source} on its own)")
     if d.get("search_objective") is not None:
       lines.append(f"search found:  objective {objective(d['search_objective'])}  "
                    f"({versus(d['search_objective'], seed['objective'])} the best seed)")

@@ -23,6 +23,9 @@ import numpy as np
 from datasets import errors
 
 
+UNSET_TRANSFER = 0.5  # Every transfer priority equal: lower tensor ids first.
+
+
 class Layout(NamedTuple):
   """Sizes of a chromosome's three parts (static: part of the compiled shape)."""
   num_ops: int
@@ -108,7 +111,7 @@ def encode(placement: np.ndarray, order: np.ndarray, layout: Layout,
   affinity[np.arange(num_ops), placement] = 1.0
   priority = order_priorities(order)
   if transfer_priority is None:
-    transfer_priority = np.full((num_tensors, num_devices), 0.5)
+    transfer_priority = np.full((num_tensors, num_devices), UNSET_TRANSFER)
   return np.concatenate([affinity.ravel(), priority, np.asarray(transfer_priority).ravel()])
 
 
@@ -123,7 +126,9 @@ def order_priorities(order: np.ndarray) -> np.ndarray:
 
 def to_bucket(layout: Layout, bucket: Layout,
               genes: np.ndarray, fill: float = 1.0) -> np.ndarray:
-  """Per-gene values on a graph's layout, placed into the bucket layout (padding: fill)."""
+  """Per-gene values on a graph's layout, placed into the bucket layout (padding: fill). A
+  bucket without transfer genes (a model that reads none) drops them; `from_bucket` gives
+  them back as `UNSET_TRANSFER`."""
   genes = np.asarray(genes)
   out = np.full(bucket.size, fill, genes.dtype)
   affinity = np.full((bucket.num_ops, bucket.num_devices), fill, genes.dtype)
@@ -133,8 +138,9 @@ def to_bucket(layout: Layout, bucket: Layout,
   priority[:layout.num_ops] = genes[layout.priority_slice]
   out[bucket.priority_slice] = priority
   transfer = np.full((bucket.num_tensors, bucket.num_devices), fill, genes.dtype)
-  transfer[:layout.num_tensors] = genes[layout.transfer_slice].reshape(layout.num_tensors,
-                                                                   layout.num_devices)
+  kept = min(layout.num_tensors, bucket.num_tensors)  # A bucket may carry no transfer genes.
+  transfer[:kept] = genes[layout.transfer_slice].reshape(layout.num_tensors,
+                                                         layout.num_devices)[:kept]
   out[bucket.transfer_slice] = transfer.ravel()
   return out
 
@@ -153,5 +159,8 @@ def from_bucket_batch(layout: Layout, bucket: Layout, genes: np.ndarray) -> np.n
   priority = genes[:, bucket.priority_slice][:, :layout.num_ops]
   transfer = genes[:, bucket.transfer_slice].reshape(batch, bucket.num_tensors,
                                                      bucket.num_devices)[:, :layout.num_tensors]
+  if bucket.num_tensors < layout.num_tensors:  # A bucket without transfer genes: encode's.
+    transfer = np.full((batch, layout.num_tensors, layout.num_devices), UNSET_TRANSFER,
+                       genes.dtype)
   return np.concatenate([affinity.reshape(batch, -1), priority, transfer.reshape(batch, -1)],
                         axis=1)

@@ -47,6 +47,9 @@ class Model:
   jax: Callable[[Graph, DeviceSpec, Any, bool], tuple[Any, Callable]] | None = None
   memory: bool = False  # Tracks peak memory: the memory objectives are open to it.
   reads_op_priority: bool = True  # False: priorities change nothing (moves on them are wasted).
+  # False: transfer priorities change nothing, so the search's chromosomes carry none (on 8
+  # devices they are half the genes, and drawing them costs as much as scoring on a fast model).
+  reads_transfer_priority: bool = True
   native_float32_only: bool = True  # The native scorer computes in float32 whatever the dtype.
   time_scale: float = 1.0  # Reported times = model times * time_scale, in `time_unit`.
   time_unit: str = "cost units"
@@ -176,8 +179,10 @@ register(Model(
 register(Model(
     "doppler", "the Doppler repository's simulator (placement only), runtime",
     reference=_doppler_reference, native=_doppler_native, reads_op_priority=False,
+    reads_transfer_priority=False,
     native_float32_only=False, time_scale=1.0 / doppler_sim.DOPPLER_TIME_SCALE,
     time_unit="Doppler units", units=doppler_sim.doppler_units))
 register(Model(
     "delay", "the task-scheduling literature's delay model (ops in priority order), runtime",
-    reference=_delay_reference, native=_delay_native, jax=_delay_jax))
+    reference=_delay_reference, native=_delay_native, jax=_delay_jax,
+    reads_transfer_priority=False))

@@ -285,9 +285,12 @@ def score_registered(handle, placement, priority, transfer) -> np.ndarray:
 
 
 def bucket_layout(problem: Problem) -> chromosome_lib.Layout:
-  """The problem's layout with ops and tensors rounded up to size buckets."""
+  """The problem's layout with ops and tensors rounded up to size buckets; no tensors (no
+  transfer genes) where the model reads no transfer priorities."""
+  reads_transfers = models.get(problem.model).reads_transfer_priority
   return chromosome_lib.Layout(padding.bucket_size(problem.graph.num_ops),
-                               padding.bucket_size(problem.graph.num_tensors),
+                               padding.bucket_size(problem.graph.num_tensors)
+                               if reads_transfers else 0,
                                problem.devices.num_devices)
 
 
