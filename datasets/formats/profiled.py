@@ -1,0 +1,252 @@
+"""Profiled workloads with memory caps: msr-fiddle/dnn-partitioning's JSON (Tarnawski et al.,
+"Efficient Algorithms for Device Placement of DNN Graph Operators", NeurIPS 2020).
+
+One object: `maxSizePerFPGA` (bytes an accelerator holds; "FPGA" stands for any accelerator),
+`maxFPGAs` and `maxCPUs` (how many of each), `nodes` and `edges`. A node has `id`,
+`supportedOnFpga` (0 / 1 or a bool: 0 means only a CPU runs it), `cpuLatency` and
+`fpgaLatency` (its time on a CPU core and on an accelerator), `isBackwardNode`, `size` (bytes it
+holds on an accelerator) and optionally `colorClass` (nodes sharing one must share a device: a
+forward op and its backward op); other keys (`name`, `layerId`, ...) are kept aside. An edge has
+`sourceId`, `destId` and `cost`, the time to move the source's output between an accelerator
+and CPU memory, the same on every edge leaving one node.
+
+In the project's graph a node is an op (named by its id, in file order) whose compute cost is
+its accelerator latency, with one output tensor of size `cost` read by one data edge per file
+edge; the rest of the profile is the `Workload`'s arrays, which the pipeline objectives read.
+A solution is `{"fpgas": [{"nodes": [ids]}, ...], "cpus": [{"nodes": [ids]}]}`
+(`split_to_json` / `split_from_json`), where device -1 is the CPU side.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from datasets import errors
+from datasets.graph import Graph, GraphBuilder
+
+FORMAT_NAME = "profiled"
+CPU = -1  # The CPU side in a split's device array; accelerators are 0, 1, ...
+_TOP_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges")
+_NODE_KEYS = ("id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode", "size")
+_EDGE_KEYS = ("sourceId", "destId", "cost")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Workload:
+  """A profiled graph, its per-op profile and its device limits (op i is the file's i-th
+  node)."""
+  graph: Graph
+  node_ids: np.ndarray  # [o] int64: the file's ids
+  accelerator_latency: np.ndarray  # [o] float64
+  cpu_latency: np.ndarray  # [o] float64
+  on_accelerator: np.ndarray  # [o] bool: an accelerator can run it (else only a CPU)
+  memory: np.ndarray  # [o] float64 bytes held on an accelerator
+  backward: np.ndarray  # [o] bool
+  colocation: np.ndarray  # [o] int64 group: ops of one group share a device (0..groups-1)
+  output_cost: np.ndarray  # [o] float64 time to move the op's output to or from the CPU side
+  accelerator_memory: float  # bytes one accelerator holds
+  max_accelerators: int
+  max_cpus: int
+
+  @property
+  def num_ops(self) -> int:
+    return self.graph.num_ops
+
+  @property
+  def num_groups(self) -> int:
+    return int(self.colocation.max()) + 1 if self.num_ops else 0
+
+  def group_members(self) -> list[np.ndarray]:
+    """The ops of each co-location group, in op order."""
+    order = np.argsort(self.colocation, kind="stable")
+    bounds = np.searchsorted(self.colocation[order], np.arange(self.num_groups + 1))
+    return [order[bounds[g]:bounds[g + 1]] for g in range(self.num_groups)]
+
+
+def _number(value: Any, what: str, source: str, integer: bool = False) -> float:
+  if isinstance(value, bool) or not isinstance(value, (int, float)):
+    raise errors.FormatError(f"{source}: {what} must be a number, got {value!r}"[:300])
+  if not math.isfinite(value) or value < 0:
+    raise errors.FormatError(f"{source}: {what} must be finite and non-negative, got {value!r}")
+  if integer and value != int(value):
+    raise errors.FormatError(f"{source}: {what} must be a whole number, got {value!r}")
+  return float(value)
+
+
+def _flag(value: Any, what: str, source: str) -> bool:
+  if value in (0, 1) and not isinstance(value, float) or isinstance(value, bool):
+    return bool(value)
+  raise errors.FormatError(f"{source}: {what} must be 0, 1, true or false, got {value!r}"[:300])
+
+
+def _require(entry: Any, keys: tuple[str, ...], what: str, source: str) -> None:
+  if not isinstance(entry, dict):
+    raise errors.FormatError(f"{source}: {what} must be an object, got {type(entry).__name__}")
+  missing = [k for k in keys if k not in entry]
+  if missing:
+    raise errors.FormatError(f"{source}: {what} lacks {', '.join(missing)}")
+
+
+def parse_workload(text: str, source: str = "<text>") -> Workload:
+  """A `Workload` from the format's text; one-line `FormatError`s name what is wrong."""
+  try:
+    data = json.loads(text)
+  except json.JSONDecodeError as error:
+    raise errors.FormatError(f"{source}: not valid JSON ({error.msg}, line {error.lineno})"
+                             ) from None
+  _require(data, _TOP_KEYS, "the workload", source)
+  cap = _number(data["maxSizePerFPGA"], "maxSizePerFPGA", source)
+  accelerators = int(_number(data["maxFPGAs"], "maxFPGAs", source, integer=True))
+  cpus = int(_number(data["maxCPUs"], "maxCPUs", source, integer=True))
+  nodes, edges = data["nodes"], data["edges"]
+  if not isinstance(nodes, list) or not nodes:
+    raise errors.FormatError(f"{source}: nodes must be a non-empty list")
+  if not isinstance(edges, list):
+    raise errors.FormatError(f"{source}: edges must be a list")
+  if accelerators + cpus < 1:
+    raise errors.FormatError(f"{source}: maxFPGAs and maxCPUs are both 0: no device to run on")
+
+  ids, index = [], {}
+  fields = {k: [] for k in ("fpga", "cpu", "on", "size", "backward")}
+  colors: list[Any] = []
+  for k, node in enumerate(nodes):
+    _require(node, _NODE_KEYS, f"node {k}", source)
+    node_id = node["id"]
+    if isinstance(node_id, bool) or not isinstance(node_id, int):
+      raise errors.FormatError(f"{source}: node {k}: id must be an integer, got {node_id!r}")
+    if node_id in index:
+      raise errors.FormatError(f"{source}: duplicate node id {node_id}")
+    index[node_id] = k
+    ids.append(node_id)
+    what = f"node {node_id}"
+    fields["fpga"].append(_number(node["fpgaLatency"], f"{what}: fpgaLatency", source))
+    fields["cpu"].append(_number(node["cpuLatency"], f"{what}: cpuLatency", source))
+    fields["size"].append(_number(node["size"], f"{what}: size", source))
+    fields["on"].append(_flag(node["supportedOnFpga"], f"{what}: supportedOnFpga", source))
+    fields["backward"].append(_flag(node["isBackwardNode"], f"{what}: isBackwardNode", source))
+    color = node.get("colorClass")
+    if color is not None and (isinstance(color, bool) or not isinstance(color, int)):
+      raise errors.FormatError(f"{source}: {what}: colorClass must be an integer, got "
+                               f"{color!r}")
+    colors.append(("own", node_id) if color is None else ("class", color))
+
+  output_cost: dict[int, float] = {}
+  pairs = []
+  for k, edge in enumerate(edges):
+    _require(edge, _EDGE_KEYS, f"edge {k}", source)
+    src, dst = edge["sourceId"], edge["destId"]
+    for end in (src, dst):
+      if isinstance(end, bool) or not isinstance(end, int) or end not in index:
+        raise errors.FormatError(f"{source}: edge {k} names unknown node {end!r}")
+    if src == dst:
+      raise errors.FormatError(f"{source}: edge {k} is a self-loop on node {src}")
+    cost = _number(edge["cost"], f"edge {k}: cost", source)
+    if output_cost.setdefault(src, cost) != cost:
+      raise errors.FormatError(f"{source}: edges leaving node {src} carry different costs "
+                               f"({output_cost[src]} and {cost}); the format gives one per node")
+    pairs.append((index[src], index[dst]))
+
+  builder = GraphBuilder(os.path.splitext(os.path.basename(source))[0] or "profiled")
+  for k, node_id in enumerate(ids):
+    builder.add_op(str(node_id), fields["fpga"][k], op_type="backward" if fields["backward"][k]
+                   else "forward")
+  tensors = [builder.add_tensor(k, output_cost.get(node_id, 0.0)) for k, node_id in
+             enumerate(ids)]
+  for src, dst in pairs:
+    builder.add_data_edge(tensors[src], dst)
+  graph = builder.build()  # Validates: a cycle is a one-line error here.
+
+  group_of: dict[Any, int] = {}
+  colocation = np.asarray([group_of.setdefault(c, len(group_of)) for c in colors], np.int64)
+  workload = Workload(
+      graph=graph, node_ids=np.asarray(ids, np.int64),
+      accelerator_latency=np.asarray(fields["fpga"]), cpu_latency=np.asarray(fields["cpu"]),
+      on_accelerator=np.asarray(fields["on"], bool), memory=np.asarray(fields["size"]),
+      backward=np.asarray(fields["backward"], bool), colocation=colocation,
+      output_cost=np.asarray([output_cost.get(i, 0.0) for i in ids]),
+      accelerator_memory=cap, max_accelerators=accelerators, max_cpus=cpus)
+  _check_groups(workload, source)
+  return workload
+
+
+def _check_groups(workload: Workload, source: str) -> None:
+  """What no split can satisfy, and a co-location class an accelerator could run but cannot
+  hold (a forward op and its backward op bigger than an accelerator: most likely sizes in the
+  wrong unit, and putting the pair on the CPU side would hide it)."""
+  cap, any_cpu = workload.accelerator_memory, workload.max_cpus > 0
+  for members in workload.group_members():
+    name = workload.node_ids[members[0]]
+    cpu_only = not workload.on_accelerator[members].all()
+    if cpu_only and not any_cpu:
+      raise errors.FormatError(f"{source}: node {name}'s co-location class has an op only a "
+                               f"CPU runs, and maxCPUs is 0")
+    needed = workload.memory[members].sum()
+    if not cpu_only and needed > cap:
+      raise errors.FormatError(
+          f"{source}: node {name}'s co-location class needs {needed:.6g} bytes, more than one "
+          f"accelerator holds (maxSizePerFPGA {cap:.6g})")
+  if not any_cpu:
+    total = workload.memory.sum()
+    required = math.ceil(total / cap) if cap > 0 else (0 if total == 0 else math.inf)
+    if required > workload.max_accelerators:
+      raise errors.FormatError(
+          f"{source}: with no CPU the ops' {total:.6g} bytes need at least {required} "
+          f"accelerators, and maxFPGAs is {workload.max_accelerators}")
+
+
+def load_workload(path: str) -> Workload:
+  try:
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+  except FileNotFoundError:
+    raise errors.FormatError(f"{path}: no such file") from None
+  except UnicodeDecodeError:
+    raise errors.FormatError(f"{path}: not a text file (binary content)") from None
+  return parse_workload(text, path)
+
+
+def split_to_json(workload: Workload, device: np.ndarray) -> dict:
+  """A split [o] (accelerator index, or CPU) in the format's own shape: one entry per
+  accelerator used (in index order), node ids in op order; the CPU side as one entry."""
+  device = np.asarray(device)
+  used = sorted(int(d) for d in set(device.tolist()) if d != CPU)
+  return {"fpgas": [{"nodes": workload.node_ids[device == d].tolist()} for d in used],
+          "cpus": [{"nodes": workload.node_ids[device == CPU].tolist()}]}
+
+
+def split_from_json(workload: Workload, data: Any, source: str = "<split>") -> np.ndarray:
+  """The device [o] of each op in a split object; every node must appear exactly once, except
+  that a training split may list forward nodes only (a backward node then goes where its
+  co-location class goes, as in the human-expert splits)."""
+  if not isinstance(data, dict) or not isinstance(data.get("fpgas", []), list) or \
+      not isinstance(data.get("cpus", []), list):
+    raise errors.FormatError(f"{source}: a split is an object with lists fpgas and cpus")
+  position = {int(i): k for k, i in enumerate(workload.node_ids)}
+  device = np.full(workload.num_ops, -2, np.int64)
+  entries = [(d, e) for d, e in enumerate(data.get("fpgas", []))] + [
+      (CPU, e) for e in data.get("cpus", [])]
+  for d, entry in entries:
+    if not isinstance(entry, dict) or not isinstance(entry.get("nodes"), list):
+      raise errors.FormatError(f"{source}: every split entry needs a list of nodes")
+    for node_id in entry["nodes"]:
+      if isinstance(node_id, bool) or not isinstance(node_id, int) or node_id not in position:
+        raise errors.FormatError(f"{source}: the split names unknown node {node_id!r}")
+      if device[position[node_id]] != -2:
+        raise errors.FormatError(f"{source}: the split lists node {node_id} twice")
+      device[position[node_id]] = d
+  missing = device == -2
+  if missing.any():
+    for members in workload.group_members():
+      placed = device[members][~missing[members]]
+      if len(set(placed.tolist())) == 1:
+        device[members[missing[members]]] = placed[0]
+    missing = device == -2
+  if missing.any():
+    raise errors.FormatError(f"{source}: the split leaves node "
+                             f"{workload.node_ids[np.flatnonzero(missing)[0]]} unplaced")
+  return device

@@ -1,0 +1,229 @@
+"""The optimal contiguous split of a profiled workload for pipeline max-load, by dynamic
+programming over ideals (Tarnawski et al., NeurIPS 2020), written from the paper's description.
+
+Units are the co-location classes (a class's ops share a device; classes on a cycle of the
+order below share a stage, so they form one unit). Unit a precedes unit b when a forward op of
+a feeds an op of b: in a training graph a backward op goes where its class goes,
+so only forward edges order the units (the paper's contiguity of the forward graph). An ideal
+is a set of units closed under predecessors. A contiguous split on k accelerators is a chain of
+ideals {} = I_0 < I_1 < ... < I_k = everything, accelerator j holding I_j minus I_{j-1}: the
+pipeline's stages in order. Classes with an op only a CPU runs go to the CPU side.
+
+    best[k][I] = min over ideals I' < I of max(best[k - 1][I'], load(I minus I'))
+
+where load is `regal.scoring.pipeline`'s accelerator load of a block (it depends on the block
+alone: what its ops compute, send out and receive), and a block over the memory cap is
+infeasible. From each I' the blocks grow one unit at a time through the ideals above it (each
+ideal once per I'); a block stops growing once its compute alone exceeds the best max-load
+found so far, which starts at a greedy split's.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import networkx
+import numpy as np
+
+from datasets import errors
+from datasets.formats.profiled import CPU, Workload
+from regal.scoring import pipeline
+
+
+@dataclasses.dataclass(frozen=True)
+class ContiguousSplit:
+  device: np.ndarray  # [o] accelerator of each op, or CPU
+  max_load: float  # inf: no contiguous split fits the memory caps
+  ideals: int  # ideals of the unit order (the DP's states per accelerator count)
+  blocks: int  # blocks whose load was computed
+  seconds: float
+
+
+class _Units:
+  """The co-location classes as units, their order, and a block's load and memory."""
+
+  def __init__(self, workload: Workload):
+    self.workload = workload
+    classes = [m for m in workload.group_members() if workload.on_accelerator[m].all()]
+    class_of = np.full(workload.num_ops, -1, np.int64)
+    for c, m in enumerate(classes):
+      class_of[m] = c
+    graph = workload.graph
+    src = graph.tensor_producer[graph.data_edge_tensor]
+    dst = graph.data_edge_consumer
+    a, b = class_of[src], class_of[dst]
+    keep = ~workload.backward[src] & (a >= 0) & (b >= 0) & (a != b)
+    order = networkx.DiGraph()
+    order.add_nodes_from(range(len(classes)))
+    order.add_edges_from(zip(a[keep].tolist(), b[keep].tolist()))
+    # Classes on a cycle of the order share a stage in every contiguous split: one unit.
+    condensed = networkx.condensation(order)
+    units = list(networkx.topological_sort(condensed))
+    position = {scc: u for u, scc in enumerate(units)}
+    self.members = [np.sort(np.concatenate([classes[c] for c in condensed.nodes[scc]["members"]]))
+                    for scc in units]
+    self.unit_of = np.full(workload.num_ops, -1, np.int64)
+    for u, m in enumerate(self.members):
+      self.unit_of[m] = u
+    self.pred_mask = [sum(1 << position[p] for p in condensed.predecessors(scc))
+                      for scc in units]
+    self.compute = np.array([workload.accelerator_latency[m].sum() for m in self.members])
+    self.memory = np.array([workload.memory[m].sum() for m in self.members])
+    self.src, self.dst = src, dst
+
+  def ops_of(self, mask: int) -> np.ndarray:
+    units = [u for u in range(len(self.members)) if mask >> u & 1]
+    return np.concatenate([self.members[u] for u in units]) if units else np.zeros(0, np.int64)
+
+  def block_load(self, mask: int) -> float:
+    """The accelerator load of a block (a unit bitmask): compute, outputs sent out once,
+    outside outputs received once."""
+    inside = np.zeros(self.workload.num_ops, bool)
+    inside[self.ops_of(mask)] = True
+    cost = self.workload.output_cost
+    sent = np.zeros(self.workload.num_ops, bool)
+    sent[self.src[inside[self.src] & ~inside[self.dst]]] = True
+    received = np.zeros(self.workload.num_ops, bool)
+    received[self.src[~inside[self.src] & inside[self.dst]]] = True
+    return float(self.workload.accelerator_latency[inside].sum() + cost[sent].sum()
+                 + cost[received].sum())
+
+
+def _ideals(units: _Units, limit: int) -> list[int]:
+  """Every ideal of the unit order as a bitmask, smallest first (each listed once)."""
+  count = len(units.members)
+  seen = {0}
+  frontier = [0]
+  ideals = [0]
+  while frontier:
+    grown = []
+    for mask in frontier:
+      for u in range(count):
+        if not mask >> u & 1 and units.pred_mask[u] & ~mask == 0:
+          bigger = mask | 1 << u
+          if bigger not in seen:
+            seen.add(bigger)
+            grown.append(bigger)
+    if len(seen) > limit:
+      raise errors.ConfigError(f"the contiguous DP needs more than {limit} ideals on this "
+                               f"graph: too wide for it")
+    ideals += grown
+    frontier = grown
+  return ideals
+
+
+def _greedy_bound(units: _Units, accelerators: int) -> float:
+  """The max-load of a split of the units in topological order into runs of about equal
+  compute that fit the memory cap (inf if it does not fit): the DP's first bound."""
+  order = range(len(units.members))  # Units are numbered in topological order.
+  target = units.compute.sum() / max(accelerators, 1)
+  blocks, mask, compute, memory = [], 0, 0.0, 0.0
+  cap = units.workload.accelerator_memory
+  for u in order:
+    if mask and (compute + units.compute[u] > target or memory + units.memory[u] > cap) and \
+        len(blocks) < accelerators - 1:
+      blocks.append(mask)
+      mask, compute, memory = 0, 0.0, 0.0
+    mask |= 1 << u
+    compute += units.compute[u]
+    memory += units.memory[u]
+  blocks.append(mask)
+  if any(units.memory[[u for u in range(len(units.members)) if b >> u & 1]].sum() > cap
+         for b in blocks):
+    return np.inf
+  return max(units.block_load(b) for b in blocks)
+
+
+def _grow(units: _Units, start: int, weight: np.ndarray, bound: list, cap: float):
+  """Every ideal above `start` (each once) whose block (it minus `start`) weighs at most
+  bound[0] (read at each step: the caller lowers it) and holds at most `cap` bytes: yields
+  (ideal, block)."""
+  seen = {start}
+  stack = [(start, 0.0, 0.0)]
+  while stack:
+    mask, weighed, memory = stack.pop()
+    for u in range(len(units.members)):
+      if mask >> u & 1 or units.pred_mask[u] & ~mask:
+        continue
+      bigger = mask | 1 << u
+      if bigger in seen:
+        continue
+      seen.add(bigger)
+      grown = (bigger, weighed + weight[u], memory + units.memory[u])
+      if grown[2] > cap or grown[1] > bound[0]:
+        continue  # Every larger block weighs more and holds more.
+      yield bigger, bigger & ~start
+      stack.append(grown)
+
+
+def optimal_contiguous(workload: Workload, max_ideals: int = 200_000) -> ContiguousSplit:
+  """The least max-load over contiguous splits on at most maxFPGAs accelerators and, when
+  there is a CPU, at most one block on the CPU side (with the ops only a CPU runs)."""
+  started = time.perf_counter()
+  units = _Units(workload)
+  fixed_cpu = float(workload.cpu_latency[units.unit_of < 0].sum())
+  cpu_weight = np.array([workload.cpu_latency[m].sum() for m in units.members])
+  ideals = _ideals(units, max_ideals)
+  everything = (1 << len(units.members)) - 1
+  bound = [max(_greedy_bound(units, workload.max_accelerators), fixed_cpu)
+           if units.members else fixed_cpu]
+  # layer[(ideal, CPU block used)]: the least max-load of a chain ending there on at most k
+  # accelerators (the CPU side's ops only a CPU runs counted once the CPU block is used).
+  # parents[(k, state)] = (k, state before, block, on the CPU).
+  layer = {(0, 0): 0.0}
+  parents = {}
+  blocks = [0]
+
+  def relax(k, into, source, on_cpu):
+    for (start, used), value in sorted(source.items(), key=lambda item: item[1]):
+      if value > bound[0] or (on_cpu and used):
+        continue
+      weight = cpu_weight if on_cpu else units.compute
+      limit = [bound[0] - fixed_cpu] if on_cpu else bound
+      for ideal, block in _grow(units, start, weight, limit, np.inf if on_cpu else
+                                workload.accelerator_memory):
+        blocks[0] += 1
+        load = (fixed_cpu + cpu_weight[_bits(block)].sum() if on_cpu
+                else units.block_load(block))
+        state = (ideal, 1 if on_cpu else used)
+        load = max(value, load)
+        if load < into.get(state, np.inf):
+          into[state] = load
+          parents[(k, state)] = (k if on_cpu else k - 1, (start, used), block, on_cpu)
+          if ideal == everything:
+            bound[0] = min(bound[0], max(load, fixed_cpu))
+
+  if workload.max_cpus and units.members:
+    relax(0, layer, dict(layer), on_cpu=True)
+  for k in range(1, workload.max_accelerators + 1):
+    following = dict(layer)
+    relax(k, following, layer, on_cpu=False)
+    if workload.max_cpus:
+      relax(k, following, {s: v for s, v in following.items() if not s[1]}, on_cpu=True)
+    layer = following
+  finals = {used: max(layer.get((everything, used), np.inf), fixed_cpu) for used in (0, 1)}
+  device = np.full(workload.num_ops, CPU, np.int64)
+  if not units.members:
+    return ContiguousSplit(device, fixed_cpu, len(ideals), 0, time.perf_counter() - started)
+  used = min(finals, key=finals.get)
+  if not np.isfinite(finals[used]):
+    return ContiguousSplit(device, np.inf, len(ideals), blocks[0],
+                           time.perf_counter() - started)
+  chain, k, state = [], workload.max_accelerators, (everything, used)
+  while state != (0, 0):
+    while (k, state) not in parents:
+      k -= 1  # Fewer accelerators reached this state as well.
+    k, state, block, on_cpu = parents[(k, state)]
+    chain.append((block, on_cpu))
+  accelerator = 0
+  for block, on_cpu in reversed(chain):
+    if not on_cpu:
+      device[units.ops_of(block)] = accelerator
+      accelerator += 1
+  return ContiguousSplit(device=device, max_load=pipeline.max_load(workload, device),
+                         ideals=len(ideals), blocks=blocks[0],
+                         seconds=time.perf_counter() - started)
+
+
+def _bits(mask: int) -> list[int]:
+  return [u for u in range(mask.bit_length()) if mask >> u & 1]

@@ -1,0 +1,218 @@
+"""Profiled workloads (msr-fiddle/dnn-partitioning's JSON) and the pipeline max-load objective:
+the published single-accelerator loads, a hand-checked split, the batched scorer against the
+readable one, bad input, splits in the format's own shape."""
+import itertools
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from datasets import errors
+from datasets.formats import profiled
+from regal.baselines import pipeline_dp
+from regal.scoring import pipeline
+
+# The README's published max-loads with every op on one accelerator (their code).
+ONE_ACCELERATOR = {"layer_bert24_inference": 92.41, "layer_bert24_training": 217.81,
+                   "layer_gnmt_inference": 182.56, "layer_gnmt_training": 520.45,
+                   "layer_resnet50_inference": 201.45, "layer_resnet50_training": 462.38,
+                   "op_bert_l-6_inference": 77.46, "op_bert_l-6_training": 192.92}
+
+
+def workload_text(nodes, edges, cap=100.0, fpgas=2, cpus=1) -> str:
+  return json.dumps({"maxSizePerFPGA": cap, "maxFPGAs": fpgas, "maxCPUs": cpus,
+                     "nodes": nodes, "edges": edges})
+
+
+def node(node_id, fpga, cpu=10.0, size=1.0, color=None, on=1, backward=0):
+  entry = {"id": node_id, "supportedOnFpga": on, "cpuLatency": cpu, "fpgaLatency": fpga,
+           "isBackwardNode": backward, "size": size, "name": f"n{node_id}"}
+  if color is not None:
+    entry["colorClass"] = color
+  return entry
+
+
+def edge(src, dst, cost):
+  return {"sourceId": src, "destId": dst, "cost": cost}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_ACCELERATOR))
+def test_one_accelerator_matches_the_published_max_load(shared_graphs, name):
+  workload = profiled.load_workload(str(shared_graphs / "profiled" / "throughput" /
+                                        f"{name}.json"))
+  one = np.where(workload.on_accelerator, 0, profiled.CPU)
+  assert round(pipeline.max_load(workload, one), 2) == ONE_ACCELERATOR[name]
+
+
+def test_a_hand_checked_split():
+  """a -> b, a -> c, a -> e, b -> d, c -> d; a and b on accelerator 0, c and e on accelerator
+  1, d on the CPU side. Accelerator 0: a + b, a's output sent once (c and e read it
+  elsewhere), b's sent once; accelerator 1: c + e, a's output received once (two readers),
+  c's sent once; the CPU side: d's CPU latency only, no transfer."""
+  text = workload_text([node(1, 2.0), node(2, 3.0), node(3, 4.0), node(4, 5.0, cpu=7.0),
+                        node(5, 1.0)],
+                       [edge(1, 2, 0.5), edge(1, 3, 0.5), edge(1, 5, 0.5), edge(2, 4, 0.25),
+                        edge(3, 4, 0.125)])
+  workload = profiled.parse_workload(text)
+  split = np.array([0, 0, 1, profiled.CPU, 1])
+  accelerator_load, cpu_load = pipeline.loads(workload, split)
+  assert accelerator_load.tolist() == [2 + 3 + 0.5 + 0.25, 4 + 1 + 0.5 + 0.125]
+  assert cpu_load == 7.0
+  assert pipeline.max_load(workload, split) == 7.0
+  assert pipeline.violations(workload, split) == []
+
+
+@st.composite
+def workloads_and_splits(draw):
+  num = draw(st.integers(1, 9))
+  fpgas = draw(st.integers(1, 3))
+  nodes = [node(10 + i, draw(st.integers(0, 9)) / 2, cpu=draw(st.integers(0, 9)))
+           for i in range(num)]
+  costs = [draw(st.integers(0, 4)) / 4 for _ in range(num)]
+  pairs = draw(st.lists(st.tuples(st.integers(0, num - 1), st.integers(0, num - 1)),
+                        max_size=3 * num))
+  edges = [edge(10 + a, 10 + b, costs[a]) for a, b in pairs if a < b]
+  workload = profiled.parse_workload(workload_text(nodes, edges, fpgas=fpgas))
+  splits = draw(st.lists(st.lists(st.integers(-1, fpgas - 1), min_size=num, max_size=num),
+                         min_size=1, max_size=5))
+  return workload, np.array(splits)
+
+
+@settings(max_examples=60, deadline=None)
+@given(workloads_and_splits())
+def test_the_batched_max_load_equals_the_readable_one(case):
+  workload, splits = case
+  expected = [pipeline.max_load(workload, split) for split in splits]
+  np.testing.assert_array_equal(pipeline.max_load_batch(workload, splits), expected)
+
+
+def test_violations_name_each_broken_rule():
+  text = workload_text([node(1, 1.0, size=60, color=7), node(2, 1.0, size=60),
+                        node(3, 1.0, size=1, color=7), node(4, 1.0, on=0)],
+                       [edge(1, 2, 1.0), edge(2, 3, 1.0), edge(3, 4, 1.0)])
+  workload = profiled.parse_workload(text)
+  found = pipeline.violations(workload, np.array([0, 0, 1, 2]))
+  assert any("outside the 2 accelerators" in v for v in found)
+  assert any("runs only on a CPU" in v for v in found)
+  assert any("co-location class of node 1 is split" in v for v in found)
+  assert any("accelerator 0 holds 120 bytes" in v for v in found)
+  assert pipeline.violations(workload, np.array([0, 1, 0, profiled.CPU])) == []
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["nodes"][0].pop("fpgaLatency"), "node 0 lacks fpgaLatency"),
+    (lambda d: d.pop("maxFPGAs"), "lacks maxFPGAs"),
+    (lambda d: d["nodes"][1].update(cpuLatency=-1.0), "node 2: cpuLatency must be finite and "
+     "non-negative"),
+    (lambda d: d["nodes"][1].update(fpgaLatency=float("nan")), "fpgaLatency must be finite"),
+    (lambda d: d["edges"].append(edge(2, 9, 1.0)), "edge 2 names unknown node 9"),
+    (lambda d: d["edges"].append(edge(3, 1, 1.0)), "cycle"),
+    (lambda d: d["edges"].append(edge(1, 3, 2.0)), "edges leaving node 1 carry different costs"),
+    (lambda d: d["nodes"][0].update(colorClass=5, size=80) or d["nodes"][2].update(
+        colorClass=5, size=30), "node 1's co-location class needs 110 bytes, more than one "
+     "accelerator holds"),
+    (lambda d: d.update(maxCPUs=0, maxFPGAs=1) or d["nodes"][0].update(size=90),
+     "need at least 2 accelerators, and maxFPGAs is 1"),
+    (lambda d: d.update(maxCPUs=0) or d["nodes"][0].update(supportedOnFpga=0),
+     "only a CPU runs, and maxCPUs is 0"),
+    (lambda d: d["nodes"][1].update(id=1), "duplicate node id 1"),
+    (lambda d: d["nodes"][1].update(supportedOnFpga=2), "supportedOnFpga must be 0, 1"),
+])
+def test_bad_input_is_one_line_naming_the_problem(change, message):
+  data = json.loads(workload_text([node(1, 1.0, size=20), node(2, 1.0, size=20),
+                                   node(3, 1.0, size=20)],
+                                  [edge(1, 2, 1.0), edge(2, 3, 1.0)]))
+  change(data)
+  with pytest.raises(errors.RegalError, match=message) as raised:
+    profiled.parse_workload(json.dumps(data), "w.json")
+  assert "\n" not in str(raised.value)
+
+
+def test_a_split_round_trips_and_backward_nodes_follow_their_class():
+  text = workload_text([node(5, 1.0, color=1), node(6, 1.0, color=2),
+                        node(7, 1.0, color=2, backward=1), node(8, 1.0, color=1, backward=1)],
+                       [edge(5, 6, 1.0), edge(6, 7, 1.0), edge(7, 8, 1.0)])
+  workload = profiled.parse_workload(text)
+  split = np.array([1, profiled.CPU, profiled.CPU, 1])
+  shaped = profiled.split_to_json(workload, split)
+  assert shaped == {"fpgas": [{"nodes": [5, 8]}], "cpus": [{"nodes": [6, 7]}]}
+  assert profiled.split_from_json(workload, shaped).tolist() == [0, -1, -1, 0]
+  forward_only = {"fpgas": [{"nodes": []}, {"nodes": [5]}], "cpus": [{"nodes": [6]}]}
+  assert profiled.split_from_json(workload, forward_only).tolist() == split.tolist()
+  with pytest.raises(errors.FormatError, match="lists node 5 twice"):
+    profiled.split_from_json(workload, {"fpgas": [{"nodes": [5]}], "cpus": [{"nodes": [5]}]})
+
+
+def brute_force_contiguous(workload) -> float:
+  """The least max-load over every contiguous split, by enumeration (tiny workloads): each
+  class gets a stage, stages never decrease along a forward op's edges, and the stages in
+  order are the accelerators, one of them possibly the CPU side instead (when there is a
+  CPU); classes with an op only a CPU runs are on the CPU side, outside the order."""
+  members = workload.group_members()
+  on_cpu = [not workload.on_accelerator[m].all() for m in members]
+  graph = workload.graph
+  src = graph.tensor_producer[graph.data_edge_tensor]
+  accelerators = workload.max_accelerators
+  best = np.inf
+  for cpu_stage in [None] + (list(range(accelerators + 1)) if workload.max_cpus else []):
+    stages = accelerators + (cpu_stage is not None)
+    for labels in itertools.product(range(stages), repeat=len(members)):
+      stage = np.full(workload.num_ops, -1)
+      device = np.full(workload.num_ops, profiled.CPU)
+      for group, label in enumerate(labels):
+        if not on_cpu[group]:
+          stage[members[group]] = label
+          if label != cpu_stage:
+            device[members[group]] = label - (cpu_stage is not None and label > cpu_stage)
+      monotone = all(stage[a] <= stage[b] for a, b in zip(src, graph.data_edge_consumer)
+                     if not workload.backward[a] and stage[a] >= 0 and stage[b] >= 0)
+      if monotone and not pipeline.violations(workload, device):
+        best = min(best, pipeline.max_load(workload, device))
+  return best
+
+
+@st.composite
+def small_workloads(draw):
+  num = draw(st.integers(1, 6))
+  classes = draw(st.lists(st.integers(0, 3), min_size=num, max_size=num))
+  nodes = [node(i, draw(st.integers(0, 8)) / 2, cpu=draw(st.integers(0, 8)),
+                size=draw(st.integers(0, 4)), color=classes[i],
+                on=draw(st.sampled_from([1, 1, 1, 0])),
+                backward=draw(st.sampled_from([0, 0, 1]))) for i in range(num)]
+  costs = [draw(st.integers(0, 4)) / 4 for _ in range(num)]
+  pairs = draw(st.lists(st.tuples(st.integers(0, num - 1), st.integers(0, num - 1)),
+                        max_size=2 * num))
+  edges = [edge(a, b, costs[a]) for a, b in sorted(set(pairs)) if a < b]
+  cap = draw(st.integers(4, 12))
+  return workload_text(nodes, edges, cap=cap, fpgas=draw(st.integers(1, 3)),
+                       cpus=draw(st.sampled_from([0, 1, 1])))
+
+
+@settings(max_examples=80, deadline=None)
+@given(small_workloads())
+def test_the_contiguous_dp_is_optimal_among_contiguous_splits(text):
+  try:
+    workload = profiled.parse_workload(text)
+    split = pipeline_dp.optimal_contiguous(workload)
+  except errors.RegalError:
+    return  # A class over the cap, or a forward-order cycle: nothing to compare.
+  expected = brute_force_contiguous(workload)
+  assert split.max_load == pytest.approx(expected)
+  if np.isfinite(expected):
+    assert pipeline.violations(workload, split.device) == []
+    assert pipeline.max_load(workload, split.device) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("name, published", [("layer_bert24_inference", 17.79),
+                                             ("layer_bert24_training", 41.75)])
+def test_the_dp_reproduces_the_published_optimal_contiguous_max_load(shared_graphs, name,
+                                                                     published):
+  """Their DP's max-loads (the README's table), by ours: the objective and the split space are
+  theirs."""
+  workload = profiled.load_workload(str(shared_graphs / "profiled" / "throughput" /
+                                        f"{name}.json"))
+  split = pipeline_dp.optimal_contiguous(workload)
+  assert round(split.max_load, 2) == published
+  assert pipeline.violations(workload, split.device) == []
