@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from datasets import errors
 from datasets.formats import profiled
-from regal.baselines import pipeline_dp
+from regal.baselines import pipeline_dp, pipeline_local_search
 from regal.scoring import pipeline
 
 # The README's published max-loads with every op on one accelerator (their code).
@@ -216,3 +216,43 @@ def test_the_dp_reproduces_the_published_optimal_contiguous_max_load(shared_grap
   split = pipeline_dp.optimal_contiguous(workload)
   assert round(split.max_load, 2) == published
   assert pipeline.violations(workload, split.device) == []
+
+
+def test_a_non_contiguous_split_beats_the_best_contiguous_one():
+  """A chain 3 -> 3 -> 2 -> 2 on two accelerators, transfers free: contiguous splits reach 6
+  at best; the first and third on one accelerator and the others on the other reach 5."""
+  text = workload_text([node(1, 3.0), node(2, 3.0), node(3, 2.0), node(4, 2.0)],
+                       [edge(1, 2, 0.0), edge(2, 3, 0.0), edge(3, 4, 0.0)], cpus=0)
+  workload = profiled.parse_workload(text)
+  contiguous = pipeline_dp.optimal_contiguous(workload)
+  assert contiguous.max_load == 6.0
+  searched = pipeline_local_search.local_search(workload, contiguous.device)
+  assert searched.max_load == 5.0
+  assert pipeline.violations(workload, searched.device) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(small_workloads())
+def test_the_local_search_keeps_its_start_feasible_and_never_worse(text):
+  try:
+    workload = profiled.parse_workload(text)
+    start = pipeline_dp.optimal_contiguous(workload)
+  except errors.RegalError:
+    return
+  if not np.isfinite(start.max_load):
+    return
+  searched = pipeline_local_search.local_search(workload, start.device, restarts=3)
+  assert pipeline.violations(workload, searched.device) == []
+  assert searched.max_load <= start.max_load
+  assert searched.max_load == pipeline.max_load(workload, searched.device)
+
+
+def test_the_local_search_never_overfills_an_accelerator():
+  """Moving b from the CPU side next to a would cut the max-load from 10 to 2, but the two
+  hold 12 bytes and the accelerator 10: the search stays at 10."""
+  text = workload_text([node(1, 1.0, cpu=10.0, size=6), node(2, 1.0, cpu=10.0, size=6)], [],
+                       cap=10.0, fpgas=1)
+  workload = profiled.parse_workload(text)
+  searched = pipeline_local_search.local_search(workload, np.array([0, profiled.CPU]))
+  assert searched.max_load == 10.0
+  assert pipeline.violations(workload, searched.device) == []

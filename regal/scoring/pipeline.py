@@ -14,8 +14,8 @@ A split is feasible when every accelerator holds at most `maxSizePerFPGA` bytes,
 co-location class share a device, ops only a CPU runs are on the CPU side, and the device ids
 stay below maxFPGAs (and the CPU side is used only if there is a CPU).
 
-`max_load` is the readable reference (loops over ops and edges); `max_load_batch` scores a
-population with numpy and equals it.
+`max_load` is the readable reference (loops over ops and edges); `loads_batch` and
+`max_load_batch` score a population with numpy and equal it.
 """
 from __future__ import annotations
 
@@ -77,9 +77,9 @@ def violations(workload: Workload, device: np.ndarray) -> list[str]:
   return found
 
 
-def max_load_batch(workload: Workload, devices: np.ndarray) -> np.ndarray:
-  """`max_load` of a population of splits [P, o] (float64 [P]), vectorized: the CPU side is
-  slot A after the A accelerators."""
+def loads_batch(workload: Workload, devices: np.ndarray) -> np.ndarray:
+  """Loads [P, A + 1] of a population of splits [P, o]: the A accelerators', then the CPU
+  side's (vectorized `loads`)."""
   devices = np.asarray(devices, np.int64)
   population, num_ops = devices.shape
   accelerators = workload.max_accelerators
@@ -98,4 +98,9 @@ def max_load_batch(workload: Workload, devices: np.ndarray) -> np.ndarray:
   np.add.at(load, (rows, slot), sent)
   load[:, :accelerators] += np.einsum("pvs,v->ps", reads[:, :, :accelerators],
                                       workload.output_cost)
-  return load.max(axis=1)
+  return load
+
+
+def max_load_batch(workload: Workload, devices: np.ndarray) -> np.ndarray:
+  """`max_load` of a population of splits [P, o] (float64 [P])."""
+  return loads_batch(workload, devices).max(axis=1)
