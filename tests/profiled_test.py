@@ -190,14 +190,23 @@ def small_workloads(draw):
                        cpus=draw(st.sampled_from([0, 1, 1])))
 
 
+def parsed_and_contiguous(text):
+  """(workload, its optimal contiguous split), or None for input no split can satisfy (a
+  class over the cap, no CPU for a CPU-only op): nothing to compare."""
+  try:
+    workload = profiled.parse_workload(text)
+  except errors.RegalError:
+    return None
+  return workload, pipeline_dp.optimal_contiguous(workload)
+
+
 @settings(max_examples=80, deadline=None)
 @given(small_workloads())
 def test_the_contiguous_dp_is_optimal_among_contiguous_splits(text):
-  try:
-    workload = profiled.parse_workload(text)
-    split = pipeline_dp.optimal_contiguous(workload)
-  except errors.RegalError:
-    return  # A class over the cap, or a forward-order cycle: nothing to compare.
+  parsed = parsed_and_contiguous(text)
+  if parsed is None:
+    return
+  workload, split = parsed
   expected = brute_force_contiguous(workload)
   assert split.max_load == pytest.approx(expected)
   if np.isfinite(expected):
@@ -234,13 +243,10 @@ def test_a_non_contiguous_split_beats_the_best_contiguous_one():
 @settings(max_examples=40, deadline=None)
 @given(small_workloads())
 def test_the_local_search_keeps_its_start_feasible_and_never_worse(text):
-  try:
-    workload = profiled.parse_workload(text)
-    start = pipeline_dp.optimal_contiguous(workload)
-  except errors.RegalError:
+  parsed = parsed_and_contiguous(text)
+  if parsed is None or not np.isfinite(parsed[1].max_load):
     return
-  if not np.isfinite(start.max_load):
-    return
+  workload, start = parsed
   searched = pipeline_local_search.local_search(workload, start.device, restarts=3)
   assert pipeline.violations(workload, searched.device) == []
   assert searched.max_load <= start.max_load
