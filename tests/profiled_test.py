@@ -147,14 +147,19 @@ def test_a_split_round_trips_and_backward_nodes_follow_their_class():
 
 def brute_force_contiguous(workload) -> float:
   """The least max-load over every contiguous split, by enumeration (tiny workloads): each
-  class gets a stage, stages never decrease along a forward op's edges, and the stages in
-  order are the accelerators, one of them possibly the CPU side instead (when there is a
+  class gets a stage, stages never decrease along a forward op's edges nor against a backward
+  op's edges that touch a class of backward ops only, and the stages in order are the
+  accelerators, one of them possibly the CPU side instead (when there is a
   CPU); classes with an op only a CPU runs are on the CPU side, outside the order."""
   members = workload.group_members()
   on_cpu = [not workload.on_accelerator[m].all() for m in members]
   graph = workload.graph
   src = graph.tensor_producer[graph.data_edge_tensor]
   accelerators = workload.max_accelerators
+  # Ops of classes without a forward op: their backward edges order them, turned round.
+  loose = np.zeros(workload.num_ops, bool)
+  for m in members:
+    loose[m] = workload.backward[m].all()
   best = np.inf
   for cpu_stage in [None] + (list(range(accelerators + 1)) if workload.max_cpus else []):
     stages = accelerators + (cpu_stage is not None)
@@ -166,8 +171,10 @@ def brute_force_contiguous(workload) -> float:
           stage[members[group]] = label
           if label != cpu_stage:
             device[members[group]] = label - (cpu_stage is not None and label > cpu_stage)
-      monotone = all(stage[a] <= stage[b] for a, b in zip(src, graph.data_edge_consumer)
-                     if not workload.backward[a] and stage[a] >= 0 and stage[b] >= 0)
+      monotone = all(stage[a] <= stage[b] if not workload.backward[a] else
+                     stage[b] <= stage[a] or not (loose[a] or loose[b])
+                     for a, b in zip(src, graph.data_edge_consumer)
+                     if stage[a] >= 0 and stage[b] >= 0)
       if monotone and not pipeline.violations(workload, device):
         best = min(best, pipeline.max_load(workload, device))
   return best
@@ -262,3 +269,23 @@ def test_the_local_search_never_overfills_an_accelerator():
   searched = pipeline_local_search.local_search(workload, np.array([0, profiled.CPU]))
   assert searched.max_load == 10.0
   assert pipeline.violations(workload, searched.device) == []
+
+
+def test_gradient_ops_without_a_class_are_ordered_by_their_backward_edges():
+  """A ten-layer chain, every layer a forward op and a backward op of its class, and nine
+  classless gradient ops each between two layers' backward ops: unordered, they would
+  multiply the ideals by 2^9; turned-round backward edges put each between its layers, a
+  chain of 19 units with 20 ideals."""
+  nodes, edges = [], []
+  for i in range(10):
+    nodes += [node(100 + i, 1.0, color=i), node(200 + i, 1.0, color=i, backward=1)]
+    if i:
+      nodes.append(node(300 + i, 1.0, backward=1))
+      edges.append(edge(100 + i - 1, 100 + i, 0.5))
+  edges.append(edge(109, 209, 0.5))
+  for i in range(9, 0, -1):
+    edges += [edge(200 + i, 300 + i, 0.25), edge(300 + i, 200 + i - 1, 0.125)]
+  workload = profiled.parse_workload(workload_text(nodes, edges, cap=1e9, fpgas=3))
+  split = pipeline_dp.optimal_contiguous(workload)
+  assert split.ideals == 20
+  assert pipeline.violations(workload, split.device) == []

@@ -3,9 +3,11 @@ programming over ideals (Tarnawski et al., NeurIPS 2020), written from the paper
 
 Units are the co-location classes (a class's ops share a device; classes on a cycle of the
 order below share a stage, so they form one unit). Unit a precedes unit b when a forward op of
-a feeds an op of b: in a training graph a backward op goes where its class goes,
-so only forward edges order the units (the paper's contiguity of the forward graph). An ideal
-is a set of units closed under predecessors. A contiguous split on k accelerators is a chain of
+a feeds an op of b: in a training graph a backward op goes where its class goes, so forward
+edges order the units (the paper's contiguity of the forward graph). A class of backward ops
+only (a gradient op without a forward partner) would be unordered, each such class doubling
+the ideals: its backward edges order it, turned round (gradients flow back). An ideal is a
+set of units closed under predecessors. A contiguous split on k accelerators is a chain of
 ideals {} = I_0 < I_1 < ... < I_k = everything, accelerator j holding I_j minus I_{j-1}: the
 pipeline's stages in order. Classes with an op only a CPU runs go to the CPU side.
 
@@ -52,10 +54,19 @@ class _Units:
     src = graph.tensor_producer[graph.data_edge_tensor]
     dst = graph.data_edge_consumer
     a, b = class_of[src], class_of[dst]
-    keep = ~workload.backward[src] & (a >= 0) & (b >= 0) & (a != b)
+    keep = (a >= 0) & (b >= 0) & (a != b)
+    backward = workload.backward[src]
     order = networkx.DiGraph()
     order.add_nodes_from(range(len(classes)))
-    order.add_edges_from(zip(a[keep].tolist(), b[keep].tolist()))
+    order.add_edges_from(zip(a[keep & ~backward].tolist(), b[keep & ~backward].tolist()))
+    # A class of backward ops only (a gradient op without a forward partner) is ordered by
+    # its backward edges turned round: gradients flow back, so the reversed edge is the
+    # forward order. Classes with a forward op are ordered by their forward edges alone.
+    has_forward = np.zeros(len(classes), bool)
+    has_forward[class_of[~workload.backward & (class_of >= 0)]] = True
+    loose = keep & backward
+    loose[loose] = ~has_forward[a[loose]] | ~has_forward[b[loose]]
+    order.add_edges_from(zip(b[loose].tolist(), a[loose].tolist()))
     # Classes on a cycle of the order share a stage in every contiguous split: one unit.
     condensed = networkx.condensation(order)
     units = list(networkx.topological_sort(condensed))
