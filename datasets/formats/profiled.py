@@ -79,7 +79,7 @@ def _number(value: Any, what: str, source: str, integer: bool = False) -> float:
 
 
 def _flag(value: Any, what: str, source: str) -> bool:
-  if value in (0, 1) and not isinstance(value, float) or isinstance(value, bool):
+  if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
     return bool(value)
   raise errors.FormatError(f"{source}: {what} must be 0, 1, true or false, got {value!r}"[:300])
 
