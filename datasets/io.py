@@ -107,18 +107,22 @@ def parse_graph(text: str, source: str = "<text>", format: str | None = None) ->
     raise errors.FormatError(f"{source}: malformed {name} file ({detail})") from None
 
 
-def load_graph(path: str, format: str | None = None) -> Graph:
-  """Reads a graph; the format is `format`, else sniffed from the content, else the extension."""
+def read_text(path: str) -> str:
+  """A graph file's text; one-line `FormatError`s for a directory, a missing or binary file."""
   if os.path.isdir(path):
     raise errors.FormatError(f"{path}: is a directory, expected a graph file")
   try:
     with open(path, encoding="utf-8") as f:
-      text = f.read()
+      return f.read()
   except FileNotFoundError:
     raise errors.FormatError(f"{path}: no such file") from None
   except UnicodeDecodeError:
     raise errors.FormatError(f"{path}: not a text file (binary content)") from None
-  return parse_graph(text, path, format)
+
+
+def load_graph(path: str, format: str | None = None) -> Graph:
+  """Reads a graph; the format is `format`, else sniffed from the content, else the extension."""
+  return parse_graph(read_text(path), path, format)
 
 
 def graph_to_text(graph: Graph, format: str) -> str:

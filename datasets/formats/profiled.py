@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from datasets import errors
+from datasets import io as graph_io
 from datasets.graph import Graph, GraphBuilder
 
 FORMAT_NAME = "profiled"
@@ -200,14 +201,7 @@ def _check_groups(workload: Workload, source: str) -> None:
 
 
 def load_workload(path: str) -> Workload:
-  try:
-    with open(path, encoding="utf-8") as f:
-      text = f.read()
-  except FileNotFoundError:
-    raise errors.FormatError(f"{path}: no such file") from None
-  except UnicodeDecodeError:
-    raise errors.FormatError(f"{path}: not a text file (binary content)") from None
-  return parse_workload(text, path)
+  return parse_workload(graph_io.read_text(path), path)
 
 
 def split_to_json(workload: Workload, device: np.ndarray) -> dict:
