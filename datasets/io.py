@@ -15,10 +15,10 @@ import re
 from typing import Callable
 
 from datasets import atomic, errors, serialization
-from datasets.formats import costgraph, doppler, dot, stg
+from datasets.formats import costgraph, doppler, dot, profiled, stg
 from datasets.graph import Graph
 
-FORMATS = ("json", "costgraph", "doppler", "dot", "stg")
+FORMATS = ("json", "costgraph", "doppler", "dot", "stg", "profiled")
 _EXTENSIONS = {".json": "json", ".pbtxt": "costgraph", ".pbtx": "costgraph",
                ".pb.txt": "costgraph", ".txt": "doppler", ".dot": "dot", ".gv": "dot",
                ".stg": "stg"}
@@ -28,6 +28,7 @@ _PARSERS: dict[str, Callable[[str, str], Graph]] = {
     "doppler": doppler.parse,
     "dot": dot.parse,
     "stg": stg.parse,
+    "profiled": profiled.parse_graph,
 }
 _WRITERS: dict[str, Callable[[Graph], str]] = {
     "json": serialization.graph_to_json,
@@ -35,6 +36,7 @@ _WRITERS: dict[str, Callable[[Graph], str]] = {
     "doppler": doppler.write_text,
     "dot": dot.write_text,
     "stg": stg.write_text,
+    "profiled": profiled.graph_to_text,
 }
 
 
@@ -75,6 +77,8 @@ def graph_files(directory: str) -> list[str]:
 def sniff_format(text: str) -> str | None:
   """The format a file's content looks like, or None."""
   stripped = text.lstrip()
+  if profiled.looks_like_profiled(stripped):
+    return "profiled"
   if stripped.startswith("{"):
     return "json"
   if re.match(r"(#[^\n]*\n\s*)*node\s*[{<]", stripped):

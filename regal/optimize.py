@@ -35,6 +35,7 @@ from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
+import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 from typing import Sequence  # noqa: E402
@@ -45,7 +46,7 @@ from datasets import atomic  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from regal.app import gantt, methods, optimize_lib  # noqa: E402
+from regal.app import gantt, methods, optimize_lib, pipeline_lib  # noqa: E402
 from regal.app import report as report_lib  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 from regal.doppler_policy import method as doppler_method  # noqa: E402
@@ -61,15 +62,19 @@ _SPLIT = flags.DEFINE_enum("split", "test", list(dataset_lib.SPLITS), "Dataset s
 _INDEX = flags.DEFINE_integer("index", 0, "Graph index within the split.", lower_bound=0)
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Dataset cache folder.")
 _MODEL = flags.DEFINE_enum("model", "wc", list(performance.MODELS), "Performance model.")
-_OBJECTIVE = flags.DEFINE_enum("objective", "runtime", list(performance.OBJECTIVES),
-                               "What to minimize.")
+_OBJECTIVE = flags.DEFINE_enum("objective", "runtime",
+                               list(performance.OBJECTIVES) + [pipeline_lib.OBJECTIVE],
+                               "What to minimize. throughput: a profiled workload's pipeline "
+                               "max-load (regal/app/pipeline_lib.py), devices from its file.")
 _MEMORY_LIMIT = flags.DEFINE_float("memory_limit", None, "Per-device memory limit in bytes "
                                    "(runtime_under_memory; default: device capacities).")
 _ENGINE = flags.DEFINE_enum("engine", "auto", list(performance.ENGINES), "How batched "
                             "scoring runs: native (the WC model's compiled host loop), jax, or "
                             "auto (native for the WC model on a CPU, else jax).")
-_METHOD = flags.DEFINE_enum("method", "brkga", list(methods.METHODS),
-                            "Placement method: brkga or a baseline (regal/baselines).")
+_METHOD = flags.DEFINE_enum("method", "brkga", list(methods.METHODS) + [
+    m for m in pipeline_lib.METHODS if m not in methods.METHODS],
+    "Placement method: brkga or a baseline (regal/baselines); with --objective throughput: "
+    + ", ".join(pipeline_lib.METHODS) + " (default search).")
 _EVALS = flags.DEFINE_integer("evals", None, "Fitness evaluations (BRKGA, hill climb, local "
                               "and random search budget). Default: sized from the graph so "
                               "BRKGA searches up to ~10 s on a 2-core CPU (deterministic).")
@@ -266,9 +271,66 @@ def check_flags() -> None:
       raise errors.ConfigError(f"--{name} {path}: no such {kind}")
 
 
+_SPLIT_FLAGS = ("graph", "format", "objective", "method", "evals", "time_limit", "seed", "out",
+                "gantt")
+
+
+def split_config() -> pipeline_lib.SplitConfig:
+  """--objective throughput: the flags it reads, checked; every other flag given is refused."""
+  for name in flags.FLAGS:
+    if flags.FLAGS[name].present and name not in _SPLIT_FLAGS and \
+        any(name in names for _, names in FLAG_GROUPS):
+      raise errors.ConfigError(f"--{name} would do nothing with --objective "
+                               f"{pipeline_lib.OBJECTIVE}: the workload's file gives its devices "
+                               f"and memory cap")
+  if not _GRAPH.value:
+    raise errors.ConfigError(f"--objective {pipeline_lib.OBJECTIVE} needs --graph: a profiled "
+                             f"workload (msr-fiddle/dnn-partitioning's JSON)")
+  if "," in _GRAPH.value or os.path.isdir(_GRAPH.value):
+    raise errors.ConfigError(f"--objective {pipeline_lib.OBJECTIVE} takes one --graph file")
+  method = _METHOD.value if _given("method") else "search"
+  config = pipeline_lib.SplitConfig(method=method, evals=_EVALS.value, seed=_SEED.value,
+                                    time_limit=_TIME_LIMIT.value)
+  pipeline_lib.check_config(config)
+  reads = pipeline_lib.METHODS[method].reads
+  for name, value in (("evals", _EVALS.value), ("time_limit", _TIME_LIMIT.value)):
+    if value is not None and not (math.isfinite(value) and value > 0):
+      raise errors.ConfigError(f"--{name} must be a positive finite number, got {value}")
+  for name in ("evals", "time_limit", "seed"):
+    if _given(name) and name not in reads:
+      raise errors.ConfigError(f"--{name} would do nothing here: --method {method} does not "
+                               f"read it (only search does)")
+  return config
+
+
+def main_split() -> None:
+  """--objective throughput: split a profiled workload, report, write, exit 3 if infeasible."""
+  from datasets.formats import profiled
+  from regal.app import split_chart
+  config = split_config()
+  check_outputs()
+  workload = profiled.load_workload(_GRAPH.value, _FORMAT.value)
+  data = pipeline_lib.run(workload, config, source=_GRAPH.value)
+  print(pipeline_lib.summary(data))
+  if _GANTT.value:
+    split_chart.draw(workload, data, _GANTT.value)
+    print(f"wrote {_GANTT.value}")
+  if _OUT.value:
+    atomic.write_text(_OUT.value, json.dumps(data, indent=1, allow_nan=False) + "\n")
+    print(f"wrote {_OUT.value}")
+  if not data["feasible"]:
+    cli.exit_infeasible("no split found fits the memory caps and co-location (the result says "
+                        "feasible: false, with the violations)")
+
+
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  if _OBJECTIVE.value == pipeline_lib.OBJECTIVE:
+    return main_split()
+  if _METHOD.value not in methods.METHODS:
+    raise errors.ConfigError(f"--method {_METHOD.value} splits a profiled workload: it needs "
+                             f"--objective {pipeline_lib.OBJECTIVE}")
   check_flags()
   check_outputs()
   devices = devices_lib.from_flags()

@@ -33,6 +33,18 @@ def _json_graph(**changes) -> str:
   return json.dumps(data)
 
 
+def _profiled(nodes=None, cap=10.0, fpgas=2, cpus=1, **node_changes) -> str:
+  """A profiled workload (msr-fiddle/dnn-partitioning's JSON): a chain of `nodes` ops."""
+  nodes = nodes or [{"id": i, "supportedOnFpga": 1, "cpuLatency": 4.0, "fpgaLatency": 1.0,
+                     "isBackwardNode": 0, "size": 2.0} for i in range(3)]
+  nodes[0].update(node_changes)
+  edges = [{"sourceId": a["id"], "destId": b["id"], "cost": 0.5} for a, b in zip(nodes,
+                                                                                 nodes[1:])]
+  return json.dumps({"maxSizePerFPGA": cap, "maxFPGAs": fpgas, "maxCPUs": cpus,
+                     "nodes": [{k: v for k, v in n.items() if v is not None} for n in nodes],
+                     "edges": edges})
+
+
 def _doppler_text(path) -> str:
   return (path / "doppler" / "chain_mm_112nodes.txt").read_text()
 
@@ -68,6 +80,16 @@ def _inputs(folder, shared_graphs) -> dict[str, str]:
       "bad_config.py": "def get_config(:\n",
       "truncated_policy/checkpoint.msgpack": "",  # Filled with half a real checkpoint below.
       "a_file": "not a directory",
+      "profiled_good.json": _profiled(),
+      "profiled_negative.json": _profiled(fpgaLatency=-1.0),
+      "profiled_missing.json": _profiled(cpuLatency=None),
+      "profiled_class_over_cap.json": _profiled(size=11.0),
+      "profiled_needs_more.json": _profiled(cpus=0, fpgas=1, size=9.0),
+      # Three 6-byte ops, two accelerators of 10 bytes, no CPU: 18 bytes fit 20 in total, but
+      # no two ops share an accelerator.
+      "profiled_unpackable.json": _profiled(cpus=0, size=6.0, nodes=[
+          {"id": i, "supportedOnFpga": 1, "cpuLatency": 4.0, "fpgaLatency": 1.0,
+           "isBackwardNode": 0, "size": 6.0} for i in range(3)]),
   }
   for name, text in files.items():
     (folder / name).parent.mkdir(parents=True, exist_ok=True)
@@ -242,6 +264,38 @@ OPTIMIZE_CASES = [
     ("batch_out_dir_unwritable", ["--graph", "good.json,four.json", "--out_dir",
                                   "/proc/regal_results"], 2,
      "--out_dir /proc/regal_results/good.json: cannot write there"),
+    ("profiled_negative_latency", ["--graph", "profiled_negative.json", "--objective",
+                                   "throughput", "--out", "refused.json"], 2,
+     "node 0: fpgaLatency must be finite and non-negative, got -1.0"),
+    ("profiled_missing_field", ["--graph", "profiled_missing.json", "--objective",
+                                "throughput", "--out", "refused.json"], 2,
+     "node 0 lacks cpuLatency"),
+    ("profiled_class_over_cap", ["--graph", "profiled_class_over_cap.json", "--objective",
+                                 "throughput", "--out", "refused.json"], 2,
+     "node 0's co-location class needs 11 bytes, more than one accelerator holds"),
+    ("profiled_needs_more_accelerators", ["--graph", "profiled_needs_more.json", "--objective",
+                                          "throughput", "--out", "refused.json"], 2,
+     "need at least 2 accelerators, and maxFPGAs is 1"),
+    ("throughput_of_a_graph_without_profile", ["--graph", "good.json", "--objective",
+                                               "throughput", "--out", "refused.json"], 2,
+     "has no profile"),
+    ("throughput_with_devices", ["--graph", "profiled_good.json", "--objective", "throughput",
+                                 "--devices", "3", "--out", "refused.json"], 2,
+     "--devices would do nothing with --objective throughput"),
+    ("throughput_with_a_schedule_method", ["--graph", "profiled_good.json", "--objective",
+                                           "throughput", "--method", "heft", "--out",
+                                           "refused.json"], 2,
+     "--objective throughput takes --method search, pipedream"),
+    ("split_method_without_throughput", ["--graph", "profiled_good.json", "--method",
+                                         "pipedream", "--out", "refused.json"], 2,
+     "--method pipedream splits a profiled workload: it needs --objective throughput"),
+    ("seed_of_a_deterministic_split", ["--graph", "profiled_good.json", "--objective",
+                                       "throughput", "--method", "pipedream", "--seed", "2",
+                                       "--out", "refused.json"], 2,
+     "--seed would do nothing here: --method pipedream does not read it"),
+    ("no_split_fits_memory", ["--graph", "profiled_unpackable.json", "--objective",
+                              "throughput", "--out", "infeasible_split.json"], 3,
+     "no split found fits the memory caps"),
     ("no_placement_fits_memory", ["--graph", "good.json", "--objective",
                                   "runtime_under_memory", "--memory_limit", "1", "--evals",
                                   "200", "--out", "infeasible.json"], 3,
@@ -430,11 +484,13 @@ def test_only_the_infeasible_result_was_written(outcomes):
   """Refused runs wrote nothing; the infeasible one and the accepted cases wrote their
   results (the symlink's through to its target)."""
   _, before, after, folder = outcomes
-  assert set(after) - set(before) == {"infeasible.json", LONG_NAME}
+  assert set(after) - set(before) == {"infeasible.json", "infeasible_split.json", LONG_NAME}
   assert {name for name in before if after.get(name) != before[name]} == ACCEPTED_WRITES
   data = json.loads((folder / "infeasible.json").read_text())
   assert data["feasible"] is False and max(data["memory_excess"]) > 0
   assert data["objective"] > data["makespan"]  # The penalty score, not a runtime.
+  split = json.loads((folder / "infeasible_split.json").read_text())
+  assert split["feasible"] is False and split["violations"] and split["gap"] is None
 
 
 def test_cli_names_where_results_went_or_that_none_were_saved(outcomes):

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from datasets import errors
-from datasets import io as graph_io
 from datasets.graph import Graph, GraphBuilder
 
 FORMAT_NAME = "profiled"
+PROFILE_KEY = "profiled"  # The graph metadata's key for what the graph's arrays do not hold.
 CPU = -1  # The CPU side in a split's device array; accelerators are 0, 1, ...
 _TOP_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges")
 _NODE_KEYS = ("id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode", "size")
@@ -152,7 +152,13 @@ def parse_workload(text: str, source: str = "<text>") -> Workload:
                                f"({output_cost[src]} and {cost}); the format gives one per node")
     pairs.append((index[src], index[dst]))
 
-  builder = GraphBuilder(os.path.splitext(os.path.basename(source))[0] or "profiled")
+  # The profile beyond the graph rides in its metadata, so the workload survives a round trip
+  # through the project's own JSON (`workload_from_graph`, `graph_to_text`).
+  profile = {key: data[key] for key in ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")}
+  profile["nodes"] = [{key: value for key, value in node.items() if key != "fpgaLatency"}
+                      for node in nodes]
+  builder = GraphBuilder(os.path.splitext(os.path.basename(source))[0] or "profiled",
+                         metadata={PROFILE_KEY: profile})
   for k, node_id in enumerate(ids):
     builder.add_op(str(node_id), fields["fpga"][k], op_type="backward" if fields["backward"][k]
                    else "forward")
@@ -200,8 +206,58 @@ def _check_groups(workload: Workload, source: str) -> None:
           f"accelerators, and maxFPGAs is {workload.max_accelerators}")
 
 
-def load_workload(path: str) -> Workload:
-  return parse_workload(graph_io.read_text(path), path)
+def load_workload(path: str, format: str | None = None) -> Workload:
+  """A workload from a file: the format's own JSON, or any graph file `datasets.io` reads whose
+  graph carries a profile (the project's JSON of a converted workload)."""
+  from datasets import io as graph_io  # Here: datasets.io reads this format through us.
+  graph = graph_io.load_graph(path, format)
+  return workload_from_graph(graph, path)
+
+
+def graph_to_text(graph: Graph) -> str:
+  """The format's JSON of a graph read from it (its profile in the metadata); fpgaLatency is
+  the graph's compute cost, and the edges are its data edges (informational edge keys such as
+  `size` are not kept)."""
+  profile = graph.metadata.get(PROFILE_KEY)
+  if not isinstance(profile, dict) or not isinstance(profile.get("nodes"), list) or \
+      len(profile["nodes"]) != graph.num_ops:
+    raise errors.FormatError(
+        f"graph {graph.name!r} has no profile (CPU latencies, sizes, memory cap): only a "
+        f"graph read from a profiled workload can be written in the {FORMAT_NAME} format")
+  nodes = []
+  for k, node in enumerate(profile["nodes"]):
+    if not isinstance(node, dict) or "id" not in node:
+      raise errors.FormatError(f"graph {graph.name!r}: profile node {k} is not a node object")
+    nodes.append({**node, "fpgaLatency": float(graph.compute_cost[k])})
+  ids = [node["id"] for node in nodes]
+  producer = graph.tensor_producer[graph.data_edge_tensor]
+  edges = [{"sourceId": ids[u], "destId": ids[v], "cost": float(graph.tensor_size[t])}
+           for u, v, t in zip(producer.tolist(), graph.data_edge_consumer.tolist(),
+                              graph.data_edge_tensor.tolist())]
+  data = {key: profile.get(key) for key in ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")}
+  return json.dumps({**data, "nodes": nodes, "edges": edges}, indent=1) + "\n"
+
+
+def workload_from_graph(graph: Graph, source: str = "<graph>") -> Workload:
+  """The workload of a graph that carries a profile, checked as a file of the format is."""
+  return parse_workload(graph_to_text(graph), source)
+
+
+def parse_graph(text: str, source: str = "<text>") -> Graph:
+  """`datasets.io`'s parser: the workload's graph, its profile in the metadata."""
+  return parse_workload(text, source).graph
+
+
+def looks_like_profiled(text: str) -> bool:
+  """A JSON object with the format's top-level keys (the project's JSON of a converted
+  workload holds them too, but inside its metadata)."""
+  if not text.lstrip().startswith("{") or '"maxSizePerFPGA"' not in text:
+    return False
+  try:
+    data = json.loads(text)
+  except json.JSONDecodeError:
+    return False
+  return isinstance(data, dict) and "maxSizePerFPGA" in data and "nodes" in data
 
 
 def split_to_json(workload: Workload, device: np.ndarray) -> dict:

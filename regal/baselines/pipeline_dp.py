@@ -100,6 +100,11 @@ class _Units:
                  + cost[received].sum())
 
 
+def units_of(workload: Workload) -> _Units:
+  """The workload's co-location units in topological order (their ops: `.members`)."""
+  return _Units(workload)
+
+
 def _ideals(units: _Units, limit: int) -> list[int]:
   """Every ideal of the unit order as a bitmask, smallest first (each listed once)."""
   count = len(units.members)

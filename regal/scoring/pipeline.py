@@ -104,3 +104,22 @@ def loads_batch(workload: Workload, devices: np.ndarray) -> np.ndarray:
 def max_load_batch(workload: Workload, devices: np.ndarray) -> np.ndarray:
   """`max_load` of a population of splits [P, o] (float64 [P])."""
   return loads_batch(workload, devices).max(axis=1)
+
+
+def lower_bound(workload: Workload) -> float:
+  """No feasible split has a smaller max-load: the CPU side holds every class with an op only a
+  CPU runs; each class costs at least its cheaper side (its accelerator compute or its CPU
+  time) wherever it goes; and the classes' cheaper sides spread over the devices at best
+  evenly. Transfers only add."""
+  has_cpu = workload.max_cpus > 0
+  fixed_cpu, cheapest, total = 0.0, 0.0, 0.0
+  for members in workload.group_members():
+    cpu = float(workload.cpu_latency[members].sum())
+    if not workload.on_accelerator[members].all():
+      fixed_cpu += cpu
+      total += cpu
+      continue
+    least = min(float(workload.accelerator_latency[members].sum()), cpu if has_cpu else np.inf)
+    cheapest = max(cheapest, least)
+    total += least
+  return max(fixed_cpu, cheapest, total / (workload.max_accelerators + has_cpu))
