@@ -61,7 +61,10 @@ _DATASET = flags.DEFINE_enum("dataset", None, ["synthetic"], "Take the graph fro
 _SPLIT = flags.DEFINE_enum("split", "test", list(dataset_lib.SPLITS), "Dataset split.")
 _INDEX = flags.DEFINE_integer("index", 0, "Graph index within the split.", lower_bound=0)
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Dataset cache folder.")
-_MODEL = flags.DEFINE_enum("model", "wc", list(performance.MODELS), "Performance model.")
+_MODEL = flags.DEFINE_enum("model", "wc", list(performance.MODELS) + [pipeline_lib.MODEL],
+                           "Performance model. blocks: a profiled workload's single-sample "
+                           "latency, each accelerator one contiguous block "
+                           "(regal/scoring/blocks.py), devices from its file.")
 _OBJECTIVE = flags.DEFINE_enum("objective", "runtime",
                                list(performance.OBJECTIVES) + [pipeline_lib.OBJECTIVE],
                                "What to minimize. throughput: a profiled workload's pipeline "
@@ -271,25 +274,35 @@ def check_flags() -> None:
       raise errors.ConfigError(f"--{name} {path}: no such {kind}")
 
 
-_SPLIT_FLAGS = ("graph", "format", "objective", "method", "evals", "time_limit", "seed", "out",
-                "gantt")
+_SPLIT_FLAGS = ("graph", "format", "objective", "model", "method", "evals", "time_limit", "seed",
+                "out", "gantt")
 
 
 def split_config() -> pipeline_lib.SplitConfig:
-  """--objective throughput: the flags it reads, checked; every other flag given is refused."""
+  """--objective throughput or --model blocks: the flags they read, checked; every other flag
+  given is refused."""
+  latency = _MODEL.value == pipeline_lib.MODEL
+  how = f"--model {pipeline_lib.MODEL}" if latency else f"--objective {pipeline_lib.OBJECTIVE}"
+  if latency and _given("objective"):
+    raise errors.ConfigError(f"--model {pipeline_lib.MODEL} minimizes a profiled workload's "
+                             f"single-sample latency: --objective {_OBJECTIVE.value} would do "
+                             f"nothing (--objective throughput is the pipeline's max-load)")
+  if not latency and _given("model"):
+    raise errors.ConfigError(f"--model would do nothing with --objective "
+                             f"{pipeline_lib.OBJECTIVE}: its max-load is its own model")
   for name in flags.FLAGS:
     if flags.FLAGS[name].present and name not in _SPLIT_FLAGS and \
         any(name in names for _, names in FLAG_GROUPS):
-      raise errors.ConfigError(f"--{name} would do nothing with --objective "
-                               f"{pipeline_lib.OBJECTIVE}: the workload's file gives its devices "
-                               f"and memory cap")
+      raise errors.ConfigError(f"--{name} would do nothing with {how}: the workload's file "
+                               f"gives its devices and memory cap")
   if not _GRAPH.value:
-    raise errors.ConfigError(f"--objective {pipeline_lib.OBJECTIVE} needs --graph: a profiled "
-                             f"workload (msr-fiddle/dnn-partitioning's JSON)")
+    raise errors.ConfigError(f"{how} needs --graph: a profiled workload "
+                             f"(msr-fiddle/dnn-partitioning's JSON)")
   if "," in _GRAPH.value or os.path.isdir(_GRAPH.value):
-    raise errors.ConfigError(f"--objective {pipeline_lib.OBJECTIVE} takes one --graph file")
+    raise errors.ConfigError(f"{how} takes one --graph file")
   method = _METHOD.value if _given("method") else "search"
-  config = pipeline_lib.SplitConfig(method=method, evals=_EVALS.value, seed=_SEED.value,
+  config = pipeline_lib.SplitConfig(method=method, objective="latency" if latency else
+                                    "throughput", evals=_EVALS.value, seed=_SEED.value,
                                     time_limit=_TIME_LIMIT.value)
   pipeline_lib.check_config(config)
   reads = pipeline_lib.METHODS[method].reads
@@ -304,7 +317,7 @@ def split_config() -> pipeline_lib.SplitConfig:
 
 
 def main_split() -> None:
-  """--objective throughput: split a profiled workload, report, write, exit 3 if infeasible."""
+  """A profiled workload's split: report, write, exit 3 if infeasible."""
   from datasets.formats import profiled
   from regal.app import split_chart
   config = split_config()
@@ -319,18 +332,19 @@ def main_split() -> None:
     atomic.write_text(_OUT.value, json.dumps(data, indent=1, allow_nan=False) + "\n")
     print(f"wrote {_OUT.value}")
   if not data["feasible"]:
-    cli.exit_infeasible("no split found fits the memory caps and co-location (the result says "
-                        "feasible: false, with the violations)")
+    cli.exit_infeasible("no split found fits the memory caps, co-location and (latency) "
+                        "contiguity (the result says feasible: false, with the violations)")
 
 
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  if _OBJECTIVE.value == pipeline_lib.OBJECTIVE:
+  if _OBJECTIVE.value == pipeline_lib.OBJECTIVE or _MODEL.value == pipeline_lib.MODEL:
     return main_split()
   if _METHOD.value not in methods.METHODS:
     raise errors.ConfigError(f"--method {_METHOD.value} splits a profiled workload: it needs "
-                             f"--objective {pipeline_lib.OBJECTIVE}")
+                             f"--objective {pipeline_lib.OBJECTIVE} or --model "
+                             f"{pipeline_lib.MODEL}")
   check_flags()
   check_outputs()
   devices = devices_lib.from_flags()

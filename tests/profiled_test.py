@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from datasets import errors
 from datasets.formats import profiled
 from regal.baselines import pipeline_dp, pipeline_linear, pipeline_local_search
-from regal.scoring import native_pipeline, pipeline
+from regal.scoring import blocks, native_blocks, native_pipeline, pipeline
 
 # The README's published max-loads with every op on one accelerator (their code).
 ONE_ACCELERATOR = {"layer_bert24_inference": 92.41, "layer_bert24_training": 217.81,
@@ -243,7 +243,7 @@ def test_a_non_contiguous_split_beats_the_best_contiguous_one():
   contiguous = pipeline_dp.optimal_contiguous(workload)
   assert contiguous.max_load == 6.0
   searched = pipeline_local_search.local_search(workload, contiguous.device, evaluations=500)
-  assert searched.max_load == 5.0
+  assert searched.objective == 5.0
   assert pipeline.violations(workload, searched.device) == []
 
 
@@ -256,8 +256,8 @@ def test_the_local_search_keeps_its_start_feasible_and_never_worse(text):
   workload, start = parsed
   searched = pipeline_local_search.local_search(workload, start.device, evaluations=200)
   assert pipeline.violations(workload, searched.device) == []
-  assert searched.max_load <= start.max_load
-  assert searched.max_load == pipeline.max_load(workload, searched.device)
+  assert searched.objective <= start.max_load
+  assert searched.objective == pipeline.max_load(workload, searched.device)
 
 
 def test_the_local_search_never_overfills_an_accelerator():
@@ -268,7 +268,7 @@ def test_the_local_search_never_overfills_an_accelerator():
   workload = profiled.parse_workload(text)
   searched = pipeline_local_search.local_search(workload, np.array([0, profiled.CPU]),
                                                  evaluations=500)
-  assert searched.max_load == 10.0
+  assert searched.objective == 10.0
   assert pipeline.violations(workload, searched.device) == []
 
 
@@ -479,3 +479,161 @@ def test_a_workload_survives_the_projects_json_and_back(shared_graphs):
       original.accelerator_memory, original.max_accelerators, original.max_cpus)
   device = pipeline_linear.partition(original).device
   assert pipeline.max_load(again, device) == pipeline.max_load(original, device)
+
+
+# ----- single-sample latency (--model blocks) -----------------------------------------------
+def test_a_hand_checked_latency():
+  """a -> b -> d, a -> c -> d; a, b on accelerator 0, c on the CPU side, d on accelerator 1.
+  Block 0 starts at 0: compute 2 + 3, then sends a (c reads it) and b (d reads it): ends at
+  5 + 0.5 + 0.25 = 5.75. c starts when a is done, at 5.75 (the block's end), runs its CPU
+  latency 7: 12.75. Block 1 waits for b and c (12.75), receives b and c (0.25 + 0.125), computes
+  5: 18.125."""
+  text = workload_text([node(1, 2.0), node(2, 3.0), node(3, 4.0, cpu=7.0), node(4, 5.0)],
+                       [edge(1, 2, 0.5), edge(1, 3, 0.5), edge(2, 4, 0.25), edge(3, 4, 0.125)])
+  workload = profiled.parse_workload(text)
+  split = np.array([0, 0, profiled.CPU, 1])
+  assert blocks.latency(workload, split) == 18.125
+  assert native_blocks.latency(native_pipeline.arrays_of(workload), split) == 18.125
+  assert blocks.violations(workload, split) == []
+
+
+def test_a_block_waits_for_its_slowest_feeder():
+  """CPU ops x (10) and y (1) both feed z on accelerator 0: z starts at 10 whichever of them
+  is looked at last, receives both outputs (0.5 + 0.25) and computes 2: 12.75."""
+  text = workload_text([node(1, 1.0, cpu=10.0), node(2, 1.0, cpu=1.0), node(3, 2.0)],
+                       [edge(1, 3, 0.5), edge(2, 3, 0.25)])
+  workload = profiled.parse_workload(text)
+  split = np.array([profiled.CPU, profiled.CPU, 0])
+  assert blocks.latency(workload, split) == 12.75
+  assert native_blocks.latency(native_pipeline.arrays_of(workload), split) == 12.75
+
+
+def test_a_block_that_a_path_leaves_and_reenters_is_refused():
+  """a -> b -> c with a and c on accelerator 0 and b on the CPU side: the block would wait
+  for b, which waits for the block."""
+  text = workload_text([node(1, 1.0), node(2, 1.0), node(3, 1.0)],
+                       [edge(1, 2, 0.5), edge(2, 3, 0.5)])
+  workload = profiled.parse_workload(text)
+  split = np.array([0, profiled.CPU, 0])
+  assert blocks.latency(workload, split) == np.inf
+  assert native_blocks.latency(native_pipeline.arrays_of(workload), split) == np.inf
+  (line,) = blocks.violations(workload, split)
+  assert "not contiguous" in line and "accelerator 0" in line and "CPU node 2" in line
+
+
+@settings(max_examples=80, deadline=None)
+@given(small_workloads(), st.integers(0, 2 ** 31))
+def test_the_compiled_latency_equals_the_readable_one(text, seed):
+  workload = parsed_or_none(text)
+  if workload is None:
+    return
+  arrays = native_pipeline.arrays_of(workload)
+  for device in np.random.default_rng(seed).integers(-1, workload.max_accelerators,
+                                                     (6, workload.num_ops)):
+    expected = blocks.latency(workload, device)
+    assert native_blocks.latency(arrays, device) == pytest.approx(expected, rel=1e-12)
+    assert np.isinf(expected) == (blocks.wait_cycle(workload, device) is not None)
+
+
+def latency_start(workload):
+  start = pipeline_linear.for_latency(workload).device
+  return None if blocks.violations(workload, start) else start
+
+
+@settings(max_examples=60, deadline=None)
+@given(small_workloads())
+def test_a_latency_descent_stays_contiguous_and_ends_where_no_move_is_better(text):
+  workload = parsed_or_none(text)
+  if workload is None or (start := latency_start(workload)) is None:
+    return
+  device, _, _ = pipeline_local_search.descend(workload, start, objective="blocks")
+  assert blocks.violations(workload, device) == []
+  value = blocks.latency(workload, device)
+  assert value <= blocks.latency(workload, start) + 1e-9
+  busy = lambda d: native_blocks.key(native_pipeline.arrays_of(workload), d)[1]  # noqa: E731
+  for moved in single_moves(workload, device):
+    other = blocks.latency(workload, moved)
+    assert other > value - 1e-9 and (other > value + 1e-9 or busy(moved) >= busy(device) - 1e-9)
+  assert value >= blocks.lower_bound(workload) - 1e-9
+
+
+def brute_force_latency_cuts(workload, order):
+  """The least sum of run times over cuts of `order` (each run on its own accelerator or on
+  the CPU side), by enumeration."""
+  best = np.inf
+  n = len(order)
+  for cuts in itertools.product([False, True], repeat=max(n - 1, 0)):
+    runs, current = [], [order[0]]
+    for u in range(1, n):
+      if cuts[u - 1]:
+        runs.append(current)
+        current = []
+      current.append(order[u])
+    runs.append(current)
+    for on_cpu in itertools.product([False, True] if workload.max_cpus else [False],
+                                    repeat=len(runs)):
+      if sum(not c for c in on_cpu) > workload.max_accelerators:
+        continue
+      device, accelerator, total = np.full(workload.num_ops, profiled.CPU), 0, 0.0
+      for run, cpu in zip(runs, on_cpu):
+        ops = np.concatenate(run)
+        if cpu:
+          total += workload.cpu_latency[ops].sum()
+        else:
+          device[ops] = accelerator
+          accelerator += 1
+      if pipeline.violations(workload, device):
+        continue
+      accelerator_load, _ = pipeline.loads(workload, device)
+      best = min(best, total + accelerator_load.sum())
+  return best
+
+
+@settings(max_examples=60, deadline=None)
+@given(small_workloads())
+def test_the_latency_cut_is_the_least_sum_of_runs_and_bounds_the_latency(text):
+  """Its runs' times summed is the least over cuts of its order (runs of one order on their
+  own accelerators: each accelerator's load is its run's time), and the latency of the split,
+  whose runs may overlap, is at most that sum."""
+  workload = parsed_or_none(text)
+  if workload is None or not np.all(workload.on_accelerator):
+    return
+  order = pipeline_linear.unit_order(workload)
+  split = pipeline_linear.for_latency(workload)
+  expected = brute_force_latency_cuts(workload, order)
+  if not np.isfinite(expected):
+    assert split.max_load == np.inf
+    return
+  assert blocks.violations(workload, split.device) == []
+  accelerator_load, _ = pipeline.loads(workload, split.device)
+  on_cpu = split.device == profiled.CPU
+  assert accelerator_load.sum() + workload.cpu_latency[on_cpu].sum() == pytest.approx(expected)
+  assert split.max_load <= expected + 1e-9
+  assert split.max_load == blocks.latency(workload, split.device)
+
+
+@pytest.mark.parametrize("name, split_of, published", [
+    ("layer_bert24_inference", "max_load", 108.03), ("op_bert_l-3_inference", "max_load", 414.44),
+    ("layer_bert24_inference", "latency", 100.22)])
+def test_the_latency_model_reproduces_their_evaluator(shared_graphs, name, split_of, published):
+  """Their evaluator's latency of their DP's split (the max-load DP; ours finds the same
+  split on these chains), and of their greedy on BERT-24, which our latency cut matches."""
+  workload = profiled.load_workload(str(shared_graphs / "profiled" / "latency" / f"{name}.json"))
+  split = (pipeline_linear.partition if split_of == "max_load" else
+           pipeline_linear.for_latency)(workload)
+  assert blocks.latency(workload, split.device) == pytest.approx(published, abs=0.005)
+  assert blocks.violations(workload, split.device) == []
+
+
+def test_a_latency_run_is_contiguous_feasible_and_below_the_published_greedy(shared_graphs):
+  from regal.app import pipeline_lib
+  path = shared_graphs / "profiled" / "latency" / "op_bert_l-3_inference.json"
+  workload = profiled.load_workload(str(path))
+  data = pipeline_lib.run(workload, pipeline_lib.SplitConfig(objective="latency",
+                                                             evals=20_000))
+  device = profiled.split_from_json(workload, data["split"])
+  assert blocks.violations(workload, device) == [] and data["feasible"]
+  assert data["objective"] == pytest.approx(blocks.latency(workload, device))
+  assert data["objective"] < 414.44 < 416.20  # Their DP's split and their greedy.
+  assert max(b["finish"] for b in data["blocks"]) <= data["objective"] + 1e-9
+  assert data["lower_bound"] <= data["objective"]

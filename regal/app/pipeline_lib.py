@@ -1,11 +1,12 @@
-"""The library behind `python -m regal.optimize --objective throughput`: a split of a profiled
-workload (`datasets.formats.profiled`) over its accelerators and CPU side for pipeline
-max-load (`regal.scoring.pipeline`), by one of `METHODS`, reported as JSON with the split in
-the format's own shape.
+"""The library behind `python -m regal.optimize --objective throughput` and `--model blocks`:
+a split of a profiled workload (`datasets.formats.profiled`) over its accelerators and CPU
+side, for pipeline max-load (`regal.scoring.pipeline`) or single-sample latency with
+contiguous blocks (`regal.scoring.blocks`), by one of `METHODS`, reported as JSON with the
+split in the format's own shape.
 
-Every method's answer is scored by the readable reference (`pipeline.max_load`) and checked
-by `pipeline.violations` (memory caps, co-location, CPU-only ops); a split that breaks a rule
-is reported with `feasible: false` and its violations, never as an answer.
+Every method's answer is scored by the objective's readable reference and checked by its
+`violations` (memory caps, co-location, CPU-only ops; contiguity for latency); a split that
+breaks a rule is reported with `feasible: false` and its violations, never as an answer.
 """
 from __future__ import annotations
 
@@ -21,18 +22,46 @@ from datasets.formats import profiled
 from datasets.formats.profiled import CPU, Workload
 from regal.app import report as report_lib
 from regal.baselines import pipeline_dp, pipeline_linear, pipeline_local_search
-from regal.scoring import bounds, native_pipeline, pipeline
+from regal.scoring import blocks, bounds, native_pipeline, pipeline
 
-OBJECTIVE = "throughput"
-DEFAULT_EVALS = 4_000_000  # Moves scored: 1-6 s on the shared workloads (2-core CPU).
+OBJECTIVE = "throughput"  # --objective throughput
+MODEL = "blocks"  # --model blocks: the latency objective
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitObjective:
+  name: str
+  summary: str
+  value: Callable[[Workload, np.ndarray], float]  # the readable reference
+  violations: Callable[[Workload, np.ndarray], list[str]]
+  lower_bound: Callable[[Workload], float]
+  kernel: str  # pipeline_local_search.KERNELS
+  default_evals: int  # moves the search scores by default
+
+
+OBJECTIVES = {o.name: o for o in (
+    SplitObjective("throughput", "pipeline max-load (time per sample)", pipeline.max_load,
+                   pipeline.violations, pipeline.lower_bound, "throughput",
+                   # 1-6 s on the shared workloads (2-core CPU): moves are scored by change.
+                   default_evals=4_000_000),
+    SplitObjective("latency", "single-sample latency, contiguous blocks", blocks.latency,
+                   blocks.violations, blocks.lower_bound, "blocks",
+                   # 1-4 s on the shared workloads: each move is scored in full.
+                   default_evals=100_000),
+)}
 
 
 @dataclasses.dataclass(frozen=True)
 class SplitConfig:
   method: str = "search"
+  objective: str = "throughput"  # or "latency"
   evals: int | None = None
   seed: int = 0
   time_limit: float | None = None
+
+  @property
+  def budget(self) -> int:
+    return OBJECTIVES[self.objective].default_evals if self.evals is None else self.evals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,9 +86,16 @@ def _one_accelerator(workload, config, deadline):
   return _one_accelerator_split(workload), {}
 
 
+def _linear_split(workload: Workload, objective: str):
+  """PipeDream-style: the best cut of one topological order (for max-load, or for the sum of
+  run times under latency)."""
+  return (pipeline_linear.partition if objective == "throughput" else
+          pipeline_linear.for_latency)(workload)
+
+
 def _pipedream(workload, config, deadline):
-  del config, deadline
-  split = pipeline_linear.partition(workload)
+  del deadline
+  split = _linear_split(workload, config.objective)
   return split.device, {"units": split.units, "seconds": split.seconds}
 
 
@@ -71,43 +107,64 @@ def _contiguous_dp(workload, config, deadline):
 
 
 def _search(workload, config, deadline):
-  start = pipeline_linear.partition(workload)
-  if pipeline.violations(workload, start.device):
+  objective = OBJECTIVES[config.objective]
+  start = _linear_split(workload, config.objective)
+  if objective.violations(workload, start.device):
     return start.device, {"start": "pipedream", "skipped": "the start breaks the memory caps"}
-  evals = DEFAULT_EVALS if config.evals is None else config.evals
   with cli.stoppable():
     searched = pipeline_local_search.local_search(
-        workload, start.device, evaluations=evals, seed=config.seed, deadline=deadline,
-        should_stop=cli.stop_requested)
+        workload, start.device, evaluations=config.budget, seed=config.seed,
+        deadline=deadline, should_stop=cli.stop_requested, objective=objective.kernel)
   return searched.device, {"start": "pipedream", "start_objective": start.max_load,
-                           "budget": evals, "evaluations": searched.evaluations,
+                           "budget": config.budget, "evaluations": searched.evaluations,
                            "rounds": searched.rounds, "moves_taken": searched.steps,
                            "seconds": searched.seconds}
 
 
 METHODS: dict[str, SplitMethod] = {m.name: m for m in (
     SplitMethod("search", "a PipeDream-style split, then an iterated local search over single "
-                "class moves (compiled; the default)", _search,
-                frozenset({"evals", "seed", "time_limit"})),
+                "class moves (compiled; under latency every block stays contiguous; the "
+                "default)", _search, frozenset({"evals", "seed", "time_limit"})),
     SplitMethod("pipedream", "PipeDream-style: the best cut of one topological order into "
-                "consecutive runs", _pipedream),
-    SplitMethod("contiguous_dp", "the optimal contiguous split (Tarnawski et al.'s DP; "
-                "refuses graphs with too many ideals)", _contiguous_dp),
+                "consecutive runs (for latency: the least sum of run times)", _pipedream),
+    SplitMethod("contiguous_dp", "the optimal contiguous split for max-load (Tarnawski et "
+                "al.'s DP; refuses graphs with too many ideals); under latency, that split's "
+                "latency", _contiguous_dp),
     SplitMethod("one_accelerator", "everything an accelerator runs on one accelerator",
                 _one_accelerator),
 )}
 
 
 def check_config(config: SplitConfig) -> None:
+  if config.objective not in OBJECTIVES:
+    raise errors.ConfigError(f"unknown split objective {config.objective!r}; known: "
+                             f"{', '.join(OBJECTIVES)}")
   if config.method not in METHODS:
-    raise errors.ConfigError(f"--objective {OBJECTIVE} takes --method "
-                             f"{', '.join(METHODS)}; got {config.method!r}")
+    how = f"--objective {OBJECTIVE}" if config.objective == "throughput" else f"--model {MODEL}"
+    raise errors.ConfigError(f"{how} takes --method {', '.join(METHODS)}; got "
+                             f"{config.method!r}")
 
 
-def _scored(workload: Workload, device: np.ndarray) -> dict[str, Any]:
-  found = pipeline.violations(workload, device)
-  return {"objective": pipeline.max_load(workload, device), "feasible": not found,
+def _scored(workload: Workload, device: np.ndarray, objective: SplitObjective
+            ) -> dict[str, Any]:
+  found = objective.violations(workload, device)
+  value = objective.value(workload, device)
+  return {"objective": value if np.isfinite(value) else None, "feasible": not found,
           "violations": found}
+
+
+def _block_rows(workload: Workload, device: np.ndarray) -> list[dict[str, Any]]:
+  """Each accelerator's block: when it starts and finishes, what it receives, computes and
+  sends (the latency model's timeline)."""
+  finish = blocks.finish_times(workload, device)
+  if finish is None:
+    return []
+  rows = []
+  for accelerator, (receive, compute, send) in blocks.block_times(workload, device).items():
+    end = float(finish[device == accelerator][0])
+    rows.append({"accelerator": accelerator, "start": end - receive - compute - send,
+                 "finish": end, "receive": receive, "compute": compute, "send": send})
+  return rows
 
 
 def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = ""
@@ -116,14 +173,16 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
   started = time.perf_counter()
   check_config(config)
   deadline = np.inf if config.time_limit is None else started + config.time_limit
-  method = METHODS[config.method]
+  method, objective = METHODS[config.method], OBJECTIVES[config.objective]
   device, details = method.run(workload, config, deadline)
-  answer = _scored(workload, device)
-  baselines = {name: _scored(workload, split) for name, split in (
+  answer = _scored(workload, device, objective)
+  baselines = {name: _scored(workload, split, objective) for name, split in (
       ("one_accelerator", _one_accelerator_split(workload)),
-      ("pipedream", pipeline_linear.partition(workload).device))}
+      ("pipedream", _linear_split(workload, config.objective).device))}
   value = answer["objective"]
-  bound = min(pipeline.lower_bound(workload), value)
+  bound = objective.lower_bound(workload)
+  if value is not None:
+    bound = min(bound, value)
   arrays = native_pipeline.arrays_of(workload)
   load = native_pipeline.loads(arrays, device)
   memory = [float(workload.memory[device == a].sum()) for a in range(workload.max_accelerators)]
@@ -134,9 +193,9 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
                 "colocation_classes": workload.num_groups, "source": source},
       "devices": {"accelerators": workload.max_accelerators, "cpus": workload.max_cpus,
                   "memory_per_accelerator": workload.accelerator_memory},
-      "settings": {"method": config.method, "objective": OBJECTIVE,
-                   "evals": (DEFAULT_EVALS if config.evals is None else config.evals)
-                   if "evals" in method.reads else None,
+      "settings": {"method": config.method, "objective": config.objective,
+                   "model": MODEL if config.objective == "latency" else None,
+                   "evals": config.budget if "evals" in method.reads else None,
                    "seed": config.seed if "seed" in method.reads else None,
                    "time_limit": config.time_limit},
       "details": details,
@@ -144,6 +203,7 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
       "lower_bound": bound, "bound_source": "structure",
       "gap": bounds.gap(value, bound) if answer["feasible"] else None,
       "proven_optimal": bool(answer["feasible"] and bounds.proven_optimal(value, bound)),
+      **({"blocks": _block_rows(workload, device)} if config.objective == "latency" else {}),
       "feasible": answer["feasible"], "violations": answer["violations"],
       "interrupted": cli.stop_requested(),
       "loads": {"accelerators": load[:-1].tolist(), "cpu": float(load[-1])},
@@ -153,7 +213,8 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
                     for node, d in zip(workload.node_ids.tolist(), device.tolist())],
       "baselines": baselines,
       "improvement_pct": {name: 100.0 * (b["objective"] - value) / b["objective"]
-                          if b["objective"] else 0.0 for name, b in baselines.items()},
+                          for name, b in baselines.items()
+                          if b["objective"] and value is not None},
       "evaluations": details.get("evaluations", 0),
       "wall_seconds": {"total": time.perf_counter() - started},
       "versions": {"python": platform.python_version(), "numpy": np.__version__,
@@ -166,23 +227,31 @@ def summary(data: dict[str, Any]) -> str:
   g, d = data["graph"], data["devices"]
   lines = [f"{g['name']}: {g['num_ops']} ops in {g['colocation_classes']} co-location classes, "
            f"{d['accelerators']} accelerators of {d['memory_per_accelerator']:.6g} bytes"
-           f"{' and a CPU side' if d['cpus'] else ''}; objective {OBJECTIVE} (max-load)"]
+           f"{' and a CPU side' if d['cpus'] else ''}; objective "
+           f"{OBJECTIVES[data['settings']['objective']].summary}"]
   if not data["feasible"]:
     lines.append(f"no feasible split found ({data['settings']['method']}): "
                  + "; ".join(data["violations"][:3]))
     return "\n".join(lines)
   gap = "proven optimal" if data["proven_optimal"] else f"gap to the lower bound " \
       f"{data['lower_bound']:.6g}: {100 * data['gap']:.3g}%"
-  lines.append(f"max-load {data['objective']:.6g} ({data['settings']['method']}, {gap})")
+  what = "max-load" if data["settings"]["objective"] == "throughput" else "latency"
+  lines.append(f"{what} {data['objective']:.6g} ({data['settings']['method']}, {gap})")
   for name, baseline in data["baselines"].items():
-    shown = f"{baseline['objective']:.6g}" if baseline["feasible"] else "infeasible"
+    shown = f"{baseline['objective']:.6g}" if baseline["feasible"] else \
+        f"infeasible ({baseline['violations'][0]})"
     lines.append(f"  {name}: {shown}"
                  + (f" ({report_lib.versus(data['objective'], baseline['objective'])})"
                     if baseline["feasible"] else ""))
-  loads = ", ".join(f"{x:.4g}" for x in data["loads"]["accelerators"])
   used = ", ".join(f"{100 * m / data['memory']['cap']:.0f}%" if data["memory"]["cap"] else "-"
                    for m in data["memory"]["accelerators"])
-  lines.append(f"  loads: accelerators [{loads}], CPU side {data['loads']['cpu']:.4g}; "
-               f"memory used [{used}] of the cap")
+  if what == "max-load":
+    loads = ", ".join(f"{x:.4g}" for x in data["loads"]["accelerators"])
+    lines.append(f"  loads: accelerators [{loads}], CPU side {data['loads']['cpu']:.4g}; "
+                 f"memory used [{used}] of the cap")
+  else:
+    spans = ", ".join(f"{b['accelerator']}: {b['start']:.4g}-{b['finish']:.4g}"
+                      for b in data["blocks"])
+    lines.append(f"  blocks (start-finish): {spans}; memory used [{used}] of the cap")
   lines.append(f"  {data['evaluations']} moves scored, {data['wall_seconds']['total']:.2f} s")
   return "\n".join(lines)

@@ -1,7 +1,9 @@
-"""A chart of a profiled workload's split (`--objective throughput --gantt FILE`): each
-device's load per sample (compute, then what it sends and receives), the CPU side included,
-against the max-load; and each accelerator's memory against its cap. In a pipeline every
-device repeats its load once per sample, so these bars are one period of its timeline."""
+"""A chart of a profiled workload's split (`--gantt FILE`), with each accelerator's memory
+against its cap beside it. Throughput: each device's load per sample (compute, then what it
+sends and receives), the CPU side included, against the max-load; in a pipeline every device
+repeats its load once per sample, so these bars are one period of its timeline. Latency
+(`--model blocks`): the timeline of one sample, each accelerator's block from its start
+(receive, compute, send) and the CPU side's ops, each from its start to its finish."""
 from __future__ import annotations
 
 import os
@@ -37,13 +39,18 @@ def draw(workload: Workload, data: dict, path: str) -> None:
   fig, (loads_ax, memory_ax) = plt.subplots(
       1, 2, figsize=(11, 0.5 * len(names) + 1.6), gridspec_kw={"width_ratios": [3, 2]})
   rows = np.arange(len(names))
-  loads_ax.barh(rows, compute, color="tab:blue", label="compute")
-  loads_ax.barh(rows, transfer, left=compute, color="0.6", label="send + receive")
-  loads_ax.axvline(data["objective"], color="tab:red", linestyle="--",
-                   label=f"max-load {data['objective']:.4g}")
+  latency = data["settings"]["objective"] == "latency"
+  if latency:
+    _draw_timeline(loads_ax, workload, data, device)
+  else:
+    loads_ax.barh(rows, compute, color="tab:blue", label="compute")
+    loads_ax.barh(rows, transfer, left=compute, color="0.6", label="send + receive")
+  if data["objective"] is not None:
+    loads_ax.axvline(data["objective"], color="tab:red", linestyle="--",
+                     label=f"{'latency' if latency else 'max-load'} {data['objective']:.4g}")
   loads_ax.set_yticks(rows, names)
   loads_ax.invert_yaxis()
-  loads_ax.set_xlabel("time per sample")
+  loads_ax.set_xlabel("time (one sample)" if latency else "time per sample")
   loads_ax.legend(loc="lower right", fontsize=8)
   memory = np.array(data["memory"]["accelerators"])
   cap = data["memory"]["cap"]
@@ -55,9 +62,26 @@ def draw(workload: Workload, data: dict, path: str) -> None:
   memory_ax.set_xlabel("bytes held (the CPU side has no cap)")
   memory_ax.legend(loc="lower right", fontsize=8)
   status = "" if data["feasible"] else " (INFEASIBLE)"
-  fig.suptitle(f"{data['graph']['name']}: {data['settings']['method']}, max-load "
-               f"{data['objective']:.4g}{status}", fontsize=10)
+  value = "-" if data["objective"] is None else f"{data['objective']:.4g}"
+  fig.suptitle(f"{data['graph']['name']}: {data['settings']['method']}, "
+               f"{'latency' if latency else 'max-load'} {value}{status}", fontsize=10)
   fig.tight_layout()
   with atomic.open_for_write(path, "wb") as f:
     fig.savefig(f, format=fmt, dpi=110)
   plt.close(fig)
+
+
+def _draw_timeline(ax, workload: Workload, data: dict, device: np.ndarray) -> None:
+  from regal.scoring import blocks
+  for block in data["blocks"]:
+    row, left = block["accelerator"], block["start"]
+    for part, colour in (("receive", "0.75"), ("compute", "tab:blue"), ("send", "0.5")):
+      ax.barh(row, block[part], left=left, color=colour,
+              label=part if row == data["blocks"][0]["accelerator"] else None)
+      left += block[part]
+  finish = blocks.finish_times(workload, device)
+  cpu_ops = np.flatnonzero(device == CPU)
+  if finish is not None and len(cpu_ops):
+    starts = finish[cpu_ops] - workload.cpu_latency[cpu_ops]
+    ax.barh(np.full(len(cpu_ops), workload.max_accelerators), workload.cpu_latency[cpu_ops],
+            left=starts, color="tab:orange", alpha=0.35, label="CPU op")

@@ -94,17 +94,38 @@ def _cut(run_load, run_memory, run_cpu, fixed_cpu, accelerators, has_cpu, cap):
   return best, came_from, on_cpu
 
 
+@numba.njit(cache=True)
+def _cut_for_latency(run_load, run_memory, run_cpu, accelerators, has_cpu, cap):
+  """total[k, j]: the least sum of run times over cuts of the first j units into runs on k
+  distinct accelerators (a run's load) and any number of CPU runs (its CPU time), and the cut
+  it came from."""
+  n = run_load.shape[0] - 1
+  total = np.full((accelerators + 1, n + 1), np.inf)
+  came_from = np.full((accelerators + 1, n + 1), -1, np.int64)
+  on_cpu = np.zeros((accelerators + 1, n + 1), np.bool_)
+  total[0, 0] = 0.0
+  for k in range(accelerators + 1):
+    for j in range(1, n + 1):
+      for i in range(j):
+        if k > 0 and run_memory[i, j] <= cap:
+          value = total[k - 1, i] + run_load[i, j]
+          if value < total[k, j]:
+            total[k, j], came_from[k, j], on_cpu[k, j] = value, i, False
+        if has_cpu:
+          value = total[k, i] + run_cpu[i, j]
+          if value < total[k, j]:
+            total[k, j], came_from[k, j], on_cpu[k, j] = value, i, True
+  return total, came_from, on_cpu
+
+
 def unit_order(workload: Workload) -> list[np.ndarray]:
   """The co-location units (classes an accelerator runs, merged where the forward order has a
   cycle) in `pipeline_dp`'s topological order: each unit's ops."""
   return pipeline_dp.units_of(workload).members
 
 
-def partition(workload: Workload, order: list[np.ndarray] | None = None) -> LinearSplit:
-  """The best split of `order` (units, each an array of ops; default `unit_order`) into
-  consecutive runs; the ops no unit holds (a CPU-only op's class) go to the CPU side."""
-  started = time.perf_counter()
-  order = unit_order(workload) if order is None else order
+def _runs_of_order(workload: Workload, order: list[np.ndarray]):
+  """(position [o], run_load, run_memory, run_cpu [n + 1, n + 1], fixed CPU time) of `order`."""
   n = len(order)
   position = np.full(workload.num_ops, -1, np.int64)
   for u, members in enumerate(order):
@@ -116,14 +137,57 @@ def partition(workload: Workload, order: list[np.ndarray] | None = None) -> Line
   prefix = lambda values: np.concatenate([[0.0], np.cumsum(values)])  # noqa: E731
   memory = prefix([workload.memory[m].sum() for m in order])
   cpu = prefix([workload.cpu_latency[m].sum() for m in order])
-  run_memory = memory[None, :] - memory[:, None]
-  run_cpu = cpu[None, :] - cpu[:, None]
-  fixed_cpu = float(workload.cpu_latency[position < 0].sum())
+  run_load = _run_loads(position, src, dst, workload.output_cost.astype(np.float64), compute,
+                        n) if n else np.zeros((1, 1))
+  return (position, run_load, memory[None, :] - memory[:, None], cpu[None, :] - cpu[:, None],
+          float(workload.cpu_latency[position < 0].sum()))
+
+
+def for_latency(workload: Workload, order: list[np.ndarray] | None = None) -> LinearSplit:
+  """A contiguous split for single-sample latency (`regal.scoring.blocks`): the cut of
+  `order` into consecutive runs, each on its own accelerator or on the CPU side, with the
+  least sum of run times (an accelerator run's load, a CPU run's CPU time). Runs in one order
+  are contiguous blocks, and the sum is the latency were they to run one after another, an
+  upper bound on the split's latency, which `max_load` here reports (from `blocks.latency`)."""
+  from regal.scoring import blocks
+  started = time.perf_counter()
+  order = unit_order(workload) if order is None else order
+  position, run_load, run_memory, run_cpu, _ = _runs_of_order(workload, order)
+  device = np.full(workload.num_ops, CPU, np.int64)
+  n = len(order)
+  total, came_from, on_cpu = _cut_for_latency(run_load, run_memory, run_cpu,
+                                              workload.max_accelerators,
+                                              workload.max_cpus > 0,
+                                              float(workload.accelerator_memory))
+  k = int(np.argmin(total[:, n]))
+  if not np.isfinite(total[k, n]):
+    return LinearSplit(device, np.inf, n, time.perf_counter() - started)
+  runs, j = [], n
+  while j > 0:
+    i, cpu_run = int(came_from[k, j]), bool(on_cpu[k, j])
+    runs.append((i, j, cpu_run))
+    k -= not cpu_run
+    j = i
+  accelerator = 0
+  for i, j, cpu_run in reversed(runs):
+    if not cpu_run:
+      for members in order[i:j]:
+        device[members] = accelerator
+      accelerator += 1
+  return LinearSplit(device=device, max_load=blocks.latency(workload, device), units=n,
+                     seconds=time.perf_counter() - started)
+
+
+def partition(workload: Workload, order: list[np.ndarray] | None = None) -> LinearSplit:
+  """The best split of `order` (units, each an array of ops; default `unit_order`) into
+  consecutive runs; the ops no unit holds (a CPU-only op's class) go to the CPU side."""
+  started = time.perf_counter()
+  order = unit_order(workload) if order is None else order
+  n = len(order)
+  position, run_load, run_memory, run_cpu, fixed_cpu = _runs_of_order(workload, order)
   device = np.full(workload.num_ops, CPU, np.int64)
   if n == 0:
     return LinearSplit(device, fixed_cpu, 0, time.perf_counter() - started)
-  run_load = _run_loads(position, src, dst, workload.output_cost.astype(np.float64), compute,
-                        n)
   best, came_from, on_cpu = _cut(run_load, run_memory, run_cpu, fixed_cpu,
                                  workload.max_accelerators, workload.max_cpus > 0,
                                  float(workload.accelerator_memory))

@@ -1,5 +1,8 @@
-"""Iterated local search for pipeline max-load over any split, contiguous or not (the kind of
-search Tarnawski et al. compare their DP with: restarts of single moves, here compiled).
+"""Iterated local search over splits of a profiled workload: for pipeline max-load over any
+split, contiguous or not (the kind of search Tarnawski et al. compare their DP with: restarts
+of single moves, here compiled), and for single-sample latency over contiguous splits
+(`objective="blocks"`: a move that would make a block non-contiguous is never taken, nor
+made by a perturbation).
 
 A move puts one co-location class on another device (an accelerator or the CPU side) where it
 fits: a class with an op only a CPU runs stays on the CPU side, and an accelerator holds at
@@ -19,27 +22,29 @@ import time
 import numpy as np
 
 from datasets.formats.profiled import Workload
-from regal.scoring import native_pipeline
+from regal.scoring import native_blocks, native_pipeline
+
+# objective -> (descend, perturb, key) on `native_pipeline.PipelineArrays`.
+KERNELS = {"throughput": (native_pipeline.descend, native_pipeline.perturb,
+                          native_pipeline.key),
+           "blocks": (native_blocks.descend, native_blocks.perturb, native_blocks.key)}
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchedSplit:
   device: np.ndarray  # [o]
-  max_load: float
-  start_max_load: float
+  objective: float  # max-load, or latency for "blocks"
+  start_objective: float
   rounds: int  # perturb-and-descend rounds after the first descent
   steps: int  # moves taken, all rounds together
   evaluations: int  # moves scored
   seconds: float
 
 
-def descend(workload: Workload, device: np.ndarray) -> tuple[np.ndarray, int, int]:
+def descend(workload: Workload, device: np.ndarray, objective: str = "throughput"
+            ) -> tuple[np.ndarray, int, int]:
   """Best-move descent from a feasible split: (split, steps, evaluations)."""
-  return native_pipeline.descend(native_pipeline.arrays_of(workload), device)
-
-
-def _key(load: np.ndarray) -> tuple[float, float]:
-  return float(load.max()), float((load ** 2).sum())
+  return KERNELS[objective][0](native_pipeline.arrays_of(workload), device)
 
 
 def _no_worse(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -49,29 +54,29 @@ def _no_worse(a: tuple[float, float], b: tuple[float, float]) -> bool:
 
 def local_search(workload: Workload, start: np.ndarray, evaluations: int = 2_000_000,
                  moved_fraction: float = 0.1, seed: int = 0, deadline: float = np.inf,
-                 should_stop=lambda: False) -> SearchedSplit:
+                 should_stop=lambda: False, objective: str = "throughput") -> SearchedSplit:
   """Descent from `start` (a feasible split), then perturb-and-descend rounds from the best
   split until `evaluations` moves are scored, `deadline` (perf_counter) passes or
   `should_stop()`."""
   started = time.perf_counter()
+  descend_from, perturb, key = KERNELS[objective]
   arrays = native_pipeline.arrays_of(workload)
   rng = np.random.default_rng(seed)
-  start_max_load = native_pipeline.max_load(arrays, start)
-  best, steps, spent = native_pipeline.descend(arrays, start)
+  start_objective = key(arrays, start)[0]
+  best, steps, spent = descend_from(arrays, start)
   if spent == 0:  # No class can move anywhere: the start is the only split.
     evaluations = 0
-  best_key = _key(native_pipeline.loads(arrays, best))
+  best_key = key(arrays, best)
   most = max(1, int(moved_fraction * workload.num_groups))
   rounds = 0
   while spent < evaluations and time.perf_counter() < deadline and not should_stop():
     rounds += 1
-    trial = native_pipeline.perturb(arrays, best, int(rng.integers(1, most + 1)),
-                                    int(rng.integers(2 ** 31)))
-    trial, more_steps, more = native_pipeline.descend(arrays, trial)
+    trial = perturb(arrays, best, int(rng.integers(1, most + 1)), int(rng.integers(2 ** 31)))
+    trial, more_steps, more = descend_from(arrays, trial)
     steps, spent = steps + more_steps, spent + more
-    key = _key(native_pipeline.loads(arrays, trial))
-    if _no_worse(key, best_key):
-      best, best_key = trial, key
-  return SearchedSplit(device=best, max_load=best_key[0], start_max_load=start_max_load,
+    trial_key = key(arrays, trial)
+    if _no_worse(trial_key, best_key):
+      best, best_key = trial, trial_key
+  return SearchedSplit(device=best, objective=best_key[0], start_objective=start_objective,
                        rounds=rounds, steps=steps, evaluations=spent,
                        seconds=time.perf_counter() - started)

@@ -262,3 +262,9 @@ def perturb(arrays: PipelineArrays, device: np.ndarray, moves: int, seed: int) -
   _perturb(slot, moves, seed, arrays.class_ptr, arrays.class_ops, arrays.class_memory,
            arrays.class_cpu_only, arrays.accelerators, arrays.has_cpu, arrays.cap)
   return to_devices(arrays, slot)
+
+
+def key(arrays: PipelineArrays, device: np.ndarray) -> tuple[float, float]:
+  """(max-load, sum of squared loads): the search's lexicographic score."""
+  load = loads(arrays, device)
+  return float(load.max()), float((load ** 2).sum())
