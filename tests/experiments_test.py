@@ -171,3 +171,19 @@ def test_learning_table_quick(tmp_path):
   assert all(best <= min(r["unguided"] + r["guided"]) for best, r in
              zip(result["best_known"], rows))
   assert os.path.getsize(os.path.join(out, "learning_table_500.png")) > 1000
+
+
+def test_profiled_table_quick(tmp_path):
+  """Every shared profiled workload, both objectives: the search never above the best
+  contiguous split known (throughput) nor the best reference (latency), every answer feasible."""
+  out = str(tmp_path)
+  run_quick("experiments.profiled_table", out)
+  markdown, data = read_report(out, "profiled_table")
+  assert len(data["throughput"]) == 12 and len(data["latency"]) == 6
+  for row in data["throughput"]:
+    assert all(run["feasible"] for run in row["search"])
+    assert max(run["value"] for run in row["search"]) <= row["best_contiguous"] + 1e-9
+  for row in data["latency"]:
+    assert all(run["feasible"] for run in row["search"])
+    assert max(run["value"] for run in row["search"]) <= row["best_reference"] + 1e-9
+  assert "Single-sample latency" in markdown

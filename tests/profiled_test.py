@@ -637,3 +637,10 @@ def test_a_latency_run_is_contiguous_feasible_and_below_the_published_greedy(sha
   assert data["objective"] < 414.44 < 416.20  # Their DP's split and their greedy.
   assert max(b["finish"] for b in data["blocks"]) <= data["objective"] + 1e-9
   assert data["lower_bound"] <= data["objective"]
+
+
+def test_the_contiguous_dp_stops_at_its_time_limit(shared_graphs):
+  workload = profiled.load_workload(str(shared_graphs / "profiled" / "throughput" /
+                                        "op_bert_l-3_training.json"))
+  with pytest.raises(errors.ConfigError, match="ran past its 0.2 s"):
+    pipeline_dp.optimal_contiguous(workload, time_limit=0.2)

@@ -172,10 +172,13 @@ def _grow(units: _Units, start: int, weight: np.ndarray, bound: list, cap: float
       stack.append(grown)
 
 
-def optimal_contiguous(workload: Workload, max_ideals: int = 200_000) -> ContiguousSplit:
+def optimal_contiguous(workload: Workload, max_ideals: int = 200_000,
+                       time_limit: float = np.inf) -> ContiguousSplit:
   """The least max-load over contiguous splits on at most maxFPGAs accelerators and, when
-  there is a CPU, at most one block on the CPU side (with the ops only a CPU runs)."""
+  there is a CPU, at most one block on the CPU side (with the ops only a CPU runs). Past
+  `time_limit` seconds it stops with a one-line error (it has no answer before it ends)."""
   started = time.perf_counter()
+  deadline = started + time_limit
   units = _Units(workload)
   fixed_cpu = float(workload.cpu_latency[units.unit_of < 0].sum())
   cpu_weight = np.array([workload.cpu_latency[m].sum() for m in units.members])
@@ -199,6 +202,9 @@ def optimal_contiguous(workload: Workload, max_ideals: int = 200_000) -> Contigu
       for ideal, block in _grow(units, start, weight, limit, np.inf if on_cpu else
                                 workload.accelerator_memory):
         blocks[0] += 1
+        if blocks[0] % 4096 == 0 and time.perf_counter() > deadline:
+          raise errors.ConfigError(f"the contiguous DP ran past its {time_limit:g} s after "
+                                   f"{blocks[0]} blocks over {len(ideals)} ideals")
         load = (fixed_cpu + cpu_weight[_bits(block)].sum() if on_cpu
                 else units.block_load(block))
         state = (ideal, 1 if on_cpu else used)

@@ -1,0 +1,329 @@
+r"""Every split method on every shared profiled workload (Tarnawski et al.'s benchmark,
+`../shared/graphs/profiled/`), both objectives, with wall times and feasibility, in one run.
+
+  python -m experiments.profiled_table            # ~10 minutes on 2 cores
+  python -m experiments.profiled_table --quick    # ~2 minutes: seeds 0-1, small budgets
+
+Sections:
+  throughput  pipeline max-load (`--objective throughput`) of every workload in `throughput/`:
+              one accelerator, PipeDream-style, our optimal contiguous DP (with a time limit),
+              the human-expert split where there is one, and the default search for each seed;
+              against the README's published DP, PipeDream and local search figures;
+  latency     single-sample latency (`--model blocks`) of every workload in `latency/`: one
+              accelerator, PipeDream-style (least sum of run times), the max-load split (what
+              their DP's split is), the expert split, the default search for each seed; against
+              the README's published greedy and DP-split latencies;
+  scale       `python -m regal.optimize` end to end (a fresh process: imports, compiling,
+              search, writing) on the largest shared operator graph (1,071 ops) and on a
+              2,142-op graph of the same kind (that graph twice, the first copy's output
+              feeding the second's input).
+A method's figure is reported only for a split that meets every constraint of the objective
+(memory caps, co-location, contiguity for latency); otherwise it says what broke.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Sequence
+
+import numpy as np
+from absl import app, flags
+
+from datasets import benchmarks, errors
+from datasets.formats import profiled
+from experiments import report
+from regal.app import pipeline_lib
+from regal.baselines import pipeline_dp, pipeline_linear
+from regal.scoring import blocks, pipeline
+
+PROFILED = os.path.join(benchmarks.SHARED_GRAPHS, "profiled")
+# The README's published figures (their code): DP, PipeDream, their local search (max-load),
+# and their greedy and their DP's split under the latency model.
+PUBLISHED_THROUGHPUT = {
+    "layer_bert24_inference": {"dp": 17.79, "pipedream": 17.79},
+    "layer_bert24_training": {"dp": 41.75, "pipedream": 187.91, "local_search": 39.94},
+    "layer_gnmt_inference": {"dp": 32.91, "pipedream": 33.03, "local_search": 31.78},
+    "layer_gnmt_training": {"dp": 107.00, "pipedream": 294.91, "local_search": 90.95},
+    "layer_inceptionv3_inference": {"pipedream": 60.42, "local_search": 54.04},
+    "layer_resnet50_inference": {"dp": 33.77, "pipedream": 39.40},
+    "layer_resnet50_training": {"dp": 78.63, "pipedream": 83.67},
+    "op_bert_l-3_inference": {"dp": 27.92},
+    "op_bert_l-6_inference": {"dp": 29.58, "pipedream": 65.56},
+    "op_bert_l-6_training": {"dp": 72.87, "pipedream": 192.92},
+}
+PUBLISHED_LATENCY = {
+    "layer_bert24_inference": {"greedy": 100.22, "dp_split": 108.03},
+    "layer_gnmt_inference": {"greedy": 268.50},
+    "layer_inceptionv3_inference": {"greedy": 2485.24},
+    "layer_resnet50_inference": {"greedy": 4197.06, "dp_split": 1443.79},
+    "op_bert_l-3_inference": {"greedy": 416.20, "dp_split": 414.44},
+    "op_bert_l-6_inference": {"greedy": 494.14, "dp_split": 444.02},
+}
+
+_QUICK = flags.DEFINE_bool("quick", False, "Seeds 0-1, search budgets a tenth, DP limit 5 s, "
+                           "no scale section.")
+_SECTIONS = flags.DEFINE_list("sections", ["throughput", "latency", "scale"], "What to measure.")
+_SEEDS = flags.DEFINE_integer("seeds", 5, "Seeds of the default search (0..N-1).")
+_DP_SECONDS = flags.DEFINE_float("dp_seconds", 30.0, "Time limit of our contiguous DP.")
+_OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "profiled_table"),
+                           "Report folder.")
+
+
+def _files(kind: str) -> list[str]:
+  folder = os.path.join(PROFILED, kind)
+  return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".json"))
+
+
+def _name(path: str) -> str:
+  return os.path.splitext(os.path.basename(path))[0]
+
+
+def _expert(name: str) -> str | None:
+  path = os.path.join(PROFILED, "human-experts", name.replace("layer_", "") + "_expert.json")
+  return path if os.path.exists(path) else None
+
+
+def _scored(workload, device, objective: str, seconds: float | None = None) -> dict[str, Any]:
+  spec = pipeline_lib.OBJECTIVES[objective]
+  found = spec.violations(workload, device)
+  value = spec.value(workload, device)
+  return {"value": float(value) if np.isfinite(value) else None, "feasible": not found,
+          "violation": found[0] if found else None, "seconds": seconds}
+
+
+def _timed(function):
+  started = time.perf_counter()
+  result = function()
+  return result, time.perf_counter() - started
+
+
+def _budget(objective: str) -> int | None:
+  return pipeline_lib.OBJECTIVES[objective].default_evals // 10 if _QUICK.value else None
+
+
+def _searches(workload, objective: str) -> list[dict[str, Any]]:
+  runs = []
+  for seed in range(2 if _QUICK.value else _SEEDS.value):
+    data = pipeline_lib.run(workload, pipeline_lib.SplitConfig(
+        objective=objective, seed=seed, evals=_budget(objective)))
+    runs.append({"seed": seed, "value": data["objective"], "feasible": data["feasible"],
+                 "seconds": data["details"].get("seconds", 0.0),
+                 "wall": data["wall_seconds"]["total"], "gap": data["gap"]})
+  return runs
+
+
+def _methods_common(workload, path: str, objective: str) -> dict[str, Any]:
+  one = pipeline_lib._one_accelerator_split(workload)  # noqa: SLF001 (the method's own split)
+  linear, linear_seconds = _timed(lambda: pipeline_lib._linear_split(workload, objective))  # noqa: SLF001
+  rows = {"one_accelerator": _scored(workload, one, objective),
+          "pipedream": _scored(workload, linear.device, objective, linear_seconds)}
+  expert = _expert(_name(path))
+  if expert:
+    try:
+      with open(expert) as f:
+        split = profiled.split_from_json(workload, json.load(f), expert)
+      rows["expert"] = _scored(workload, split, objective)
+    except errors.RegalError as error:
+      rows["expert"] = {"value": None, "feasible": False, "violation": str(error),
+                        "seconds": None}
+  return rows
+
+
+def throughput_section() -> list[dict[str, Any]]:
+  rows = []
+  for path in _files("throughput"):
+    workload = profiled.load_workload(path)
+    name = _name(path)
+    print(f"throughput: {name} ({workload.num_ops} ops)", flush=True)
+    methods = _methods_common(workload, path, "throughput")
+    try:
+      dp, seconds = _timed(lambda: pipeline_dp.optimal_contiguous(
+          workload, time_limit=5.0 if _QUICK.value else _DP_SECONDS.value))
+      methods["contiguous_dp"] = _scored(workload, dp.device, "throughput", seconds)
+    except errors.RegalError as error:
+      methods["contiguous_dp"] = {"value": None, "feasible": None, "violation": str(error),
+                                  "seconds": None}
+    searches = _searches(workload, "throughput")
+    published = PUBLISHED_THROUGHPUT.get(name, {})
+    contiguous = [v for v in (published.get("dp"), methods["contiguous_dp"]["value"],
+                              methods["pipedream"]["value"]) if v is not None]
+    rows.append({"workload": name, "ops": workload.num_ops, "classes": workload.num_groups,
+                 "accelerators": workload.max_accelerators, "methods": methods,
+                 "search": searches, "published": published,
+                 "best_contiguous": min(contiguous),
+                 "lower_bound": pipeline.lower_bound(workload)})
+  return rows
+
+
+def latency_section() -> list[dict[str, Any]]:
+  rows = []
+  for path in _files("latency"):
+    workload = profiled.load_workload(path)
+    name = _name(path)
+    print(f"latency: {name} ({workload.num_ops} ops)", flush=True)
+    methods = _methods_common(workload, path, "latency")
+    max_load_split, seconds = _timed(lambda: pipeline_linear.partition(workload))
+    methods["max_load_split"] = _scored(workload, max_load_split.device, "latency", seconds)
+    searches = _searches(workload, "latency")
+    published = PUBLISHED_LATENCY.get(name, {})
+    references = [v for v in (published.get("greedy"), published.get("dp_split"),
+                              methods["pipedream"]["value"], methods["max_load_split"]["value"])
+                  if v is not None]
+    rows.append({"workload": name, "ops": workload.num_ops, "classes": workload.num_groups,
+                 "accelerators": workload.max_accelerators,
+                 "memory_over_cap": float(workload.memory.sum() / workload.accelerator_memory),
+                 "methods": methods, "search": searches, "published": published,
+                 "best_reference": min(references),
+                 "lower_bound": blocks.lower_bound(workload)})
+  return rows
+
+
+def doubled(path: str) -> dict[str, Any]:
+  """A workload twice over, one model after the other: the second copy's ids and classes
+  shifted, and one edge from the forward node ending the first copy's longest forward path
+  (its output) to the node starting the second copy's (its input)."""
+  import networkx
+  with open(path) as f:
+    data = json.load(f)
+  nodes, edges = data["nodes"], data["edges"]
+  shift = max(n["id"] for n in nodes) + 1
+  colours = [n["colorClass"] for n in nodes if "colorClass" in n]
+  colour_shift = max(colours) + 1 if colours else 0
+  copy = [{**n, "id": n["id"] + shift, **({"colorClass": n["colorClass"] + colour_shift}
+                                          if "colorClass" in n else {})} for n in nodes]
+  forward = {n["id"] for n in nodes if not n["isBackwardNode"]}
+  chain = networkx.DiGraph((e["sourceId"], e["destId"]) for e in edges
+                           if e["sourceId"] in forward and e["destId"] in forward)
+  longest = networkx.dag_longest_path(chain)
+  cost = {e["sourceId"]: e["cost"] for e in edges}
+  join = {"sourceId": longest[-1], "destId": longest[0] + shift,
+          "cost": cost.get(longest[-1], 0.0)}
+  shifted = [{**e, "sourceId": e["sourceId"] + shift, "destId": e["destId"] + shift}
+             for e in edges]
+  return {**data, "nodes": nodes + copy, "edges": edges + shifted + [join]}
+
+
+def _cli_seconds(graph: str, *flags_: str) -> dict[str, Any]:
+  with tempfile.TemporaryDirectory() as folder:
+    out = os.path.join(folder, "result.json")
+    started = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "regal.optimize", "--graph", graph, *flags_,
+                          "--out", out], capture_output=True, text=True, timeout=600)
+    seconds = time.perf_counter() - started
+    if run.returncode != 0:
+      return {"seconds": seconds, "error": run.stderr.strip()[-300:]}
+    with open(out) as f:
+      data = json.load(f)
+  return {"seconds": seconds, "value": data["objective"], "feasible": data["feasible"],
+          "ops": data["graph"]["num_ops"], "search_seconds": data["details"].get("seconds")}
+
+
+def scale_section() -> list[dict[str, Any]]:
+  rows = []
+  with tempfile.TemporaryDirectory() as folder:
+    for kind, name, flags_ in (("throughput", "op_bert_l-6_training", ("--objective",
+                                                                       "throughput")),
+                               ("latency", "op_bert_l-6_inference", ("--model", "blocks"))):
+      path = os.path.join(PROFILED, kind, name + ".json")
+      twice = os.path.join(folder, name + "_twice.json")
+      with open(twice, "w") as f:
+        json.dump(doubled(path), f)
+      for label, graph in ((name, path), (name + " twice", twice)):
+        print(f"scale: {label}", flush=True)
+        rows.append({"workload": label, "objective": kind, **_cli_seconds(graph, *flags_)})
+  return rows
+
+
+def _median(runs, key):
+  values = [r[key] for r in runs if r[key] is not None]
+  return float(np.median(values)) if values else None
+
+
+def _cell(entry: dict[str, Any]) -> str:
+  if entry["value"] is None or not entry["feasible"]:
+    why = entry["violation"] or "no answer"
+    shown = f"{entry['value']:.4g}, " if entry["value"] is not None else ""
+    return f"{shown}infeasible: {why[:70]}" if entry["feasible"] is False else f"- ({why[:70]})"
+  return f"{entry['value']:.4g}"
+
+
+def markdown(results: dict[str, Any]) -> list[str]:
+  lines = []
+  if "throughput" in results:
+    rows = []
+    for r in results["throughput"]:
+      runs = r["search"]
+      worst = max(x["value"] for x in runs)
+      m, p = r["methods"], r["published"]
+      rows.append([r["workload"], r["ops"], r["accelerators"], _cell(m["one_accelerator"]),
+                   _cell(m["pipedream"]), _cell(m["contiguous_dp"]),
+                   _cell(m["expert"]) if "expert" in m else "-",
+                   p.get("dp"), p.get("pipedream"), p.get("local_search"),
+                   f"{min(x['value'] for x in runs):.4g} / {worst:.4g}",
+                   f"{100 * (worst / r['best_contiguous'] - 1):+.2f}%",
+                   f"{_median(runs, 'wall'):.1f}"])
+    lines += ["## Throughput (max-load, lower is better)", "",
+              "Ours: the default search (`--objective throughput`), best / worst over the "
+              "seeds; 'vs contiguous' compares the worst seed with the best contiguous split "
+              "known (published DP, our DP, PipeDream-style). Published: the README's "
+              "figures from their code.", "",
+              *report.markdown_table(
+                  ["workload", "ops", "acc.", "one accelerator", "PipeDream-style (ours)",
+                   "contiguous DP (ours)", "expert", "DP (published)", "PipeDream (published)",
+                   "local search (published)", "ours best / worst", "worst vs contiguous",
+                   "wall s (median)"], rows), ""]
+  if "latency" in results:
+    rows = []
+    for r in results["latency"]:
+      runs = r["search"]
+      worst = max(x["value"] for x in runs)
+      m, p = r["methods"], r["published"]
+      rows.append([r["workload"], r["ops"], r["accelerators"], f"{r['memory_over_cap']:.1f}x",
+                   _cell(m["one_accelerator"]), _cell(m["pipedream"]),
+                   _cell(m["max_load_split"]), _cell(m["expert"]) if "expert" in m else "-",
+                   p.get("greedy"), p.get("dp_split"),
+                   f"{min(x['value'] for x in runs):.4g} / {worst:.4g}",
+                   f"{100 * (worst / r['best_reference'] - 1):+.2f}%",
+                   f"{_median(runs, 'wall'):.1f}"])
+    lines += ["## Single-sample latency (`--model blocks`, lower is better)", "",
+              "Every accelerator one contiguous block. 'vs best reference' compares the worst "
+              "seed with the best of the published greedy and DP-split latencies and our "
+              "PipeDream-style and max-load splits. The expert splits break the memory caps "
+              "of these inputs; their latency is shown beside what they break.", "",
+              *report.markdown_table(
+                  ["workload", "ops", "acc.", "memory / cap", "one accelerator",
+                   "PipeDream-style (ours)", "max-load split (ours)", "expert",
+                   "greedy (published)", "DP's split (published)", "ours best / worst",
+                   "worst vs best reference", "wall s (median)"], rows), ""]
+  if "scale" in results:
+    rows = [[r["workload"], r["objective"], r.get("ops"), r.get("value"), r.get("feasible"),
+             r.get("search_seconds"), f"{r['seconds']:.1f}", r.get("error", "")]
+            for r in results["scale"]]
+    lines += ["## End to end (`python -m regal.optimize`, a fresh process)", "",
+              *report.markdown_table(["workload", "objective", "ops", "value", "feasible",
+                                      "search s", "total s", "error"], rows), ""]
+  return lines
+
+
+def main(argv: Sequence[str]) -> None:
+  del argv
+  sections = {"throughput": throughput_section, "latency": latency_section,
+              "scale": scale_section}
+  unknown = [s for s in _SECTIONS.value if s not in sections]
+  if unknown:
+    raise app.UsageError(f"unknown sections {unknown}; known: {', '.join(sections)}")
+  started = time.perf_counter()
+  results = {name: sections[name]() for name in _SECTIONS.value
+             if not (_QUICK.value and name == "scale")}
+  header, facts = report.header("Profiled workloads: split methods, both objectives",
+                                "experiments.profiled_table", "quick" if _QUICK.value else "full")
+  report.publish(_OUT.value, "profiled_table", header, markdown(results),
+                 {**facts, **results, "seconds": time.perf_counter() - started})
+
+
+if __name__ == "__main__":
+  app.run(main)
