@@ -644,3 +644,28 @@ def test_the_contiguous_dp_stops_at_its_time_limit(shared_graphs):
                                         "op_bert_l-3_training.json"))
   with pytest.raises(errors.ConfigError, match="ran past its 0.2 s"):
     pipeline_dp.optimal_contiguous(workload, time_limit=0.2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(small_workloads(), st.integers(0, 2 ** 31))
+def test_a_cut_edge_move_joins_a_neighbour_and_keeps_the_split_feasible(text, seed):
+  workload = parsed_or_none(text)
+  if workload is None:
+    return
+  start = pipeline_linear.partition(workload).device
+  if pipeline.violations(workload, start):
+    return
+  arrays = native_pipeline.arrays_of(workload)
+  moved = native_pipeline.perturb_boundary(arrays, start, 1, seed)
+  assert pipeline.violations(workload, moved) == []
+  changed = np.flatnonzero(moved != start)
+  if len(changed):
+    assert len(set(workload.colocation[changed].tolist())) == 1  # One class moved, whole.
+    graph = workload.graph
+    src = graph.tensor_producer[graph.data_edge_tensor]
+    neighbours = {int(start[b]) for a, b in zip(src, graph.data_edge_consumer)
+                  if a in changed and b not in changed} | {
+        int(start[a]) for a, b in zip(src, graph.data_edge_consumer)
+        if b in changed and a not in changed}
+    assert int(moved[changed[0]]) in neighbours
+  assert native_pipeline.perturb(arrays, start, 3, seed).shape == start.shape

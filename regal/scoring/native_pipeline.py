@@ -268,3 +268,50 @@ def key(arrays: PipelineArrays, device: np.ndarray) -> tuple[float, float]:
   """(max-load, sum of squared loads): the search's lexicographic score."""
   load = loads(arrays, device)
   return float(load.max()), float((load ** 2).sum())
+
+
+@numba.njit(cache=True)
+def _perturb_boundary(slot, moves, seed, succ_ptr, succ, class_ptr, class_ops, class_memory,
+                      class_cpu_only, class_of, accelerators, has_cpu, cap):
+  """Moves `moves` times a class across a cut edge: a random edge whose ends are on different
+  devices, one end's class put on the other end's device where it fits, in place."""
+  np.random.seed(seed)
+  held = _held(slot, class_ptr, class_ops, class_memory, accelerators)
+  num_ops = slot.shape[0]
+  edges = succ.shape[0]
+  if edges == 0:
+    return
+  for _ in range(moves):
+    for _attempt in range(64):
+      k = np.random.randint(edges)
+      # The edge's source: the op whose reader list holds position k.
+      lo, hi = 0, num_ops
+      while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if succ_ptr[mid] <= k:
+          lo = mid
+        else:
+          hi = mid
+      u, v = lo, succ[k]
+      if slot[u] == slot[v]:
+        continue
+      if np.random.randint(2) == 0:
+        u, v = v, u
+      c, target = class_of[u], slot[v]
+      home = slot[u]
+      if not _fits(c, target, held, has_cpu, cap, class_memory, class_cpu_only, accelerators):
+        continue
+      for j in range(class_ptr[c], class_ptr[c + 1]):
+        slot[class_ops[j]] = target
+      held[home] -= class_memory[c]
+      held[target] += class_memory[c]
+      break
+
+
+def perturb_boundary(arrays: PipelineArrays, device: np.ndarray, moves: int, seed: int
+                     ) -> np.ndarray:
+  slot = to_slots(arrays, device)
+  _perturb_boundary(slot, moves, seed, arrays.succ_ptr, arrays.succ, arrays.class_ptr,
+                    arrays.class_ops, arrays.class_memory, arrays.class_cpu_only,
+                    arrays.class_of, arrays.accelerators, arrays.has_cpu, arrays.cap)
+  return to_devices(arrays, slot)
