@@ -311,8 +311,12 @@ def split_config() -> pipeline_lib.SplitConfig:
       raise errors.ConfigError(f"--{name} must be a positive finite number, got {value}")
   for name in ("evals", "time_limit", "seed"):
     if _given(name) and name not in reads:
+      readers = [m for m, spec in pipeline_lib.METHODS.items() if name in spec.reads]
       raise errors.ConfigError(f"--{name} would do nothing here: --method {method} does not "
-                               f"read it (only search does)")
+                               f"read it (only {', '.join(readers)} do)")
+  if method == "cpsat" and latency:
+    raise errors.ConfigError("--method cpsat models the pipeline max-load only (--objective "
+                             "throughput), not --model blocks")
   return config
 
 

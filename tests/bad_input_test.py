@@ -292,7 +292,7 @@ OPTIMIZE_CASES = [
     ("seed_of_a_deterministic_split", ["--graph", "profiled_good.json", "--objective",
                                        "throughput", "--method", "pipedream", "--seed", "2",
                                        "--out", "refused.json"], 2,
-     "--seed would do nothing here: --method pipedream does not read it"),
+     "--seed would do nothing here: --method pipedream does not read it (only search, cpsat"),
     ("blocks_with_an_objective", ["--graph", "profiled_good.json", "--model", "blocks",
                                   "--objective", "memory", "--out", "refused.json"], 2,
      "--model blocks minimizes a profiled workload's single-sample latency"),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from datasets import errors
 from datasets.formats import profiled
-from regal.baselines import pipeline_dp, pipeline_linear, pipeline_local_search
+from regal.baselines import pipeline_cpsat, pipeline_dp, pipeline_linear, pipeline_local_search
 from regal.scoring import blocks, native_blocks, native_pipeline, pipeline
 
 # The README's published max-loads with every op on one accelerator (their code).
@@ -669,3 +669,45 @@ def test_a_cut_edge_move_joins_a_neighbour_and_keeps_the_split_feasible(text, se
         if b in changed and a not in changed}
     assert int(moved[changed[0]]) in neighbours
   assert native_pipeline.perturb(arrays, start, 3, seed).shape == start.shape
+
+
+def test_cpsat_counts_what_a_forced_split_receives():
+  """a (0, 6 bytes) feeds b (5, 6 bytes); the 10-byte accelerators cannot hold both, so b's
+  accelerator computes 5 and receives a's output (2): the optimum and the bound are 7."""
+  text = workload_text([node(1, 0.0, size=6), node(2, 5.0, size=6)], [edge(1, 2, 2.0)],
+                       cap=10.0, cpus=0)
+  solved = pipeline_cpsat.solve(profiled.parse_workload(text), time_limit=5.0, workers=1)
+  assert solved.status == "OPTIMAL" and solved.max_load == 7.0
+  assert solved.lower_bound == pytest.approx(7.0, rel=1e-4)  # Rounded down, as documented.
+
+
+def brute_force_optimum(workload):
+  """The least max-load over every feasible split (each class on each device)."""
+  groups = workload.group_members()
+  targets = list(range(workload.max_accelerators)) + ([profiled.CPU] if workload.max_cpus
+                                                       else [])
+  best = np.inf
+  for labels in itertools.product(targets, repeat=len(groups)):
+    device = np.zeros(workload.num_ops, np.int64)
+    for members, label in zip(groups, labels):
+      device[members] = label
+    if not pipeline.violations(workload, device):
+      best = min(best, pipeline.max_load(workload, device))
+  return best
+
+
+@settings(max_examples=40, deadline=None)
+@given(small_workloads())
+def test_cpsat_finds_the_optimum_and_its_bound_never_exceeds_it(text):
+  workload = parsed_or_none(text)
+  if workload is None:
+    return
+  optimum = brute_force_optimum(workload)
+  solved = pipeline_cpsat.solve(workload, time_limit=5.0, workers=1)
+  assert solved.lower_bound <= optimum + 1e-9
+  if np.isfinite(optimum):
+    assert solved.status == "OPTIMAL"
+    # Times are rounded down to a millionth of the largest load term, once per term.
+    assert solved.max_load == pytest.approx(optimum, rel=1e-4, abs=1e-9)
+    assert solved.lower_bound == pytest.approx(optimum, rel=1e-4, abs=1e-9)
+    assert pipeline.violations(workload, solved.device) == []

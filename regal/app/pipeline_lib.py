@@ -21,7 +21,7 @@ from datasets import cli, errors
 from datasets.formats import profiled
 from datasets.formats.profiled import CPU, Workload
 from regal.app import report as report_lib
-from regal.baselines import pipeline_dp, pipeline_linear, pipeline_local_search
+from regal.baselines import pipeline_cpsat, pipeline_dp, pipeline_linear, pipeline_local_search
 from regal.scoring import blocks, bounds, native_pipeline, pipeline
 
 OBJECTIVE = "throughput"  # --objective throughput
@@ -121,6 +121,23 @@ def _search(workload, config, deadline):
                            "seconds": searched.seconds}
 
 
+CPSAT_SECONDS = 10.0  # --method cpsat's time limit unless --time_limit gives one.
+
+
+def _cpsat(workload, config, deadline):
+  del deadline
+  if config.objective != "throughput":
+    raise errors.ConfigError("--method cpsat models the pipeline max-load only "
+                             "(--objective throughput)")
+  start = pipeline_linear.partition(workload)
+  hint = None if pipeline.violations(workload, start.device) else start.device
+  solved = pipeline_cpsat.solve(workload, time_limit=config.time_limit or CPSAT_SECONDS,
+                                hint=hint, seed=config.seed)
+  device = solved.device if solved.device is not None else start.device
+  return device, {"status": solved.status, "lower_bound": solved.lower_bound,
+                  "seconds": solved.seconds, "hint": "pipedream" if hint is not None else None}
+
+
 METHODS: dict[str, SplitMethod] = {m.name: m for m in (
     SplitMethod("search", "a PipeDream-style split, then an iterated local search over single "
                 "class moves (compiled; under latency every block stays contiguous; the "
@@ -132,6 +149,9 @@ METHODS: dict[str, SplitMethod] = {m.name: m for m in (
                 "latency", _contiguous_dp),
     SplitMethod("one_accelerator", "everything an accelerator runs on one accelerator",
                 _one_accelerator),
+    SplitMethod("cpsat", "CP-SAT over any split (max-load only): the best split it finds in "
+                "--time_limit seconds (default 10) from the PipeDream-style hint, and its "
+                "proven bound", _cpsat, frozenset({"time_limit", "seed"})),
 )}
 
 
@@ -180,7 +200,10 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
       ("one_accelerator", _one_accelerator_split(workload)),
       ("pipedream", _linear_split(workload, config.objective).device))}
   value = answer["objective"]
-  bound = objective.lower_bound(workload)
+  bound, bound_source = objective.lower_bound(workload), "structure"
+  solver_bound = details.get("lower_bound")
+  if solver_bound is not None and solver_bound > bound:
+    bound, bound_source = float(solver_bound), "solver"
   if value is not None:
     bound = min(bound, value)
   arrays = native_pipeline.arrays_of(workload)
@@ -200,7 +223,7 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
                    "time_limit": config.time_limit},
       "details": details,
       "objective": value,
-      "lower_bound": bound, "bound_source": "structure",
+      "lower_bound": bound, "bound_source": bound_source,
       "gap": bounds.gap(value, bound) if answer["feasible"] else None,
       "proven_optimal": bool(answer["feasible"] and bounds.proven_optimal(value, bound)),
       **({"blocks": _block_rows(workload, device)} if config.objective == "latency" else {}),
