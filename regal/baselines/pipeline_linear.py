@@ -118,6 +118,18 @@ def _cut_for_latency(run_load, run_memory, run_cpu, accelerators, has_cpu, cap):
   return total, came_from, on_cpu
 
 
+def _place_runs(device: np.ndarray, order: list[np.ndarray],
+                runs: list[tuple[int, int, bool]]) -> None:
+  """Puts the runs (i, j, on the CPU), read back from the last, on accelerators 0, 1, ... in
+  order (CPU runs stay on the CPU side), in place."""
+  accelerator = 0
+  for i, j, cpu_run in reversed(runs):
+    if not cpu_run:
+      for members in order[i:j]:
+        device[members] = accelerator
+      accelerator += 1
+
+
 def unit_order(workload: Workload) -> list[np.ndarray]:
   """The co-location units (classes an accelerator runs, merged where the forward order has a
   cycle) in `pipeline_dp`'s topological order: each unit's ops."""
@@ -168,12 +180,7 @@ def for_latency(workload: Workload, order: list[np.ndarray] | None = None) -> Li
     runs.append((i, j, cpu_run))
     k -= not cpu_run
     j = i
-  accelerator = 0
-  for i, j, cpu_run in reversed(runs):
-    if not cpu_run:
-      for members in order[i:j]:
-        device[members] = accelerator
-      accelerator += 1
+  _place_runs(device, order, runs)
   return LinearSplit(device=device, max_load=blocks.latency(workload, device), units=n,
                      seconds=time.perf_counter() - started)
 
@@ -206,11 +213,6 @@ def partition(workload: Workload, order: list[np.ndarray] | None = None) -> Line
     else:
       k -= 1
     j = i
-  accelerator = 0
-  for i, j, cpu_run in reversed(runs):
-    if not cpu_run:
-      for members in order[i:j]:
-        device[members] = accelerator
-      accelerator += 1
+  _place_runs(device, order, runs)
   return LinearSplit(device=device, max_load=pipeline.max_load(workload, device), units=n,
                      seconds=time.perf_counter() - started)

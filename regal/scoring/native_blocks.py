@@ -115,23 +115,18 @@ def _descend(slot, max_steps, succ_ptr, succ, class_ptr, class_ops, accelerator_
                                                        class_memory, class_cpu_only,
                                                        accelerators):
           continue
-        for k in range(class_ptr[c], class_ptr[c + 1]):
-          slot[class_ops[k]] = target
+        native_pipeline._set_class(slot, c, target, class_ptr, class_ops)
         trial_top, trial_second = _latency(slot, succ_ptr, succ, accelerator_latency,
                                            cpu_latency, output_cost, accelerators)
-        for k in range(class_ptr[c], class_ptr[c + 1]):
-          slot[class_ops[k]] = home
+        native_pipeline._set_class(slot, c, home, class_ptr, class_ops)
         evaluations += 1
         if _better(trial_top, trial_second, best_top, best_second):
           best_class, best_target = c, target
           best_top, best_second = trial_top, trial_second
     if best_class < 0:
       break
-    home = slot[class_ops[class_ptr[best_class]]]
-    for k in range(class_ptr[best_class], class_ptr[best_class + 1]):
-      slot[class_ops[k]] = best_target
-    held[home] -= class_memory[best_class]
-    held[best_target] += class_memory[best_class]
+    native_pipeline._move_class(slot, held, best_class, best_target, class_ptr, class_ops,
+                                class_memory)
     top, second = best_top, best_second
     steps += 1
   return steps, evaluations
@@ -153,16 +148,12 @@ def _perturb(slot, moves, seed, succ_ptr, succ, class_ptr, class_ops, accelerato
     if target == home or not native_pipeline._fits(c, target, held, has_cpu, cap,
                                                    class_memory, class_cpu_only, accelerators):
       continue
-    for k in range(class_ptr[c], class_ptr[c + 1]):
-      slot[class_ops[k]] = target
+    native_pipeline._set_class(slot, c, target, class_ptr, class_ops)
     top, _ = _latency(slot, succ_ptr, succ, accelerator_latency, cpu_latency, output_cost,
                       accelerators)
-    if np.isinf(top):
-      for k in range(class_ptr[c], class_ptr[c + 1]):
-        slot[class_ops[k]] = home
-      continue
-    held[home] -= class_memory[c]
-    held[target] += class_memory[c]
+    native_pipeline._set_class(slot, c, home, class_ptr, class_ops)
+    if not np.isinf(top):
+      native_pipeline._move_class(slot, held, c, target, class_ptr, class_ops, class_memory)
 
 
 def latency(arrays: PipelineArrays, device: np.ndarray) -> float:

@@ -152,6 +152,20 @@ def _held(slot, class_ptr, class_ops, class_memory, accelerators):
 
 
 @numba.njit(cache=True)
+def _set_class(slot, c, target, class_ptr, class_ops):
+  for k in range(class_ptr[c], class_ptr[c + 1]):
+    slot[class_ops[k]] = target
+
+
+@numba.njit(cache=True)
+def _move_class(slot, held, c, target, class_ptr, class_ops, class_memory):
+  """Puts class c on `target` for good: its ops' slots and the bytes each device holds."""
+  held[slot[class_ops[class_ptr[c]]]] -= class_memory[c]
+  held[target] += class_memory[c]
+  _set_class(slot, c, target, class_ptr, class_ops)
+
+
+@numba.njit(cache=True)
 def _fits(c, target, held, has_cpu, cap, class_memory, class_cpu_only, accelerators):
   if target == accelerators:
     return has_cpu
@@ -187,14 +201,12 @@ def _descend(slot, max_steps, succ_ptr, succ, class_ptr, class_ops, touched_ptr,
           stamp += 1
           _add_part(touched[k], slot, -1.0, trial, mark, stamp, succ_ptr, succ,
                     accelerator_latency, cpu_latency, output_cost, accelerators)
-        for k in range(class_ptr[c], class_ptr[c + 1]):
-          slot[class_ops[k]] = target
+        _set_class(slot, c, target, class_ptr, class_ops)
         for k in range(touched_ptr[c], touched_ptr[c + 1]):
           stamp += 1
           _add_part(touched[k], slot, 1.0, trial, mark, stamp, succ_ptr, succ,
                     accelerator_latency, cpu_latency, output_cost, accelerators)
-        for k in range(class_ptr[c], class_ptr[c + 1]):
-          slot[class_ops[k]] = home
+        _set_class(slot, c, home, class_ptr, class_ops)
         evaluations += 1
         trial_top, trial_squares = _score(trial)
         if _better(trial_top, trial_squares, best_top, best_squares):
@@ -202,11 +214,7 @@ def _descend(slot, max_steps, succ_ptr, succ, class_ptr, class_ops, touched_ptr,
           best_top, best_squares = trial_top, trial_squares
     if best_class < 0:
       break
-    home = slot[class_ops[class_ptr[best_class]]]
-    for k in range(class_ptr[best_class], class_ptr[best_class + 1]):
-      slot[class_ops[k]] = best_target
-    held[home] -= class_memory[best_class]
-    held[best_target] += class_memory[best_class]
+    _move_class(slot, held, best_class, best_target, class_ptr, class_ops, class_memory)
     load = _loads(slot, succ_ptr, succ, accelerator_latency, cpu_latency, output_cost,
                   accelerators)
     top, squares = _score(load)
@@ -251,10 +259,7 @@ def _perturb(slot, moves, seed, class_ptr, class_ops, class_memory, class_cpu_on
     if target == home or not _fits(c, target, held, has_cpu, cap, class_memory,
                                    class_cpu_only, accelerators):
       continue
-    for k in range(class_ptr[c], class_ptr[c + 1]):
-      slot[class_ops[k]] = target
-    held[home] -= class_memory[c]
-    held[target] += class_memory[c]
+    _move_class(slot, held, c, target, class_ptr, class_ops, class_memory)
 
 
 def perturb(arrays: PipelineArrays, device: np.ndarray, moves: int, seed: int) -> np.ndarray:
@@ -298,13 +303,9 @@ def _perturb_boundary(slot, moves, seed, succ_ptr, succ, class_ptr, class_ops, c
       if np.random.randint(2) == 0:
         u, v = v, u
       c, target = class_of[u], slot[v]
-      home = slot[u]
       if not _fits(c, target, held, has_cpu, cap, class_memory, class_cpu_only, accelerators):
         continue
-      for j in range(class_ptr[c], class_ptr[c + 1]):
-        slot[class_ops[j]] = target
-      held[home] -= class_memory[c]
-      held[target] += class_memory[c]
+      _move_class(slot, held, c, target, class_ptr, class_ops, class_memory)
       break
 
 
