@@ -356,20 +356,26 @@ def test_a_descent_ends_where_no_single_move_is_better(text):
                                        other_squares >= squares - 1e-9)
 
 
-def brute_force_cuts(workload, order):
-  """The least max-load over cuts of `order` into consecutive runs, each run on its own
-  accelerator or (one run at most) on the CPU side, by enumerating every labelling."""
-  fixed = np.full(workload.num_ops, profiled.CPU)
-  best = np.inf
-  n, accelerators = len(order), workload.max_accelerators
-  for cuts in itertools.product([False, True], repeat=max(n - 1, 0)):
+def cuts_of(order):
+  """Every way to cut `order` into consecutive runs (lists of units)."""
+  for cuts in itertools.product([False, True], repeat=max(len(order) - 1, 0)):
     runs, current = [], [order[0]]
-    for u in range(1, n):
+    for u in range(1, len(order)):
       if cuts[u - 1]:
         runs.append(current)
         current = []
       current.append(order[u])
     runs.append(current)
+    yield runs
+
+
+def brute_force_cuts(workload, order):
+  """The least max-load over cuts of `order` into consecutive runs, each run on its own
+  accelerator or (one run at most) on the CPU side, by enumerating every labelling."""
+  fixed = np.full(workload.num_ops, profiled.CPU)
+  best = np.inf
+  accelerators = workload.max_accelerators
+  for runs in cuts_of(order):
     for cpu_run in [None] + (list(range(len(runs))) if workload.max_cpus else []):
       if len(runs) - (cpu_run is not None) > accelerators:
         continue
@@ -561,15 +567,7 @@ def brute_force_latency_cuts(workload, order):
   """The least sum of run times over cuts of `order` (each run on its own accelerator or on
   the CPU side), by enumeration."""
   best = np.inf
-  n = len(order)
-  for cuts in itertools.product([False, True], repeat=max(n - 1, 0)):
-    runs, current = [], [order[0]]
-    for u in range(1, n):
-      if cuts[u - 1]:
-        runs.append(current)
-        current = []
-      current.append(order[u])
-    runs.append(current)
+  for runs in cuts_of(order):
     for on_cpu in itertools.product([False, True] if workload.max_cpus else [False],
                                     repeat=len(runs)):
       if sum(not c for c in on_cpu) > workload.max_accelerators:
