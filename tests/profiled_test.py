@@ -709,3 +709,22 @@ def test_cpsat_finds_the_optimum_and_its_bound_never_exceeds_it(text):
     assert solved.max_load == pytest.approx(optimum, rel=1e-4, abs=1e-9)
     assert solved.lower_bound == pytest.approx(optimum, rel=1e-4, abs=1e-9)
     assert pipeline.violations(workload, solved.device) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(small_workloads(), st.integers(0, 2 ** 31))
+def test_a_random_unit_order_is_a_topological_order_of_every_unit(text, seed):
+  workload = parsed_or_none(text)
+  if workload is None:
+    return
+  units = pipeline_dp.units_of(workload)
+  order = pipeline_linear.random_unit_order(workload, seed)
+  position = {int(m[0]): k for k, m in enumerate(order)}
+  assert sorted(position) == sorted(int(m[0]) for m in units.members)
+  for unit, mask in enumerate(units.pred_mask):
+    for pred in range(len(units.members)):
+      if mask >> pred & 1:
+        assert position[int(units.members[pred][0])] < position[int(units.members[unit][0])]
+  split = pipeline_linear.for_latency(workload, order)
+  if np.isfinite(split.max_load):
+    assert blocks.violations(workload, split.device) == []

@@ -130,6 +130,33 @@ def _place_runs(device: np.ndarray, order: list[np.ndarray],
       accelerator += 1
 
 
+def random_unit_order(workload: Workload, seed: int) -> list[np.ndarray]:
+  """The units in a random topological order (Kahn's algorithm, ready units taken by random
+  keys): another order to cut, so other contiguous splits."""
+  import heapq
+  units = pipeline_dp.units_of(workload)
+  count = len(units.members)
+  readers: list[list[int]] = [[] for _ in range(count)]
+  waiting = [0] * count
+  for unit, mask in enumerate(units.pred_mask):
+    for pred in range(count):
+      if mask >> pred & 1:
+        readers[pred].append(unit)
+        waiting[unit] += 1
+  key = np.random.default_rng(seed).random(count)
+  ready = [(key[u], u) for u in range(count) if waiting[u] == 0]
+  heapq.heapify(ready)
+  order = []
+  while ready:
+    _, unit = heapq.heappop(ready)
+    order.append(units.members[unit])
+    for reader in readers[unit]:
+      waiting[reader] -= 1
+      if waiting[reader] == 0:
+        heapq.heappush(ready, (key[reader], reader))
+  return order
+
+
 def unit_order(workload: Workload) -> list[np.ndarray]:
   """The co-location units (classes an accelerator runs, merged where the forward order has a
   cycle) in `pipeline_dp`'s topological order: each unit's ops."""
