@@ -728,3 +728,18 @@ def test_a_random_unit_order_is_a_topological_order_of_every_unit(text, seed):
   split = pipeline_linear.for_latency(workload, order)
   if np.isfinite(split.max_load):
     assert blocks.violations(workload, split.device) == []
+
+
+def test_an_infeasible_answer_keeps_the_bound_and_a_zero_bound_says_the_gap_is_unknown():
+  from regal.app import pipeline_lib
+  unpackable = profiled.parse_workload(workload_text(
+      [node(i, 1.0, cpu=0.0, size=6) for i in range(3)], [], cap=10.0, cpus=0))
+  data = pipeline_lib.run(unpackable, pipeline_lib.SplitConfig(evals=100))
+  assert not data["feasible"] and data["gap"] is None and not data["proven_optimal"]
+  assert data["lower_bound"] == pipeline.lower_bound(unpackable)
+  transfers_only = profiled.parse_workload(workload_text(
+      [node(1, 0.0, cpu=0.0, size=6), node(2, 0.0, cpu=0.0, size=6)], [edge(1, 2, 2.0)],
+      cap=10.0, cpus=0))
+  data = pipeline_lib.run(transfers_only, pipeline_lib.SplitConfig(evals=100))
+  assert data["objective"] == 2.0 and data["lower_bound"] == 0.0 and data["gap"] is None
+  assert "gap to the lower bound 0: unknown" in pipeline_lib.summary(data)

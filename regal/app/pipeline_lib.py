@@ -204,7 +204,7 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
   solver_bound = details.get("lower_bound")
   if solver_bound is not None and solver_bound > bound:
     bound, bound_source = float(solver_bound), "solver"
-  if value is not None:
+  if answer["feasible"] and value is not None:
     bound = min(bound, value)
   arrays = native_pipeline.arrays_of(workload)
   load = native_pipeline.loads(arrays, device)
@@ -256,8 +256,9 @@ def summary(data: dict[str, Any]) -> str:
     lines.append(f"no feasible split found ({data['settings']['method']}): "
                  + "; ".join(data["violations"][:3]))
     return "\n".join(lines)
-  gap = "proven optimal" if data["proven_optimal"] else f"gap to the lower bound " \
-      f"{data['lower_bound']:.6g}: {100 * data['gap']:.3g}%"
+  gap = "proven optimal" if data["proven_optimal"] else (
+      f"gap to the lower bound {data['lower_bound']:.6g}: "
+      + ("unknown" if data["gap"] is None else f"{100 * data['gap']:.3g}%"))
   what = "max-load" if data["settings"]["objective"] == "throughput" else "latency"
   lines.append(f"{what} {data['objective']:.6g} ({data['settings']['method']}, {gap})")
   for name, baseline in data["baselines"].items():
