@@ -18,11 +18,18 @@ r"""Optimizes one graph's placement and schedule (BRKGA or a baseline) and repor
   python -m regal.optimize --graph ffnn.json --devices 4 --method doppler --reward measured \
       --stage3_steps 5                            # Doppler stage III on measured times
 
+  python -m regal.optimize --graph ../shared/graphs/profiled/throughput/op_bert_l-6_training.json \
+      --objective throughput --out split.json --gantt loads.png   # a profiled workload's
+      # pipeline split (devices and memory cap from the file; regal/app/pipeline_lib.py)
+  python -m regal.optimize --graph ../shared/graphs/profiled/latency/op_bert_l-3_inference.json \
+      --model blocks                     # its single-sample latency, contiguous blocks
+
 Writes a summary to the terminal and, with --out, a JSON result (schema in
 regal/app/optimize_lib.py). Exit codes: 0 done; 2 bad input (one `error:` line); 3 objective
-runtime_under_memory found no solution within the limit (the result is still written, with
-`feasible: false`); 130 / 143 SIGINT / SIGTERM (during BRKGA the first one stops the search at
-a generation boundary and the best found so far is reported and written). Compiled functions
+runtime_under_memory found no solution within the limit, or no split of a profiled workload
+fits its caps (the result is still written, with `feasible: false`); 130 / 143 SIGINT /
+SIGTERM (during BRKGA the first one stops the search at a generation boundary and the best
+found so far is reported and written). Compiled functions
 are cached on disk, so a second run on a graph of the same size bucket starts faster.
 """
 from __future__ import annotations
