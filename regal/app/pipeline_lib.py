@@ -108,14 +108,21 @@ def _contiguous_dp(workload, config, deadline):
 
 def _search(workload, config, deadline):
   objective = OBJECTIVES[config.objective]
-  start = _linear_split(workload, config.objective)
+  start, start_name = _linear_split(workload, config.objective), "pipedream"
+  if objective.violations(workload, start.device) and workload.max_cpus:
+    # The order's cut can leave blocks waiting on each other when a co-location class holds
+    # both ends of a path through another run; every op on the CPU side never does.
+    start = dataclasses.replace(start, device=np.full(workload.num_ops, CPU, np.int64))
+    start = dataclasses.replace(start, max_load=objective.value(workload, start.device))
+    start_name = "cpu"
   if objective.violations(workload, start.device):
-    return start.device, {"start": "pipedream", "skipped": "the start breaks the memory caps"}
+    return start.device, {"start": start_name,
+                          "skipped": "the start breaks the memory caps or contiguity"}
   with cli.stoppable():
     searched = pipeline_local_search.local_search(
         workload, start.device, evaluations=config.budget, seed=config.seed,
         deadline=deadline, should_stop=cli.stop_requested, objective=objective.kernel)
-  return searched.device, {"start": "pipedream", "start_objective": start.max_load,
+  return searched.device, {"start": start_name, "start_objective": start.max_load,
                            "budget": config.budget, "evaluations": searched.evaluations,
                            "rounds": searched.rounds, "moves_taken": searched.steps,
                            "seconds": searched.seconds}

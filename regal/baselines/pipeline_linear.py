@@ -183,11 +183,14 @@ def _runs_of_order(workload: Workload, order: list[np.ndarray]):
 
 
 def for_latency(workload: Workload, order: list[np.ndarray] | None = None) -> LinearSplit:
-  """A contiguous split for single-sample latency (`regal.scoring.blocks`): the cut of
-  `order` into consecutive runs, each on its own accelerator or on the CPU side, with the
-  least sum of run times (an accelerator run's load, a CPU run's CPU time). Runs in one order
-  are contiguous blocks, and the sum is the latency were they to run one after another, an
-  upper bound on the split's latency, which `max_load` here reports (from `blocks.latency`)."""
+  """A split for single-sample latency (`regal.scoring.blocks`): the cut of `order` into
+  consecutive runs, each on its own accelerator or on the CPU side, with the least sum of run
+  times (an accelerator run's load, a CPU run's CPU time). Runs of one order are contiguous
+  blocks, unless a co-location class holds both ends of a path through another run (a
+  forward op and its backward op around the ops between them): then the blocks wait on each
+  other and `max_load` here (`blocks.latency`) is inf. Otherwise the sum is the latency were
+  the runs to run one after another, an upper bound on the split's latency, which `max_load`
+  reports."""
   from regal.scoring import blocks
   started = time.perf_counter()
   order = unit_order(workload) if order is None else order

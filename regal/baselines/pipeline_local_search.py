@@ -3,7 +3,7 @@ split, contiguous or not (the kind of search Tarnawski et al. compare their DP w
 of single moves, here compiled), and for single-sample latency over contiguous splits
 (`objective="blocks"`: a move that would make a block non-contiguous is never taken, nor
 made by a perturbation; every other round starts instead from the latency cut of a random
-topological order, contiguous by construction).
+topological order, kept when it is contiguous).
 
 A move puts one co-location class on another device (an accelerator or the CPU side) where it
 fits: a class with an op only a CPU runs stays on the CPU side, and an accelerator holds at
