@@ -11,6 +11,7 @@ breaks a rule is reported with `feasible: false` and its violations, never as an
 from __future__ import annotations
 
 import dataclasses
+import functools
 import platform
 import time
 from typing import Any, Callable
@@ -86,6 +87,7 @@ def _one_accelerator(workload, config, deadline):
   return _one_accelerator_split(workload), {}
 
 
+@functools.lru_cache(maxsize=4)  # The search's start and the baseline: computed once.
 def _linear_split(workload: Workload, objective: str):
   """PipeDream-style: the best cut of one topological order (for max-load, or for the sum of
   run times under latency)."""

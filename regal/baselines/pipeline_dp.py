@@ -22,6 +22,7 @@ found so far, which starts at a greedy split's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 import networkx
@@ -100,8 +101,10 @@ class _Units:
                  + cost[received].sum())
 
 
+@functools.lru_cache(maxsize=4)  # Workloads hash by identity; the latency search asks often.
 def units_of(workload: Workload) -> _Units:
-  """The workload's co-location units in topological order (their ops: `.members`)."""
+  """The workload's co-location units in topological order (their ops: `.members`); read
+  only."""
   return _Units(workload)
 
 

@@ -18,6 +18,7 @@ out once, outside outputs received once); a run over the memory cap is infeasibl
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 import numba
@@ -130,10 +131,9 @@ def _place_runs(device: np.ndarray, order: list[np.ndarray],
       accelerator += 1
 
 
-def random_unit_order(workload: Workload, seed: int) -> list[np.ndarray]:
-  """The units in a random topological order (Kahn's algorithm, ready units taken by random
-  keys): another order to cut, so other contiguous splits."""
-  import heapq
+@functools.lru_cache(maxsize=4)  # The latency search draws an order every other round.
+def _unit_readers(workload: Workload) -> tuple[list[list[int]], list[int]]:
+  """Each unit's readers and how many units each waits for (from the units' bitmasks)."""
   units = pipeline_dp.units_of(workload)
   count = len(units.members)
   readers: list[list[int]] = [[] for _ in range(count)]
@@ -143,6 +143,17 @@ def random_unit_order(workload: Workload, seed: int) -> list[np.ndarray]:
       if mask >> pred & 1:
         readers[pred].append(unit)
         waiting[unit] += 1
+  return readers, waiting
+
+
+def random_unit_order(workload: Workload, seed: int) -> list[np.ndarray]:
+  """The units in a random topological order (Kahn's algorithm, ready units taken by random
+  keys): another order to cut, so other contiguous splits."""
+  import heapq
+  units = pipeline_dp.units_of(workload)
+  count = len(units.members)
+  readers, waiting_before = _unit_readers(workload)
+  waiting = list(waiting_before)
   key = np.random.default_rng(seed).random(count)
   ready = [(key[u], u) for u in range(count) if waiting[u] == 0]
   heapq.heapify(ready)

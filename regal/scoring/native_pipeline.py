@@ -16,6 +16,7 @@ recomputed in full after each move taken, so no rounding accumulates.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numba
 import numpy as np
@@ -52,6 +53,7 @@ def _csr(lists) -> tuple[np.ndarray, np.ndarray]:
   return ptr, flat.astype(np.int64)
 
 
+@functools.lru_cache(maxsize=4)  # Workloads hash by identity: one build per workload.
 def arrays_of(workload: Workload) -> PipelineArrays:
   graph = workload.graph
   num_ops = workload.num_ops
