@@ -69,7 +69,7 @@ _QUICK = flags.DEFINE_bool("quick", False, "Seeds 0-1, search budgets a tenth, D
                            "no scale section.")
 _SECTIONS = flags.DEFINE_list("sections", ["throughput", "latency", "scale"], "What to measure.")
 _SEEDS = flags.DEFINE_integer("seeds", 5, "Seeds of the default search (0..N-1).")
-_DP_SECONDS = flags.DEFINE_float("dp_seconds", 30.0, "Time limit of our contiguous DP.")
+_DP_SECONDS = flags.DEFINE_float("dp_seconds", 90.0, "Time limit of our contiguous DP.")
 _CPSAT_SECONDS = flags.DEFINE_float("cpsat_seconds", 10.0, "Time limit of CP-SAT (max-load).")
 CPSAT_MAX_CLASSES = 200  # Above this, building the model alone takes CP-SAT's whole budget.
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "profiled_table"),
