@@ -20,7 +20,8 @@ r"""Optimizes one graph's placement and schedule (BRKGA or a baseline) and repor
 
   python -m regal.optimize --graph ../shared/graphs/profiled/throughput/op_bert_l-6_training.json \
       --objective throughput --out split.json --gantt loads.png   # a profiled workload's
-      # pipeline split (devices and memory cap from the file; regal/app/pipeline_lib.py)
+      # pipeline split (devices and memory cap from the file; regal/app/pipeline_lib.py;
+      # --device_spec FILE.json sets the accelerators' count, memory cap, speed and links)
   python -m regal.optimize --graph ../shared/graphs/profiled/latency/op_bert_l-3_inference.json \
       --model blocks                     # its single-sample latency, contiguous blocks
 
@@ -71,11 +72,12 @@ _DATA_DIR = flags.DEFINE_string("data_dir", None, "Dataset cache folder.")
 _MODEL = flags.DEFINE_enum("model", "wc", list(performance.MODELS) + [pipeline_lib.MODEL],
                            "Performance model. blocks: a profiled workload's single-sample "
                            "latency, each accelerator one contiguous block "
-                           "(regal/scoring/blocks.py), devices from its file.")
+                           "(regal/scoring/blocks.py), devices from its file unless --device_spec.")
 _OBJECTIVE = flags.DEFINE_enum("objective", "runtime",
                                list(performance.OBJECTIVES) + [pipeline_lib.OBJECTIVE],
                                "What to minimize. throughput: a profiled workload's pipeline "
-                               "max-load (regal/app/pipeline_lib.py), devices from its file.")
+                               "max-load (regal/app/pipeline_lib.py), devices from its file "
+                               "unless --device_spec.")
 _MEMORY_LIMIT = flags.DEFINE_float("memory_limit", None, "Per-device memory limit in bytes "
                                    "(runtime_under_memory; default: device capacities).")
 _ENGINE = flags.DEFINE_enum("engine", "auto", list(performance.ENGINES), "How batched "
@@ -282,7 +284,7 @@ def check_flags() -> None:
 
 
 _SPLIT_FLAGS = ("graph", "format", "objective", "model", "method", "evals", "time_limit", "seed",
-                "out", "gantt")
+                "out", "gantt", "device_spec")
 
 
 def split_config() -> pipeline_lib.SplitConfig:
@@ -301,7 +303,8 @@ def split_config() -> pipeline_lib.SplitConfig:
     if flags.FLAGS[name].present and name not in _SPLIT_FLAGS and \
         any(name in names for _, names in FLAG_GROUPS):
       raise errors.ConfigError(f"--{name} would do nothing with {how}: the workload's file "
-                               f"gives its devices and memory cap")
+                               f"gives its devices and memory cap (--device_spec overrides "
+                               f"the accelerators)")
   if not _GRAPH.value:
     raise errors.ConfigError(f"{how} needs --graph: a profiled workload "
                              f"(msr-fiddle/dnn-partitioning's JSON)")
@@ -334,7 +337,10 @@ def main_split() -> None:
   config = split_config()
   check_outputs()
   workload = profiled.load_workload(_GRAPH.value, _FORMAT.value)
-  data = pipeline_lib.run(workload, config, source=_GRAPH.value)
+  spec = flags.FLAGS.device_spec
+  if spec:
+    workload = profiled.with_devices(workload, devices_lib.load(spec), f"--device_spec {spec}")
+  data = pipeline_lib.run(workload, config, source=_GRAPH.value, device_spec=spec)
   print(pipeline_lib.summary(data))
   if _GANTT.value:
     split_chart.draw(workload, data, _GANTT.value)

@@ -81,6 +81,10 @@ def _inputs(folder, shared_graphs) -> dict[str, str]:
       "truncated_policy/checkpoint.msgpack": "",  # Filled with half a real checkpoint below.
       "a_file": "not a directory",
       "profiled_good.json": _profiled(),
+      "devices_unlike.json": json.dumps({"num_devices": 2, "speed": [1.0, 2.0]}),
+      "devices_tiny.json": json.dumps({"num_devices": 2, "memory_capacity": 1.0}),
+      "devices_one_fast.json": json.dumps({"num_devices": 1, "memory_capacity": 100.0,
+                                           "speed": 4.0}),
       "profiled_negative.json": _profiled(fpgaLatency=-1.0),
       "profiled_missing.json": _profiled(cpuLatency=None),
       "profiled_class_over_cap.json": _profiled(size=11.0),
@@ -296,6 +300,14 @@ OPTIMIZE_CASES = [
     ("blocks_with_an_objective", ["--graph", "profiled_good.json", "--model", "blocks",
                                   "--objective", "memory", "--out", "refused.json"], 2,
      "--model blocks minimizes a profiled workload's single-sample latency"),
+    ("throughput_on_unlike_accelerators", ["--graph", "profiled_good.json", "--objective",
+                                           "throughput", "--device_spec", "devices_unlike.json",
+                                           "--out", "refused.json"], 2,
+     "a profiled workload's accelerators are alike, but speed differs between devices"),
+    ("throughput_on_accelerators_too_small", ["--graph", "profiled_good.json", "--objective",
+                                              "throughput", "--device_spec",
+                                              "devices_tiny.json", "--out", "refused.json"], 2,
+     "co-location class needs 2 bytes, more than one accelerator holds (maxSizePerFPGA 1)"),
     ("no_split_fits_memory", ["--graph", "profiled_unpackable.json", "--objective",
                               "throughput", "--out", "infeasible_split.json"], 3,
      "no split found fits the memory caps"),
@@ -358,6 +370,9 @@ ACCEPTED_CASES = [
     ("out_is_dev_null", ["--graph", "good.json", "--method", "heft", "--out", os.devnull]),
     ("out_is_a_symlink", ["--graph", "good.json", "--method", "heft", "--out", "link.json"]),
     ("out_name_of_245_bytes", ["--graph", "good.json", "--method", "heft", "--out", LONG_NAME]),
+    ("throughput_on_a_device_spec", ["--graph", "profiled_good.json", "--objective",
+                                     "throughput", "--device_spec", "devices_one_fast.json",
+                                     "--out", "split_on_spec.json"]),
 ]
 HELP_CASES = {"regal.optimize": ("optimize_help", ["--help"]),
               "regal.execute.calibrate": ("calibrate_help", ["-h"]),
@@ -463,9 +478,21 @@ def test_accepted_outputs_are_written_where_open_would_write(outcomes, case_id):
   assert results[case_id]["code"] == 0, results[case_id]
   assert stat.S_ISCHR(os.stat(os.devnull).st_mode)  # Still the device, not a file.
   assert (folder / "link.json").is_symlink()
-  written = {"out_is_a_symlink": "link_target.json", "out_name_of_245_bytes": LONG_NAME}
+  written = {"out_is_a_symlink": "link_target.json", "out_name_of_245_bytes": LONG_NAME,
+             "throughput_on_a_device_spec": "split_on_spec.json"}
   if case_id in written:
     assert json.loads((folder / written[case_id]).read_text())["format"] == "regal.result"
+
+
+def test_a_device_spec_replaces_the_workloads_accelerators(outcomes):
+  """The file's two accelerators of 10 bytes give 2.5 at best (ops of 1.0, 0.5 per transfer);
+  the spec's one accelerator of 100 bytes, 4x as fast, runs the chain of three in 0.75."""
+  _, _, _, folder = outcomes
+  data = json.loads((folder / "split_on_spec.json").read_text())
+  assert data["devices"] == {"accelerators": 1, "cpus": 1, "memory_per_accelerator": 100.0,
+                             "from": "devices_one_fast.json"}
+  assert data["objective"] == 0.75 and data["feasible"]
+  assert data["split"]["fpgas"] == [{"nodes": [0, 1, 2]}]
 
 
 def test_help_lists_the_flags_by_topic_and_exits_0(outcomes):
@@ -487,7 +514,8 @@ def test_only_the_infeasible_result_was_written(outcomes):
   """Refused runs wrote nothing; the infeasible one and the accepted cases wrote their
   results (the symlink's through to its target)."""
   _, before, after, folder = outcomes
-  assert set(after) - set(before) == {"infeasible.json", "infeasible_split.json", LONG_NAME}
+  assert set(after) - set(before) == {"infeasible.json", "infeasible_split.json", LONG_NAME,
+                                      "split_on_spec.json"}
   assert {name for name in before if after.get(name) != before[name]} == ACCEPTED_WRITES
   data = json.loads((folder / "infeasible.json").read_text())
   assert data["feasible"] is False and max(data["memory_excess"]) > 0

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datasets import errors
+from datasets import devices, errors
 from datasets.formats import profiled
 from regal.baselines import pipeline_cpsat, pipeline_dp, pipeline_linear, pipeline_local_search
 from regal.scoring import blocks, native_blocks, native_pipeline, pipeline
@@ -62,6 +62,31 @@ def test_a_hand_checked_split():
   assert cpu_load == 7.0
   assert pipeline.max_load(workload, split) == 7.0
   assert pipeline.violations(workload, split) == []
+
+
+def test_a_device_spec_scales_the_profile_and_replaces_the_accelerators():
+  """The hand-checked split above on three accelerators twice as fast, with links of
+  bandwidth 4 and latency 0.25: compute halves, each transfer costs 0.25 + cost / 4; the CPU
+  side keeps its latency and pays no transfer."""
+  text = workload_text([node(1, 2.0), node(2, 3.0), node(3, 4.0), node(4, 5.0, cpu=7.0),
+                        node(5, 1.0)],
+                       [edge(1, 2, 0.5), edge(1, 3, 0.5), edge(1, 5, 0.5), edge(2, 4, 0.25),
+                        edge(3, 4, 0.125)])
+  spec = devices.from_json_dict({"num_devices": 3, "memory_capacity": 100.0, "speed": 2.0,
+                                 "bandwidth": 4.0, "latency": 0.25})
+  workload = profiled.with_devices(profiled.parse_workload(text), spec)
+  assert (workload.max_accelerators, workload.accelerator_memory) == (3, 100.0)
+  accelerator_load, cpu_load = pipeline.loads(workload, np.array([0, 0, 1, profiled.CPU, 1]))
+  assert accelerator_load.tolist() == [(2 + 3) / 2 + (0.25 + 0.5 / 4) + (0.25 + 0.25 / 4),
+                                       (4 + 1) / 2 + (0.25 + 0.5 / 4) + (0.25 + 0.125 / 4),
+                                       0.0]
+  assert cpu_load == 7.0
+  unlimited = profiled.with_devices(profiled.parse_workload(text),
+                                    devices.from_json_dict({"num_devices": 1}))
+  assert unlimited.accelerator_memory == unlimited.memory.sum()  # Room for every op.
+  with pytest.raises(errors.DeviceSpecError, match="bandwidth differs between devices"):
+    profiled.with_devices(workload, devices.from_json_dict(
+        {"num_devices": 3, "bandwidth": [[0, 1, 1], [1, 0, 2], [1, 1, 0]]}))
 
 
 @st.composite

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from datasets import errors
+from datasets.devices import DeviceSpec
 from datasets.graph import Graph, GraphBuilder
 
 FORMAT_NAME = "profiled"
@@ -204,6 +205,37 @@ def _check_groups(workload: Workload, source: str) -> None:
       raise errors.FormatError(
           f"{source}: with no CPU the ops' {total:.6g} bytes need at least {required} "
           f"accelerators, and maxFPGAs is {workload.max_accelerators}")
+
+
+def with_devices(workload: Workload, spec: DeviceSpec, source: str = "--device_spec"
+                 ) -> Workload:
+  """The workload on the accelerators a device spec describes, in place of the file's: their
+  count (maxFPGAs), memory cap (maxSizePerFPGA; unlimited: room for every op), speed (the
+  profiled accelerator latencies divided by it) and links (an output's transfer costs
+  latency + cost / bandwidth). The CPU side stays as the file says. The format's accelerators
+  are alike, so the spec's must be too; the result is checked as a file is."""
+  off_diagonal = ~np.eye(spec.num_devices, dtype=bool)
+  for field, values in (("memory_capacity", spec.memory_capacity), ("speed", spec.speed),
+                        ("bandwidth", spec.bandwidth[off_diagonal]),
+                        ("latency", spec.latency[off_diagonal])):
+    if len(values) and not (values == values[0]).all():
+      raise errors.DeviceSpecError(
+          f"{source}: a profiled workload's accelerators are alike, but {field} differs "
+          f"between devices ({', '.join(f'{v:g}' for v in np.unique(values)[:4])})")
+  cap = float(spec.memory_capacity[0])
+  if not math.isfinite(cap):
+    cap = float(workload.memory.sum())  # Unlimited: every op fits on one accelerator.
+  bandwidth = float(spec.bandwidth[off_diagonal][0]) if spec.num_devices > 1 else 1.0
+  latency = float(spec.latency[off_diagonal][0]) if spec.num_devices > 1 else 0.0
+  graph = workload.graph
+  sends = np.zeros(workload.num_ops, bool)
+  sends[graph.tensor_producer[graph.data_edge_tensor]] = True
+  moved = dataclasses.replace(
+      workload, accelerator_latency=workload.accelerator_latency / spec.speed[0],
+      output_cost=np.where(sends, latency + workload.output_cost / bandwidth, 0.0),
+      accelerator_memory=cap, max_accelerators=spec.num_devices)
+  _check_groups(moved, source)
+  return moved
 
 
 def load_workload(path: str, format: str | None = None) -> Workload:

@@ -196,9 +196,10 @@ def _block_rows(workload: Workload, device: np.ndarray) -> list[dict[str, Any]]:
   return rows
 
 
-def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = ""
-        ) -> dict[str, Any]:
-  """The result JSON of splitting `workload` with `config.method`."""
+def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "",
+        device_spec: str | None = None) -> dict[str, Any]:
+  """The result JSON of splitting `workload` with `config.method`; `device_spec` names the
+  file whose accelerators replaced the workload file's (`profiled.with_devices`), if any."""
   started = time.perf_counter()
   check_config(config)
   deadline = np.inf if config.time_limit is None else started + config.time_limit
@@ -224,7 +225,8 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
       "graph": {"name": graph.name, "num_ops": graph.num_ops, "num_edges": graph.num_data_edges,
                 "colocation_classes": workload.num_groups, "source": source},
       "devices": {"accelerators": workload.max_accelerators, "cpus": workload.max_cpus,
-                  "memory_per_accelerator": workload.accelerator_memory},
+                  "memory_per_accelerator": workload.accelerator_memory,
+                  "from": device_spec or "the workload's file"},
       "settings": {"method": config.method, "objective": config.objective,
                    "model": MODEL if config.objective == "latency" else None,
                    "evals": config.budget if "evals" in method.reads else None,
