@@ -103,3 +103,17 @@ def test_the_registry_refuses_what_the_model_cannot_do(hop_model, graph):
     performance.Problem(graph, devices, model="nope")
   with pytest.raises(ValueError, match="registered already"):
     models.register(hop_model)
+
+
+def test_split_models_are_entries_of_the_same_registry():
+  """--objective throughput and --model blocks are the registry's split models: what
+  `regal.optimize` splits with, kept apart from the schedule models' dispatch."""
+  from regal.app import pipeline_lib
+  assert set(models.split_names()) == {"throughput", "blocks"}
+  assert not set(models.split_names()) & set(models.names())
+  assert pipeline_lib.OBJECTIVES == {"throughput": models.get_split("throughput"),
+                                     "latency": models.get_split("blocks")}
+  with pytest.raises(errors.ConfigError, match="scores a profiled workload's split"):
+    models.get("blocks")
+  with pytest.raises(errors.ConfigError, match="unknown split model 'wc'"):
+    models.get_split("wc")

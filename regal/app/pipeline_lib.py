@@ -23,33 +23,15 @@ from datasets.formats import profiled
 from datasets.formats.profiled import CPU, Workload
 from regal.app import report as report_lib
 from regal.baselines import pipeline_cpsat, pipeline_dp, pipeline_linear, pipeline_local_search
-from regal.scoring import blocks, bounds, native_pipeline, pipeline
+from regal.scoring import blocks, bounds, models, native_pipeline, pipeline
 
 OBJECTIVE = "throughput"  # --objective throughput
 MODEL = "blocks"  # --model blocks: the latency objective
 
 
-@dataclasses.dataclass(frozen=True)
-class SplitObjective:
-  name: str
-  summary: str
-  value: Callable[[Workload, np.ndarray], float]  # the readable reference
-  violations: Callable[[Workload, np.ndarray], list[str]]
-  lower_bound: Callable[[Workload], float]
-  kernel: str  # pipeline_local_search.KERNELS
-  default_evals: int  # moves the search scores by default
-
-
-OBJECTIVES = {o.name: o for o in (
-    SplitObjective("throughput", "pipeline max-load (time per sample)", pipeline.max_load,
-                   pipeline.violations, pipeline.lower_bound, "throughput",
-                   # 1-6 s on the shared workloads (2-core CPU): moves are scored by change.
-                   default_evals=4_000_000),
-    SplitObjective("latency", "single-sample latency, contiguous blocks", blocks.latency,
-                   blocks.violations, blocks.lower_bound, "blocks",
-                   # 1-4 s on the shared workloads: each move is scored in full.
-                   default_evals=100_000),
-)}
+# --objective throughput and --model blocks: the model registry's split models, by the name
+# the result JSON gives the objective.
+OBJECTIVES = {"throughput": models.get_split("throughput"), "latency": models.get_split("blocks")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,7 +156,7 @@ def check_config(config: SplitConfig) -> None:
                              f"{config.method!r}")
 
 
-def _scored(workload: Workload, device: np.ndarray, objective: SplitObjective
+def _scored(workload: Workload, device: np.ndarray, objective: models.SplitModel
             ) -> dict[str, Any]:
   found = objective.violations(workload, device)
   value = objective.value(workload, device)

@@ -1,4 +1,5 @@
-"""The performance models, one record each, in one registry.
+"""The performance models, one record each, in one registry: schedule models (`Model`) and the
+models of a profiled workload's split (`SplitModel`, at the end).
 
 Every place that scores, checks or describes a model reads its `Model` record: the readable
 reference (the test oracle and the score a result reports), the compiled host scorer and the
@@ -27,8 +28,9 @@ import numpy as np
 from datasets import errors
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
-from regal.scoring import (delay_model, doppler_sim, native_delay, native_doppler, native_sync,
-                           native_wc, reference_models, sync_model, wc_model)
+from regal.scoring import (blocks, delay_model, doppler_sim, native_delay, native_doppler,
+                           native_sync, native_wc, pipeline, reference_models, sync_model,
+                           wc_model)
 from regal.scoring.schedule import Schedule
 from regal.scoring.sim_graph import SimGraph, build_sim_graph
 
@@ -68,10 +70,26 @@ class Model:
       raise ValueError(f"model {self.name!r} needs a native or a JAX scorer")
 
 
-_REGISTRY: dict[str, Model] = {}
+@dataclasses.dataclass(frozen=True)
+class SplitModel:
+  """A model of a profiled workload's split (`datasets.formats.profiled.Workload`: each op on
+  an accelerator or on the CPU side) rather than of a schedule on a DeviceSpec. A profile's
+  per-kind costs (accelerator and CPU latencies, ops only a CPU runs), co-location classes and
+  memory cap are the workload's, so these functions take a workload and a split [o]."""
+  name: str
+  summary: str
+  flag: str  # How `regal.optimize` asks for it.
+  value: Callable[[Any, np.ndarray], float]  # the readable reference
+  violations: Callable[[Any, np.ndarray], list[str]]  # one line each; empty: feasible
+  lower_bound: Callable[[Any], float]  # never above a feasible split's value
+  kernel: str  # the compiled search's (`regal.baselines.pipeline_local_search.KERNELS`)
+  default_evals: int  # moves the search scores by default
 
 
-def register(model: Model) -> Model:
+_REGISTRY: dict[str, Model | SplitModel] = {}
+
+
+def register(model: Model | SplitModel) -> Model | SplitModel:
   """Adds a model under its name (a name may be registered once)."""
   if model.name in _REGISTRY:
     raise ValueError(f"model {model.name!r} is registered already")
@@ -80,13 +98,31 @@ def register(model: Model) -> Model:
 
 
 def get(name: str) -> Model:
-  if name not in _REGISTRY:
-    raise errors.ConfigError(f"unknown model {name!r}; known: {', '.join(_REGISTRY)}")
-  return _REGISTRY[name]
+  """A schedule model (scoring chromosomes of a graph on a DeviceSpec)."""
+  model = _REGISTRY.get(name)
+  if isinstance(model, SplitModel):
+    raise errors.ConfigError(f"model {name!r} scores a profiled workload's split ({model.flag}"
+                             f"), not a schedule")
+  if model is None:
+    raise errors.ConfigError(f"unknown model {name!r}; known: {', '.join(names())}")
+  return model
+
+
+def get_split(name: str) -> SplitModel:
+  model = _REGISTRY.get(name)
+  if not isinstance(model, SplitModel):
+    raise errors.ConfigError(f"unknown split model {name!r}; known: "
+                             f"{', '.join(split_names())}")
+  return model
 
 
 def names() -> tuple[str, ...]:
-  return tuple(_REGISTRY)
+  """The schedule models."""
+  return tuple(name for name, model in _REGISTRY.items() if isinstance(model, Model))
+
+
+def split_names() -> tuple[str, ...]:
+  return tuple(name for name, model in _REGISTRY.items() if isinstance(model, SplitModel))
 
 
 # ----- the event models (wc, sync): one padded work-list graph for JAX, one host graph ------
@@ -186,3 +222,16 @@ register(Model(
     "delay", "the task-scheduling literature's delay model (ops in priority order), runtime",
     reference=_delay_reference, native=_delay_native, jax=_delay_jax,
     reads_transfer_priority=False))
+
+
+# ----- a profiled workload's split (Tarnawski et al.) -----------------------------------------
+register(SplitModel(
+    "throughput", "pipeline max-load (time per sample)", "--objective throughput",
+    pipeline.max_load, pipeline.violations, pipeline.lower_bound, kernel="throughput",
+    # 1-6 s on the shared workloads (2-core CPU): moves are scored by change.
+    default_evals=4_000_000))
+register(SplitModel(
+    "blocks", "single-sample latency, contiguous blocks", "--model blocks",
+    blocks.latency, blocks.violations, blocks.lower_bound, kernel="blocks",
+    # 1-4 s on the shared workloads: each move is scored in full.
+    default_evals=100_000))
