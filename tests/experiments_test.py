@@ -187,3 +187,18 @@ def test_profiled_table_quick(tmp_path):
     assert all(run["feasible"] for run in row["search"])
     assert max(run["value"] for run in row["search"]) <= row["best_reference"] + 1e-9
   assert "Single-sample latency" in markdown
+
+
+def test_latency_rounds_quick(tmp_path):
+  """Every variant of the latency search's rounds, on one workload: contiguous answers (the
+  command asserts it), no worse than the start, and each variant paired with the default."""
+  out = str(tmp_path)
+  run_quick("experiments.latency_rounds", out, "--workloads", "layer_bert24_inference")
+  markdown, data = read_report(out, "latency_rounds")
+  (row,) = data["rows"]
+  assert row["workload"] == "layer_bert24_inference"
+  assert set(row["variants"]) == set(data["summary"]) and len(data["summary"]) == 5
+  for runs in row["variants"].values():
+    assert [r["seed"] for r in runs] == [0, 1]
+    assert all(r["latency"] <= row["start"] + 1e-9 for r in runs)
+  assert "moves+repair" in markdown

@@ -1,6 +1,7 @@
 """Profiled workloads (msr-fiddle/dnn-partitioning's JSON) and the pipeline max-load objective:
 the published single-accelerator loads, a hand-checked split, the batched scorer against the
 readable one, bad input, splits in the format's own shape."""
+import dataclasses
 import itertools
 import json
 
@@ -605,6 +606,39 @@ def test_a_latency_descent_stays_contiguous_and_ends_where_no_move_is_better(tex
     other = blocks.latency(workload, moved)
     assert other > value - 1e-9 and (other > value + 1e-9 or busy(moved) >= busy(device) - 1e-9)
   assert value >= blocks.lower_bound(workload) - 1e-9
+
+
+@settings(max_examples=80, deadline=None)
+@given(workloads_and_splits(), st.booleans())
+def test_a_repair_makes_any_split_contiguous_by_sending_classes_to_the_cpu(case, has_cpu):
+  """Any split: repaired, it is contiguous and keeps the caps; only ops that were on an
+  accelerator moved, all to the CPU side; a contiguous split is left as it is; without a CPU
+  a non-contiguous split cannot be repaired."""
+  workload, splits = case
+  if not has_cpu:
+    workload = dataclasses.replace(workload, max_cpus=0)
+    splits = np.where(splits == profiled.CPU, 0, splits)
+  arrays = native_pipeline.arrays_of(workload)
+  for device in splits:
+    repaired = native_blocks.repair(arrays, device)
+    if blocks.violations(workload, device) == []:
+      assert repaired is not None and (repaired == device).all()
+    elif not has_cpu:
+      assert repaired is None
+    else:
+      assert blocks.violations(workload, repaired) == []
+      moved = repaired != device
+      assert moved.any() and (repaired[moved] == profiled.CPU).all()
+
+
+def test_a_repair_sends_the_part_that_computes_less():
+  """a -> b -> c with a and c on accelerator 0 and b on 1: a path leaves accelerator 0 and
+  comes back. Its head (a, 1.0) computes less than its tail (c, 3.0): a goes to the CPU."""
+  text = workload_text([node(1, 1.0), node(2, 2.0), node(3, 3.0)],
+                       [edge(1, 2, 0.5), edge(2, 3, 0.5)])
+  workload = profiled.parse_workload(text)
+  repaired = native_blocks.repair(native_pipeline.arrays_of(workload), np.array([0, 1, 0]))
+  assert repaired.tolist() == [profiled.CPU, 1, 0]
 
 
 def brute_force_latency_cuts(workload, order):

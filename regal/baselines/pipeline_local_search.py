@@ -50,12 +50,27 @@ def _native(perturb):
 # order (a decoder that yields contiguous blocks only): on the six shared latency workloads
 # (seeds 0-2, 3 s each) it found 1325.08 on Inception-v3 (1 seed of 3) and 1156.88 on
 # ResNet-50 (2 of 3), where class moves alone stayed at 1350.14 and 1183.93; never worse.
+# A repair in place of the decoder (random moves anywhere, then the smaller part of each
+# non-contiguous block to the CPU side) lost to this on 4 of 18 runs, up to 2.6%, and won none
+# (`experiments.latency_rounds`, 3 s a run); the decoder alone won 1 and lost 1 (Inception-v3,
+# mean ratio 0.9994), so the mix stays.
 KERNELS = {"throughput": (native_pipeline.descend,
                           (_native(native_pipeline.perturb),
                            _native(native_pipeline.perturb_boundary)),
                           native_pipeline.key),
            "blocks": (native_blocks.descend, (_native(native_blocks.perturb), _new_order_cut),
                       native_blocks.key)}
+
+
+# The latency search's rounds, and the alternatives `experiments.latency_rounds` measures:
+# class moves that keep blocks contiguous, the cut of a random topological order (a decoder
+# that yields contiguous blocks), and random class moves anywhere followed by a repair
+# (`native_blocks.repair`).
+ROUNDS = {"contiguous_moves+order_cut": KERNELS["blocks"][1],
+          "order_cut": (_new_order_cut,),
+          "contiguous_moves": (_native(native_blocks.perturb),),
+          "moves+repair": (_native(native_blocks.perturb_and_repair),),
+          "moves+repair+order_cut": (_native(native_blocks.perturb_and_repair), _new_order_cut)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,12 +97,15 @@ def _no_worse(a: tuple[float, float], b: tuple[float, float]) -> bool:
 
 def local_search(workload: Workload, start: np.ndarray, evaluations: int = 2_000_000,
                  moved_fraction: float = 0.1, seed: int = 0, deadline: float = np.inf,
-                 should_stop=lambda: False, objective: str = "throughput") -> SearchedSplit:
+                 should_stop=lambda: False, objective: str = "throughput",
+                 perturbations: tuple | None = None) -> SearchedSplit:
   """Descent from `start` (a feasible split), then perturb-and-descend rounds from the best
   split until `evaluations` moves are scored, `deadline` (perf_counter) passes or
-  `should_stop()`."""
+  `should_stop()`. `perturbations` (taken in turn by round) replace the objective's
+  (`KERNELS`; `ROUNDS` names the latency search's alternatives)."""
   started = time.perf_counter()
-  descend_from, perturbations, key = KERNELS[objective]
+  descend_from, default_perturbations, key = KERNELS[objective]
+  perturbations = perturbations or default_perturbations
   arrays = native_pipeline.arrays_of(workload)
   rng = np.random.default_rng(seed)
   start_objective = key(arrays, start)[0]

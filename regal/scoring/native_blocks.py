@@ -188,3 +188,167 @@ def perturb(arrays: PipelineArrays, device: np.ndarray, moves: int, seed: int) -
            arrays.class_memory, arrays.class_cpu_only, arrays.accelerators, arrays.has_cpu,
            arrays.cap)
   return to_devices(arrays, slot)
+
+
+@numba.njit(cache=True)
+def _stuck(slot, succ_ptr, succ, accelerators):
+  """Per op: its unit never becomes ready in Kahn's algorithm over units (it waits in a cycle
+  of blocks, or behind one)."""
+  num_ops = slot.shape[0]
+  units = accelerators + num_ops
+  unit = np.empty(num_ops, np.int64)
+  for op in range(num_ops):
+    unit[op] = accelerators + op if slot[op] == accelerators else slot[op]
+  waiting = np.zeros(units, np.int64)
+  for op in range(num_ops):
+    for k in range(succ_ptr[op], succ_ptr[op + 1]):
+      if unit[succ[k]] != unit[op]:
+        waiting[unit[succ[k]]] += 1
+  # Ops by unit (CSR), to release a unit's outgoing edges when it is done.
+  count = np.zeros(units + 1, np.int64)
+  for op in range(num_ops):
+    count[unit[op] + 1] += 1
+  start_of = np.cumsum(count)
+  fill = start_of[:-1].copy()
+  members = np.empty(num_ops, np.int64)
+  for op in range(num_ops):
+    members[fill[unit[op]]] = op
+    fill[unit[op]] += 1
+  done = np.zeros(units, np.bool_)
+  queue = np.empty(units, np.int64)
+  head, tail = 0, 0
+  for u in range(units):
+    if start_of[u + 1] > start_of[u] and waiting[u] == 0:
+      queue[tail] = u
+      tail += 1
+  while head < tail:
+    u = queue[head]
+    head += 1
+    done[u] = True
+    for m in range(start_of[u], start_of[u + 1]):
+      op = members[m]
+      for k in range(succ_ptr[op], succ_ptr[op + 1]):
+        v = unit[succ[k]]
+        if v != u:
+          waiting[v] -= 1
+          if waiting[v] == 0:
+            queue[tail] = v
+            tail += 1
+  stuck = np.empty(num_ops, np.bool_)
+  for op in range(num_ops):
+    stuck[op] = not done[unit[op]]
+  return stuck
+
+
+@numba.njit(cache=True)
+def _through_outside(block, slot, ptr, adjacent, num_ops):
+  """Ops reached from `block`'s ops by paths that first leave the block (over `adjacent`:
+  readers forward, feeders backward)."""
+  reached = np.zeros(num_ops, np.bool_)
+  stack = np.empty(num_ops, np.int64)
+  top = 0
+  for op in range(num_ops):
+    if slot[op] != block:
+      continue
+    for k in range(ptr[op], ptr[op + 1]):
+      v = adjacent[k]
+      if slot[v] != block and not reached[v]:
+        reached[v] = True
+        stack[top] = v
+        top += 1
+  while top:
+    top -= 1
+    op = stack[top]
+    for k in range(ptr[op], ptr[op + 1]):
+      v = adjacent[k]
+      if not reached[v]:
+        reached[v] = True
+        stack[top] = v
+        top += 1
+  return reached
+
+
+@numba.njit(cache=True)
+def _repair(slot, succ_ptr, succ, pred_ptr, pred, class_of, class_ptr, class_ops,
+            accelerator_latency, accelerators, has_cpu):
+  """Makes a split contiguous in place by sending classes to the CPU side (where ops never
+  wait in a cycle). A block that a path leaves and re-enters has a head (its ops such paths
+  start from) and a tail (the ops they re-enter); without the one or the other it is
+  contiguous, so each such block sends the part that computes less. Blocks that are each
+  contiguous can still wait on each other; then the stuck block whose entries (ops fed by
+  another stuck unit) compute least sends those. False when it cannot (no CPU)."""
+  num_ops = slot.shape[0]
+  while True:
+    stuck = _stuck(slot, succ_ptr, succ, accelerators)
+    if not stuck.any():
+      return True
+    if not has_cpu:
+      return False
+    evict = np.zeros(num_ops, np.bool_)
+    for block in range(accelerators):
+      tail = _through_outside(block, slot, succ_ptr, succ, num_ops)
+      head = _through_outside(block, slot, pred_ptr, pred, num_ops)
+      tail_compute, head_compute, found = 0.0, 0.0, False
+      for op in range(num_ops):
+        if slot[op] == block:
+          if tail[op]:
+            tail_compute += accelerator_latency[op]
+            found = True
+          if head[op]:
+            head_compute += accelerator_latency[op]
+      if found:
+        part = tail if tail_compute <= head_compute else head
+        for op in range(num_ops):
+          if slot[op] == block and part[op]:
+            evict[op] = True
+    if not evict.any():
+      entry_compute = np.zeros(accelerators)
+      has_entry = np.zeros(accelerators, np.bool_)
+      for op in range(num_ops):
+        if not stuck[op]:
+          continue
+        for k in range(succ_ptr[op], succ_ptr[op + 1]):
+          reader = succ[k]
+          if stuck[reader] and slot[reader] != slot[op] and slot[reader] < accelerators and \
+              not evict[reader]:
+            evict[reader] = True
+            entry_compute[slot[reader]] += accelerator_latency[reader]
+            has_entry[slot[reader]] = True
+      chosen = -1
+      for a in range(accelerators):
+        if has_entry[a] and (chosen < 0 or entry_compute[a] < entry_compute[chosen]):
+          chosen = a
+      for op in range(num_ops):
+        evict[op] = evict[op] and slot[op] == chosen
+    for op in range(num_ops):
+      if evict[op]:
+        native_pipeline._set_class(slot, class_of[op], accelerators, class_ptr, class_ops)
+
+
+def _feeders(arrays: PipelineArrays) -> tuple[np.ndarray, np.ndarray]:
+  """Each op's feeders (CSR), the readers' lists turned round."""
+  counts = np.diff(arrays.succ_ptr)
+  src = np.repeat(np.arange(len(counts)), counts)
+  order = np.argsort(arrays.succ, kind="stable")
+  ptr = np.zeros(len(counts) + 1, np.int64)
+  ptr[1:] = np.cumsum(np.bincount(arrays.succ, minlength=len(counts)))
+  return ptr, src[order].astype(np.int64)
+
+
+def repair(arrays: PipelineArrays, device: np.ndarray) -> np.ndarray | None:
+  """A contiguous split from any split (`_repair`), or None without a CPU side."""
+  slot = to_slots(arrays, device)
+  pred_ptr, pred = _feeders(arrays)
+  if not _repair(slot, arrays.succ_ptr, arrays.succ, pred_ptr, pred, arrays.class_of,
+                 arrays.class_ptr, arrays.class_ops, arrays.accelerator_latency,
+                 arrays.accelerators, arrays.has_cpu):
+    return None
+  return to_devices(arrays, slot)
+
+
+def perturb_and_repair(arrays: PipelineArrays, device: np.ndarray, moves: int, seed: int
+                       ) -> np.ndarray:
+  """`moves` random classes on random devices where they fit, contiguous or not, then
+  repaired (the split unchanged if it cannot be)."""
+  repaired = repair(arrays, native_pipeline.perturb(arrays, device, moves, seed))
+  return device if repaired is None else repaired
