@@ -14,6 +14,9 @@ Sections:
               accelerator, PipeDream-style (least sum of run times), the max-load split (what
               their DP's split is), the expert split, the default search for each seed; against
               the README's published greedy and DP-split latencies;
+  expert_latency  the latency model where the expert splits fit: on the throughput inputs of
+              the workloads with an expert split (larger caps), the expert's latency and the
+              default latency search's;
   scale       `python -m regal.optimize` end to end (a fresh process: imports, compiling,
               search, writing) on the largest shared operator graph (1,071 ops) and on a
               2,142-op graph of the same kind (that graph twice, the first copy's output
@@ -67,7 +70,8 @@ PUBLISHED_LATENCY = {
 
 _QUICK = flags.DEFINE_bool("quick", False, "Seeds 0-1, search budgets a tenth, DP limit 5 s, "
                            "no scale section.")
-_SECTIONS = flags.DEFINE_list("sections", ["throughput", "latency", "scale"], "What to measure.")
+_SECTIONS = flags.DEFINE_list("sections", ["throughput", "latency", "expert_latency", "scale"],
+                              "What to measure.")
 _SEEDS = flags.DEFINE_integer("seeds", 5, "Seeds of the default search (0..N-1).")
 _DP_SECONDS = flags.DEFINE_float("dp_seconds", 90.0, "Time limit of our contiguous DP.")
 _CPSAT_SECONDS = flags.DEFINE_float("cpsat_seconds", 10.0, "Time limit of CP-SAT (max-load).")
@@ -197,6 +201,26 @@ def latency_section() -> list[dict[str, Any]]:
   return rows
 
 
+def expert_latency_section() -> list[dict[str, Any]]:
+  """The latency model where the expert splits fit: on the throughput inputs (larger caps)
+  of the workloads with an expert split, that split's latency and the default latency
+  search's on the same input."""
+  rows = []
+  for path in _files("throughput"):
+    expert = _expert(_name(path))
+    if expert is None:
+      continue
+    workload = profiled.load_workload(path)
+    print(f"expert latency: {_name(path)}", flush=True)
+    with open(expert) as f:
+      split = profiled.split_from_json(workload, json.load(f), expert)
+    rows.append({"workload": _name(path), "ops": workload.num_ops,
+                 "accelerators": workload.max_accelerators,
+                 "expert": _scored(workload, split, "latency"),
+                 "search": _searches(workload, "latency")})
+  return rows
+
+
 def doubled(path: str) -> dict[str, Any]:
   """A workload twice over, one model after the other: the second copy's ids and classes
   shifted, and one edge from the forward node ending the first copy's longest forward path
@@ -320,6 +344,23 @@ def markdown(results: dict[str, Any]) -> list[str]:
                    "PipeDream-style (ours)", "max-load split (ours)", "expert",
                    "greedy (published)", "DP's split (published)", "ours best / worst",
                    "worst vs best reference", "wall s (median)"], rows), ""]
+  if "expert_latency" in results:
+    rows = []
+    for r in results["expert_latency"]:
+      runs = r["search"]
+      worst = max(x["value"] for x in runs)
+      expert = r["expert"]
+      rows.append([r["workload"], r["ops"], r["accelerators"], _cell(expert),
+                   f"{min(x['value'] for x in runs):.5g} / {worst:.5g}",
+                   f"{100 * (worst / expert['value'] - 1):+.2f}%"
+                   if expert["feasible"] and expert["value"] else "-"])
+    lines += ["## Single-sample latency where the expert splits fit", "",
+              "The latency model on the throughput inputs (caps the experts' splits meet) of "
+              "the workloads with an expert split: the expert's latency and the default "
+              "latency search's on the same input.", "",
+              *report.markdown_table(["workload (throughput input)", "ops", "acc.",
+                                      "expert", "ours best / worst", "worst vs expert"],
+                                     rows), ""]
   if "scale" in results:
     rows = [[r["workload"], r["objective"], r.get("ops"), r.get("value"), r.get("feasible"),
              r.get("search_seconds"), f"{r['seconds']:.1f}", r.get("error", "")]
@@ -333,7 +374,7 @@ def markdown(results: dict[str, Any]) -> list[str]:
 def main(argv: Sequence[str]) -> None:
   del argv
   sections = {"throughput": throughput_section, "latency": latency_section,
-              "scale": scale_section}
+              "expert_latency": expert_latency_section, "scale": scale_section}
   unknown = [s for s in _SECTIONS.value if s not in sections]
   if unknown:
     raise app.UsageError(f"unknown sections {unknown}; known: {', '.join(sections)}")

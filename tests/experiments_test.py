@@ -186,7 +186,11 @@ def test_profiled_table_quick(tmp_path):
   for row in data["latency"]:
     assert all(run["feasible"] for run in row["search"])
     assert max(run["value"] for run in row["search"]) <= row["best_reference"] + 1e-9
-  assert "Single-sample latency" in markdown
+  assert len(data["expert_latency"]) == 6
+  for row in data["expert_latency"]:
+    assert row["expert"]["feasible"] and all(run["feasible"] for run in row["search"])
+    assert max(run["value"] for run in row["search"]) <= row["expert"]["value"] + 1e-9
+  assert "Single-sample latency" in markdown and "where the expert splits fit" in markdown
 
 
 def test_latency_rounds_quick(tmp_path):
