@@ -844,3 +844,18 @@ def test_an_infeasible_answer_keeps_the_bound_and_a_zero_bound_says_the_gap_is_u
   data = pipeline_lib.run(transfers_only, pipeline_lib.SplitConfig(evals=100))
   assert data["objective"] == 2.0 and data["lower_bound"] == 0.0 and data["gap"] is None
   assert "gap to the lower bound 0: unknown" in pipeline_lib.summary(data)
+
+
+def test_the_default_throughput_budget_grows_with_the_classes():
+  """4M moves, or 16K a co-location class when that is more (a 2,142-op graph of 494 classes
+  ended at its start with 4M); --evals replaces it."""
+  from regal.app import pipeline_lib
+  def chain(length):
+    return profiled.parse_workload(workload_text(
+        [node(i, 1.0) for i in range(length)],
+        [edge(i, i + 1, 0.5) for i in range(length - 1)], cap=1e9))
+  config = pipeline_lib.SplitConfig()
+  assert config.budget(chain(10)) == 4_000_000
+  assert config.budget(chain(300)) == 300 * 16_000
+  assert pipeline_lib.SplitConfig(evals=7).budget(chain(300)) == 7
+  assert pipeline_lib.SplitConfig(objective="latency").budget(chain(300)) == 100_000

@@ -42,9 +42,9 @@ class SplitConfig:
   seed: int = 0
   time_limit: float | None = None
 
-  @property
-  def budget(self) -> int:
-    return OBJECTIVES[self.objective].default_evals if self.evals is None else self.evals
+  def budget(self, workload: Workload) -> int:
+    """The search's moves: --evals, else the objective's default for this workload."""
+    return OBJECTIVES[self.objective].budget(workload) if self.evals is None else self.evals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,10 +104,11 @@ def _search(workload, config, deadline):
                           "skipped": "the start breaks the memory caps or contiguity"}
   with cli.stoppable():
     searched = pipeline_local_search.local_search(
-        workload, start.device, evaluations=config.budget, seed=config.seed,
+        workload, start.device, evaluations=config.budget(workload), seed=config.seed,
         deadline=deadline, should_stop=cli.stop_requested, objective=objective.kernel)
   return searched.device, {"start": start_name, "start_objective": start.max_load,
-                           "budget": config.budget, "evaluations": searched.evaluations,
+                           "budget": config.budget(workload),
+                           "evaluations": searched.evaluations,
                            "rounds": searched.rounds, "moves_taken": searched.steps,
                            "seconds": searched.seconds}
 
@@ -211,7 +212,7 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
                   "from": device_spec or "the workload's file"},
       "settings": {"method": config.method, "objective": config.objective,
                    "model": MODEL if config.objective == "latency" else None,
-                   "evals": config.budget if "evals" in method.reads else None,
+                   "evals": config.budget(workload) if "evals" in method.reads else None,
                    "seed": config.seed if "seed" in method.reads else None,
                    "time_limit": config.time_limit},
       "details": details,
