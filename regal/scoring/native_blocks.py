@@ -318,6 +318,8 @@ def _repair(slot, succ_ptr, succ, pred_ptr, pred, class_of, class_ptr, class_ops
       for a in range(accelerators):
         if has_entry[a] and (chosen < 0 or entry_compute[a] < entry_compute[chosen]):
           chosen = a
+      if chosen < 0:  # A cycle of units holds a block fed by another: cannot happen.
+        return False
       for op in range(num_ops):
         evict[op] = evict[op] and slot[op] == chosen
     for op in range(num_ops):
