@@ -859,3 +859,15 @@ def test_the_default_throughput_budget_grows_with_the_classes():
   assert config.budget(chain(300)) == 300 * 16_000
   assert pipeline_lib.SplitConfig(evals=7).budget(chain(300)) == 7
   assert pipeline_lib.SplitConfig(objective="latency").budget(chain(300)) == 100_000
+
+
+def test_the_default_search_of_a_tiny_workload_stops_after_its_rounds():
+  """Three ops: a round scores a handful of moves, so 4M moves would take a minute of rounds;
+  the default stops after 10,000 rounds, --evals has no such cap."""
+  from regal.app import pipeline_lib
+  workload = profiled.parse_workload(workload_text(
+      [node(i, 1.0) for i in range(3)], [edge(0, 1, 0.5), edge(1, 2, 0.5)], cap=1e9))
+  data = pipeline_lib.run(workload, pipeline_lib.SplitConfig())
+  assert data["details"]["rounds"] == 10_000 and data["evaluations"] < 4_000_000
+  assert data["objective"] == 2.5 and data["feasible"]  # Two ops and a send on one accelerator.
+  assert pipeline_lib.SplitConfig(evals=5).max_rounds is None

@@ -46,6 +46,11 @@ class SplitConfig:
     """The search's moves: --evals, else the objective's default for this workload."""
     return OBJECTIVES[self.objective].budget(workload) if self.evals is None else self.evals
 
+  @property
+  def max_rounds(self) -> int | None:
+    """The default budget's cap on rounds; --evals has none."""
+    return OBJECTIVES[self.objective].default_rounds if self.evals is None else None
+
 
 @dataclasses.dataclass(frozen=True)
 class SplitMethod:
@@ -105,9 +110,10 @@ def _search(workload, config, deadline):
   with cli.stoppable():
     searched = pipeline_local_search.local_search(
         workload, start.device, evaluations=config.budget(workload), seed=config.seed,
-        deadline=deadline, should_stop=cli.stop_requested, objective=objective.kernel)
+        deadline=deadline, should_stop=cli.stop_requested, objective=objective.kernel,
+        max_rounds=config.max_rounds)
   return searched.device, {"start": start_name, "start_objective": start.max_load,
-                           "budget": config.budget(workload),
+                           "budget": config.budget(workload), "max_rounds": config.max_rounds,
                            "evaluations": searched.evaluations,
                            "rounds": searched.rounds, "moves_taken": searched.steps,
                            "seconds": searched.seconds}

@@ -98,10 +98,11 @@ def _no_worse(a: tuple[float, float], b: tuple[float, float]) -> bool:
 def local_search(workload: Workload, start: np.ndarray, evaluations: int = 2_000_000,
                  moved_fraction: float = 0.1, seed: int = 0, deadline: float = np.inf,
                  should_stop=lambda: False, objective: str = "throughput",
-                 perturbations: tuple | None = None) -> SearchedSplit:
+                 perturbations: tuple | None = None, max_rounds: int | None = None
+                 ) -> SearchedSplit:
   """Descent from `start` (a feasible split), then perturb-and-descend rounds from the best
-  split until `evaluations` moves are scored, `deadline` (perf_counter) passes or
-  `should_stop()`. `perturbations` (taken in turn by round) replace the objective's
+  split until `evaluations` moves are scored, `max_rounds` rounds are done, `deadline`
+  (perf_counter) passes or `should_stop()`. `perturbations` (taken in turn by round) replace the objective's
   (`KERNELS`; `ROUNDS` names the latency search's alternatives)."""
   started = time.perf_counter()
   descend_from, default_perturbations, key = KERNELS[objective]
@@ -115,7 +116,8 @@ def local_search(workload: Workload, start: np.ndarray, evaluations: int = 2_000
   best_key = key(arrays, best)
   most = max(1, int(moved_fraction * workload.num_groups))
   rounds = 0
-  while spent < evaluations and time.perf_counter() < deadline and not should_stop():
+  while spent < evaluations and (max_rounds is None or rounds < max_rounds) and \
+      time.perf_counter() < deadline and not should_stop():
     rounds += 1
     perturb = perturbations[rounds % len(perturbations)]
     trial = perturb(workload, arrays, best, int(rng.integers(1, most + 1)),

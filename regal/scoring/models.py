@@ -85,6 +85,10 @@ class SplitModel:
   kernel: str  # the compiled search's (`regal.baselines.pipeline_local_search.KERNELS`)
   default_evals: int  # moves the search scores by default, at least
   evals_per_class: int = 0  # ... or this many per co-location class, if more
+  # The default search also stops after this many perturb-and-descend rounds: on a graph of a
+  # few classes a round scores a handful of moves, and 4M moves took 66 s of rounds on 3 ops.
+  # The shared workloads take at most 8,977 rounds (BERT-24 training), so none is cut.
+  default_rounds: int = 10_000
 
   def budget(self, workload) -> int:
     """The default search's moves on `workload`: a larger graph gets more of them."""
