@@ -102,8 +102,8 @@ def local_search(workload: Workload, start: np.ndarray, evaluations: int = 2_000
                  ) -> SearchedSplit:
   """Descent from `start` (a feasible split), then perturb-and-descend rounds from the best
   split until `evaluations` moves are scored, `max_rounds` rounds are done, `deadline`
-  (perf_counter) passes or `should_stop()`. `perturbations` (taken in turn by round) replace the objective's
-  (`KERNELS`; `ROUNDS` names the latency search's alternatives)."""
+  (perf_counter) passes or `should_stop()`. `perturbations` (taken in turn by round) replace
+  the objective's (`KERNELS`; `ROUNDS` names the latency search's alternatives)."""
   started = time.perf_counter()
   descend_from, default_perturbations, key = KERNELS[objective]
   perturbations = perturbations or default_perturbations
