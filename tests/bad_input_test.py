@@ -370,9 +370,10 @@ ACCEPTED_CASES = [
     ("out_is_dev_null", ["--graph", "good.json", "--method", "heft", "--out", os.devnull]),
     ("out_is_a_symlink", ["--graph", "good.json", "--method", "heft", "--out", "link.json"]),
     ("out_name_of_245_bytes", ["--graph", "good.json", "--method", "heft", "--out", LONG_NAME]),
+    # PipeDream-style: the device spec's path without compiling the search's kernels here.
     ("throughput_on_a_device_spec", ["--graph", "profiled_good.json", "--objective",
-                                     "throughput", "--device_spec", "devices_one_fast.json",
-                                     "--out", "split_on_spec.json"]),
+                                     "throughput", "--method", "pipedream", "--device_spec",
+                                     "devices_one_fast.json", "--out", "split_on_spec.json"]),
 ]
 HELP_CASES = {"regal.optimize": ("optimize_help", ["--help"]),
               "regal.execute.calibrate": ("calibrate_help", ["-h"]),
