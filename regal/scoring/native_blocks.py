@@ -17,42 +17,47 @@ from regal.scoring.native_pipeline import PipelineArrays, to_devices, to_slots
 
 
 @numba.njit(cache=True)
-def _latency(slot, succ_ptr, succ, accelerator_latency, cpu_latency, output_cost,
-             accelerators):
-  """(latency, busy time): inf when units wait in a cycle; busy time is the blocks' durations
-  plus the CPU ops' latencies (the descent's second key)."""
+def _unit_graph(slot, succ_ptr, succ, accelerators):
+  """The units (block a is unit a, CPU op v is unit A + v): each op's unit, how many edges
+  from other units each unit waits for, and each unit's ops (CSR: start_of [units + 1],
+  members, in op order)."""
   num_ops = slot.shape[0]
-  duration = native_pipeline._loads(slot, succ_ptr, succ, accelerator_latency, cpu_latency,
-                                    output_cost, accelerators)
   units = accelerators + num_ops
   unit = np.empty(num_ops, np.int64)
   for op in range(num_ops):
     unit[op] = accelerators + op if slot[op] == accelerators else slot[op]
   waiting = np.zeros(units, np.int64)
-  present = np.zeros(units, np.bool_)
   for op in range(num_ops):
-    present[unit[op]] = True
     for k in range(succ_ptr[op], succ_ptr[op + 1]):
       if unit[succ[k]] != unit[op]:
         waiting[unit[succ[k]]] += 1
-  # Ops of each block, for walking a block's outgoing edges when it finishes.
-  count = np.zeros(accelerators + 1, np.int64)
+  count = np.zeros(units + 1, np.int64)
   for op in range(num_ops):
-    if slot[op] < accelerators:
-      count[slot[op] + 1] += 1
+    count[unit[op] + 1] += 1
   start_of = np.cumsum(count)
   fill = start_of[:-1].copy()
-  members = np.empty(start_of[-1], np.int64)
+  members = np.empty(num_ops, np.int64)
   for op in range(num_ops):
-    if slot[op] < accelerators:
-      members[fill[slot[op]]] = op
-      fill[slot[op]] += 1
+    members[fill[unit[op]]] = op
+    fill[unit[op]] += 1
+  return unit, waiting, start_of, members
+
+
+@numba.njit(cache=True)
+def _latency(slot, succ_ptr, succ, accelerator_latency, cpu_latency, output_cost,
+             accelerators):
+  """(latency, busy time): inf when units wait in a cycle; busy time is the blocks' durations
+  plus the CPU ops' latencies (the descent's second key)."""
+  duration = native_pipeline._loads(slot, succ_ptr, succ, accelerator_latency, cpu_latency,
+                                    output_cost, accelerators)
+  unit, waiting, start_of, members = _unit_graph(slot, succ_ptr, succ, accelerators)
+  units = waiting.shape[0]
   ready_at = np.zeros(units)
   queue = np.empty(units, np.int64)
   head, tail = 0, 0
   needed = 0
   for u in range(units):
-    if present[u]:
+    if start_of[u + 1] > start_of[u]:
       needed += 1
       if waiting[u] == 0:
         queue[tail] = u
@@ -61,17 +66,12 @@ def _latency(slot, succ_ptr, succ, accelerator_latency, cpu_latency, output_cost
   while head < tail:
     u = queue[head]
     head += 1
-    if u < accelerators:
-      length = duration[u]
-      first, last = start_of[u], start_of[u + 1]
-    else:
-      length = cpu_latency[u - accelerators]
-      first, last = 0, 1
+    length = duration[u] if u < accelerators else cpu_latency[u - accelerators]
     finish = ready_at[u] + length
     busy += length
     latency = max(latency, finish)
-    for m in range(first, last):
-      op = members[m] if u < accelerators else u - accelerators
+    for m in range(start_of[u], start_of[u + 1]):
+      op = members[m]
       for k in range(succ_ptr[op], succ_ptr[op + 1]):
         v = unit[succ[k]]
         if v == u:
@@ -194,26 +194,8 @@ def perturb(arrays: PipelineArrays, device: np.ndarray, moves: int, seed: int) -
 def _stuck(slot, succ_ptr, succ, accelerators):
   """Per op: its unit never becomes ready in Kahn's algorithm over units (it waits in a cycle
   of blocks, or behind one)."""
-  num_ops = slot.shape[0]
-  units = accelerators + num_ops
-  unit = np.empty(num_ops, np.int64)
-  for op in range(num_ops):
-    unit[op] = accelerators + op if slot[op] == accelerators else slot[op]
-  waiting = np.zeros(units, np.int64)
-  for op in range(num_ops):
-    for k in range(succ_ptr[op], succ_ptr[op + 1]):
-      if unit[succ[k]] != unit[op]:
-        waiting[unit[succ[k]]] += 1
-  # Ops by unit (CSR), to release a unit's outgoing edges when it is done.
-  count = np.zeros(units + 1, np.int64)
-  for op in range(num_ops):
-    count[unit[op] + 1] += 1
-  start_of = np.cumsum(count)
-  fill = start_of[:-1].copy()
-  members = np.empty(num_ops, np.int64)
-  for op in range(num_ops):
-    members[fill[unit[op]]] = op
-    fill[unit[op]] += 1
+  unit, waiting, start_of, members = _unit_graph(slot, succ_ptr, succ, accelerators)
+  units = waiting.shape[0]
   done = np.zeros(units, np.bool_)
   queue = np.empty(units, np.int64)
   head, tail = 0, 0
@@ -234,8 +216,8 @@ def _stuck(slot, succ_ptr, succ, accelerators):
           if waiting[v] == 0:
             queue[tail] = v
             tail += 1
-  stuck = np.empty(num_ops, np.bool_)
-  for op in range(num_ops):
+  stuck = np.empty(slot.shape[0], np.bool_)
+  for op in range(slot.shape[0]):
     stuck[op] = not done[unit[op]]
   return stuck
 
