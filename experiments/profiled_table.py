@@ -140,13 +140,19 @@ def _methods_common(workload, path: str, objective: str) -> dict[str, Any]:
   return rows
 
 
-def throughput_section() -> list[dict[str, Any]]:
-  rows = []
-  for path in _files("throughput"):
+def _workloads(kind: str):
+  """(path, name, workload, the common methods' rows) of every workload of `kind`, with a
+  progress line each."""
+  for path in _files(kind):
     workload = profiled.load_workload(path)
     name = _name(path)
-    print(f"throughput: {name} ({workload.num_ops} ops)", flush=True)
-    methods = _methods_common(workload, path, "throughput")
+    print(f"{kind}: {name} ({workload.num_ops} ops)", flush=True)
+    yield path, name, workload, _methods_common(workload, path, kind)
+
+
+def throughput_section() -> list[dict[str, Any]]:
+  rows = []
+  for _, name, workload, methods in _workloads("throughput"):
     try:
       dp, seconds = _timed(lambda: pipeline_dp.optimal_contiguous(
           workload, time_limit=5.0 if _QUICK.value else _DP_SECONDS.value))
@@ -180,11 +186,7 @@ def throughput_section() -> list[dict[str, Any]]:
 
 def latency_section() -> list[dict[str, Any]]:
   rows = []
-  for path in _files("latency"):
-    workload = profiled.load_workload(path)
-    name = _name(path)
-    print(f"latency: {name} ({workload.num_ops} ops)", flush=True)
-    methods = _methods_common(workload, path, "latency")
+  for _, name, workload, methods in _workloads("latency"):
     max_load_split, seconds = _timed(lambda: pipeline_linear.partition(workload))
     methods["max_load_split"] = _scored(workload, max_load_split.device, "latency", seconds)
     searches = _searches(workload, "latency")
