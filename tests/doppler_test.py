@@ -153,6 +153,22 @@ def test_replay_weighs_recorded_episodes_as_the_step_by_step_scan():
   np.testing.assert_allclose(replayed.entropy, forced.entropy, rtol=1e-5, atol=1e-5)
   valid = np.asarray(sampled.valid)
   assert valid.sum() == 6 * graph.num_ops and np.all(np.asarray(replayed.log_prob)[~valid] == 0)
+  # The policy gradient: the replay's derivatives equal the scan's, which takes a log-softmax
+  # at every step (weights per step and episode, as advantages and the entropy bonus give).
+  w_prob, w_entropy = (jnp.asarray(rng_weights, jnp.float32) for rng_weights in
+                       np.random.default_rng(5).normal(size=(2,) + sampled.valid.shape))
+
+  def replay_objective(p):
+    r = training.replay_episodes(p, agent.graph, SMALL.network, sampled)
+    return jnp.sum(r.log_prob * w_prob + r.entropy * w_entropy)
+
+  def scan_objective(p):
+    f = training.run_episodes(p, keys, 0.0, sampled.nodes, sampled.devices, g=agent.graph,
+                              network=SMALL.network, mode=episode_lib.FORCED)
+    return jnp.sum((f.sel_log_prob + f.plc_log_prob) * w_prob + f.entropy * w_entropy)
+  for ours, reference in zip(jax.tree_util.tree_leaves(jax.grad(replay_objective)(params)),
+                             jax.tree_util.tree_leaves(jax.grad(scan_objective)(params))):
+    np.testing.assert_allclose(ours, reference, rtol=2e-3, atol=2e-3)
   # Greedy choices agree but for near-ties that float rounding breaks either way.
   for field in ("greedy_nodes", "greedy_devices"):
     agree = np.asarray(getattr(replayed, field))[valid] == np.asarray(getattr(forced, field))[valid]
@@ -171,14 +187,92 @@ def test_replay_weighs_recorded_episodes_as_the_step_by_step_scan():
       params["placer"], embedding, on_devices.sum(1), features, z), rtol=1e-4, atol=1e-5)
 
 
-def test_draws_follow_the_weights_and_never_pick_a_zero_weight():
-  weights = jnp.asarray([0.0, 1.0, 0.0, 3.0, 0.0])
-  uniforms = jax.random.uniform(jax.random.key(0), (20000,))
-  picks = np.asarray(jax.vmap(episode_lib._draw, (None, 0))(weights, uniforms))
-  assert set(picks.tolist()) == {1, 3}
-  assert abs(np.mean(picks == 3) - 0.75) < 0.015
+@pytest.mark.parametrize("size", [5, 12, 13])
+def test_draws_follow_the_weights_and_never_pick_a_zero_weight(size):
+  # 5 and 13 entries leave part of the draw's grid empty; 12 fill a 3 x 4 grid.
+  weights = np.zeros(size, np.float32)
+  weights[[1, 3, size - 2]] = [1.0, 3.0, 4.0]
+  uniforms = jax.random.uniform(jax.random.key(0), (40000,))
+  picks = np.asarray(jax.vmap(episode_lib._draw, (None, 0))(jnp.asarray(weights), uniforms))
+  assert set(picks.tolist()) == {1, 3, size - 2}
+  np.testing.assert_allclose(np.bincount(picks, minlength=size) / len(picks),
+                             weights / weights.sum(), atol=0.01)
   # A uniform number at the top of [0, 1) still picks the last positive weight.
-  assert int(episode_lib._draw(weights, jnp.float32(np.nextafter(1, 0, dtype=np.float32)))) == 3
+  top = jnp.float32(np.nextafter(1, 0, dtype=np.float32))
+  assert int(episode_lib._draw(jnp.asarray(weights), top)) == size - 2
+
+
+def _join() -> Graph:
+  # a, b, c are entries; d reads a: the orders are the 12 that put a before d.
+  return Graph(op_names=list("abcd"), op_types=[""] * 4, compute_cost=[2, 3, 5, 1],
+               extra_memory=[0] * 4, tensor_producer=[0], tensor_size=[4.0],
+               data_edge_tensor=[0], data_edge_consumer=[3], control_edge_src=[],
+               control_edge_dst=[])
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.5])
+def test_sampled_episodes_follow_the_policy(epsilon):
+  """Sampling draws without normalizing; the frequencies of whole trajectories (op order and
+  the first op's device) must still be the policy's: per step (1 - epsilon) times the softmax,
+  as the forced scan computes it, plus epsilon times uniform over the candidates."""
+  graph, devices = _join(), devices_lib.homogeneous(2)
+  config = dataclasses.replace(SMALL, hidden=8)
+  agent = training.Agent.create(performance.Problem(graph, devices), config)
+  params = training.init_params(jax.random.key(1), agent)
+  last = params["selector"]["params"]["Dense_1"]
+  last["kernel"] = last["kernel"] * 5.0  # Scores some nats apart: neither uniform nor certain.
+  count = 20000
+  zeros = jnp.zeros((count, 1))
+  sampled = training.episode_runner(agent, episode_lib.SAMPLE)(
+      params, jax.random.split(jax.random.key(8), count), epsilon, zeros, zeros)
+  nodes, chosen = np.asarray(sampled.nodes)[:, :4], np.asarray(sampled.devices)[:, :4]
+  outcomes = {}
+  for row in range(count):
+    outcome = (tuple(nodes[row]), int(chosen[row, 0]))
+    outcomes[outcome] = outcomes.get(outcome, 0) + 1
+  # Every trajectory with a sampled order and first device, the other devices summed out.
+  keys = sorted(outcomes)
+  combos = [(order, (first, *rest)) for order, first in keys for rest in np.ndindex(2, 2, 2)]
+  n = sampled.nodes.shape[1]
+  forced = training.episode_runner(agent, episode_lib.FORCED)(
+      params, jax.random.split(jax.random.key(0), len(combos)), 0.0,
+      jnp.asarray([list(order) + [0] * (n - 4) for order, _ in combos]),
+      jnp.asarray([list(placed) + [0] * (n - 4) for _, placed in combos]))
+  sel, plc = np.exp(np.asarray(forced.sel_log_prob)), np.exp(np.asarray(forced.plc_log_prob))
+  expected = dict.fromkeys(keys, 0.0)
+  for row, (order, placed) in enumerate(combos):
+    probability = 1.0
+    for step in range(4):
+      before = set(order[:step])
+      candidates = sum(op not in before and (op != 3 or 0 in before) for op in range(4))
+      probability *= ((1 - epsilon) * sel[row, step] + epsilon / candidates) * (
+          (1 - epsilon) * plc[row, step] + epsilon / 2)
+    expected[(order, placed[0])] += probability
+  assert len(outcomes) <= 24 and sum(expected.values()) <= 1 + 1e-4
+  observed = np.array([outcomes[k] / count for k in keys])
+  np.testing.assert_allclose(observed, np.array([expected[k] for k in keys]), atol=0.012)
+
+
+def test_sampling_and_replay_survive_a_huge_score_range():
+  """A trained selector spans ~1,400 nats over a 300-op graph (ops never ready together drift
+  apart): sampling must still pick ready ops as the policy does, and the replay stay finite."""
+  graph, devices = sized_graph(20, seed=2), devices_lib.homogeneous(2, bandwidth=0.02)
+  agent = training.Agent.create(performance.Problem(graph, devices), SMALL)
+  params = training.init_params(jax.random.key(3), agent)
+  params = jax.tree_util.tree_map(lambda x: x, params)
+  last = params["selector"]["params"]["Dense_1"]
+  last["kernel"] = last["kernel"] * 2000.0  # The scores' spread grows 2000-fold.
+  _, _, scores = networks.Selector(SMALL.network).apply(params["selector"], agent.graph)
+  assert float(np.ptp(np.asarray(scores)[:graph.num_ops])) > 500
+  zeros = jnp.zeros((4, 1))
+  sampled = training.episode_runner(agent, episode_lib.SAMPLE)(
+      params, jax.random.split(jax.random.key(1), 4), 0.0, zeros, zeros)
+  assert (np.asarray(sampled.placement)[:, :graph.num_ops] >= 0).all()  # Every op placed.
+  replayed = training.replay_episodes(params, agent.graph, SMALL.network, sampled)
+  assert np.isfinite(np.asarray(replayed.log_prob)).all()
+  # Near-deterministic: no sampled choice is unlikely (only near-ties remain to chance).
+  assert np.asarray(replayed.log_prob).min() > -2.0
+  assert np.isfinite(np.asarray(replayed.entropy)).all()
 
 
 def test_imitation_agrees_with_critical_path():

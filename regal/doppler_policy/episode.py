@@ -10,9 +10,11 @@ op and after its inputs arrive: the critical-path heuristic's bookkeeping). Padd
 never candidates, so the steps past the last real op change nothing.
 
 Actions are sampled (epsilon-greedy: with probability epsilon a uniform choice), greedy, or
-forced (teacher forcing for imitation, or replaying a recorded trajectory); every mode returns
-the log-probabilities of the taken actions under the policy, so one function serves sampling,
-imitation and the policy gradient.
+forced (teacher forcing for imitation, or replaying a recorded trajectory). The greedy and
+forced modes return the log-probabilities and entropies of the policies at every step; sampling
+only draws (in proportion to exp(score), two-level inverse CDF, no normalization), since the
+policy gradient weighs a sampled trajectory afterwards with `replay`, all steps at once. On a CPU
+the per-step normalization over N ops was most of an episode's time.
 
 X_D for candidate v on device d, divided by the graph's time scale: total compute assigned to
 d; compute of v's predecessors on d; the earliest start and the latest end of those
@@ -20,6 +22,7 @@ predecessors (0 when d holds none); v's earliest start time on d.
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -47,8 +50,9 @@ class EpisodeState:
 class Episode(NamedTuple):
   """Per step t: the op and device chosen (`valid` False past the last op), the log-
   probabilities of both choices, the policies' entropies, the greedy choices (for imitation
-  accuracy) and the device features X_D the placer saw (what `replay` needs). `makespan` is
-  the delay model's; `placement` is per op."""
+  accuracy; sampled episodes record 0, 0 and -1 there: `replay` weighs them) and the device
+  features X_D the placer saw (what `replay` needs). `makespan` is the delay model's;
+  `placement` is per op."""
   nodes: jnp.ndarray  # [N]
   devices: jnp.ndarray  # [N]
   valid: jnp.ndarray  # [N] bool
@@ -89,14 +93,54 @@ def device_view(g: EpisodeGraph, state: EpisodeState, op: jnp.ndarray):
   return earliest, duration, features
 
 
+def _inclusive_sums(values: jnp.ndarray) -> jnp.ndarray:
+  """Running sums of a short vector as one product with a triangular matrix (on a CPU, inside
+  the episode scan, XLA's cumsum costs several times more)."""
+  n = values.shape[-1]
+  return values @ jnp.triu(jnp.ones((n, n), values.dtype))
+
+
+def _last_positive(weights: jnp.ndarray) -> jnp.ndarray:
+  return jnp.max(jnp.where(weights > 0, jnp.arange(weights.shape[0]), 0))
+
+
+def _grid_shape(n: int) -> tuple[int, int]:
+  """(rows, columns) of a near-square grid holding n entries: a divisor of n near its square
+  root where there is one (the buckets' sizes m * 2**k have one), so no padding is needed."""
+  root = max(1, math.isqrt(n))
+  for columns in range(root, 2 * root + 2):
+    if n % columns == 0:
+      return n // columns, columns
+  return -(-n // root), root
+
+
 def _draw(weights: jnp.ndarray, uniform: jnp.ndarray) -> jnp.ndarray:
   """An index drawn with probability proportional to `weights` (>= 0, some positive) by
   inverting their running sum at one uniform number: one random number per draw, where a
-  Gumbel draw (`jax.random.categorical`) takes one per entry."""
-  cumulative = jnp.cumsum(weights)
-  index = jnp.sum(cumulative <= uniform * cumulative[-1])
-  last_positive = jnp.max(jnp.where(weights > 0, jnp.arange(weights.shape[0]), 0))
-  return jnp.minimum(index, last_positive)  # Rounding never picks a zero-weight tail entry.
+  Gumbel draw (`jax.random.categorical`) takes one per entry. The running sum is taken in two
+  levels (the weights as a near-square grid: which row, then which entry of it), so a draw over
+  N entries costs O(N) where a cumsum inside the episode scan costs several times more on a
+  CPU; rounding never picks a zero-weight entry."""
+  n = weights.shape[0]
+  rows, columns = _grid_shape(n)
+  grid = jnp.pad(weights, (0, rows * columns - n)).reshape(rows, columns)
+  row_totals = grid.sum(axis=1)
+  row_ends = _inclusive_sums(row_totals)
+  target = uniform * row_ends[-1]
+  row = jnp.minimum(jnp.sum(row_ends <= target), _last_positive(row_totals))
+  within = target - (row_ends[row] - row_totals[row])
+  column = jnp.minimum(jnp.sum(_inclusive_sums(grid[row]) <= within), _last_positive(grid[row]))
+  return row * columns + column
+
+
+def _sample(uniforms: jnp.ndarray, logits: jnp.ndarray, allowed: jnp.ndarray,
+            epsilon) -> jnp.ndarray:
+  """Epsilon-greedy over the allowed entries (some): with probability epsilon uniform, else
+  the softmax of the logits; `uniforms` [2]: whether to explore, and the draw. The weights are
+  shifted by the allowed maximum and never normalized (only `replay` needs log-probabilities)."""
+  top = jnp.max(jnp.where(allowed, logits, -jnp.inf))
+  weights = jnp.where(uniforms[0] < epsilon, 1.0, jnp.exp(logits - top))
+  return _draw(jnp.where(allowed, weights, 0.0), uniforms[1])
 
 
 def _log_probs(logits, allowed):
@@ -107,18 +151,11 @@ def _log_probs(logits, allowed):
   return log_probs, entropy, jnp.argmax(masked, axis=-1)
 
 
-def _choose(uniforms, logits, allowed, mode, forced, epsilon):
-  """(action, log-prob of it, entropy, greedy action) over the allowed entries of logits;
-  `uniforms` [2]: whether to explore, and the draw."""
+def _choose(logits, allowed, mode, forced):
+  """(action, log-prob of it, entropy, greedy action) over the allowed entries of logits, for
+  the greedy and forced modes."""
   log_probs, entropy, greedy = _log_probs(logits, allowed)
-  if mode == GREEDY:
-    action = greedy
-  elif mode == FORCED:
-    action = forced
-  else:  # Epsilon-greedy: with probability epsilon uniform over the allowed entries.
-    weights = jnp.where(uniforms[0] < epsilon, allowed.astype(logits.dtype),
-                        jnp.exp(log_probs) * allowed)
-    action = _draw(weights, uniforms[1])
+  action = greedy if mode == GREEDY else forced
   return action, log_probs[action], entropy, greedy
 
 
@@ -143,17 +180,25 @@ def run_episode(params, g: EpisodeGraph, key: jax.Array, config: networks.Networ
     forced_nodes = jnp.zeros(n, jnp.int32)
     forced_devices = jnp.zeros(n, jnp.int32)
 
+  num_real = jnp.sum(g.node_mask)
+
   def step(state: EpisodeState, inputs):
-    uniforms, forced_node, forced_device = inputs
+    t, uniforms, forced_node, forced_device = inputs
+    valid = t < num_real  # Every step assigns one op, so the real ops last num_real steps.
     ready = g.node_mask & ~state.assigned & (state.missing == 0)
-    valid = ready.any()
-    node, sel_log_prob, sel_entropy, greedy_node = _choose(
-        uniforms[:2], scores, ready, mode, forced_node, epsilon)
+    if mode == SAMPLE:
+      node = _sample(uniforms[:2], scores, ready, epsilon)
+      sel_log_prob, sel_entropy, greedy_node = 0.0, 0.0, -1
+    else:
+      node, sel_log_prob, sel_entropy, greedy_node = _choose(scores, ready, mode, forced_node)
     earliest, duration, features = device_view(g, state, node)
     logits = networks.folded_placer_logits(terms, terms.own[node], state.device_part, features)
-    allowed = jnp.ones_like(logits, bool)
-    device, plc_log_prob, plc_entropy, greedy_device = _choose(
-        uniforms[2:], logits, allowed, mode, forced_device, epsilon)
+    if mode == SAMPLE:
+      device = _sample(uniforms[2:], logits, jnp.ones_like(logits, bool), epsilon)
+      plc_log_prob, plc_entropy, greedy_device = 0.0, 0.0, -1
+    else:
+      device, plc_log_prob, plc_entropy, greedy_device = _choose(
+          logits, jnp.ones_like(logits, bool), mode, forced_device)
     start = earliest[device]
     end = start + duration[device]
 
@@ -176,10 +221,11 @@ def run_episode(params, g: EpisodeGraph, key: jax.Array, config: networks.Networ
            greedy_node, greedy_device, jnp.where(valid, features, 0.0))
     return new, out
 
-  uniforms = jax.random.uniform(key, (n, 4))
+  uniforms = jax.random.uniform(key, (n, 4))  # Per step: explore op?, draw, explore device?, draw
   final, (nodes, devices, valid, sel_lp, plc_lp, entropy, greedy_nodes, greedy_devices,
           device_features) = jax.lax.scan(step, initial_state(g, config.hidden),
-                                          (uniforms, forced_nodes, forced_devices))
+                                          (jnp.arange(n), uniforms, forced_nodes,
+                                           forced_devices))
   makespan = jnp.max(jnp.where(g.node_mask, final.end, 0.0))
   return Episode(nodes=nodes, devices=devices, valid=valid, sel_log_prob=sel_lp,
                  plc_log_prob=plc_lp, entropy=entropy, greedy_nodes=greedy_nodes,
@@ -187,12 +233,31 @@ def run_episode(params, g: EpisodeGraph, key: jax.Array, config: networks.Networ
                  placement=final.device, makespan=makespan)
 
 
-def _exclusive_running_sum(values: jnp.ndarray) -> jnp.ndarray:
-  """Sums of values[:t] for every t along the leading axis: a scan, which on a CPU is several
-  times faster than XLA's cumsum and associative scans, differentiated too."""
-  def add(total, value):
-    return total + value, total
-  return jax.lax.scan(add, jnp.zeros_like(values[0]), values)[1]
+def _block_size(n: int) -> int:
+  """The largest divisor of n not above its square root (the buckets' sizes m * 2**k have one
+  near it)."""
+  return max(b for b in range(1, math.isqrt(n) + 1) if n % b == 0)
+
+
+def _parts_before(rows: jnp.ndarray, on: jnp.ndarray) -> jnp.ndarray:
+  """[N, D, h]: for every step t and device d, the sum of `rows` [N, h] over the steps before t
+  whose `on` [N, D] (0/1) marks d. Steps go in blocks: within a block one product with the
+  strictly triangular matrix masked by each device, then each block's offset from the block
+  totals the same way. Differentiated, that is a few small matrix products, where a scan over
+  N steps (or XLA's cumsum) costs several times more on a CPU, and the one-hot [N, D, h]
+  addends are never built."""
+  n, d = on.shape
+  size = _block_size(n)
+  count = n // size
+  row_blocks = rows.reshape(count, size, -1)
+  on_blocks = on.reshape(count, size, d)
+  earlier = jnp.tri(size, k=-1, dtype=rows.dtype)  # [i, j]: step j comes before step i
+  # [block, i, device, j]: step j of the block is before i and on the device.
+  masks = earlier[None, :, None, :] * jnp.swapaxes(on_blocks, 1, 2)[:, None, :, :]
+  within = jnp.einsum("bidj,bjh->bidh", masks, row_blocks)
+  totals = jnp.einsum("bjd,bjh->bdh", on_blocks, row_blocks)
+  before = jnp.einsum("cb,bdh->cdh", jnp.tri(count, k=-1, dtype=rows.dtype), totals)
+  return (within + before[:, None]).reshape(n, d, -1)
 
 
 class Replayed(NamedTuple):
@@ -201,6 +266,21 @@ class Replayed(NamedTuple):
   entropy: jnp.ndarray  # SEL's and PLC's entropies, summed
   greedy_nodes: jnp.ndarray
   greedy_devices: jnp.ndarray
+
+
+def _selection_replay(scores, ready, valid, nodes):
+  """SEL at every step at once: (log-probability of the chosen op [N], entropy [N], greedy op
+  [N]) from the scores [N] and the candidate sets `ready` [N steps, N ops]. The softmax is
+  written as its normalizer: a max (not differentiated), then one pass of exponentials whose
+  sums give both the log-probability and the entropy."""
+  masked = jnp.where(ready, scores[None], -jnp.inf)
+  top = jax.lax.stop_gradient(jnp.where(valid, jnp.max(masked, axis=1), 0.0))
+  shifted = jnp.where(ready, scores[None] - top[:, None], 0.0)  # <= 0 where ready
+  exponentials = jnp.where(ready, jnp.exp(shifted), 0.0)
+  total = jnp.where(valid, exponentials.sum(axis=1), 1.0)
+  log_total = jnp.log(total)
+  entropy = log_total - jnp.sum(exponentials * shifted, axis=1) / total
+  return scores[nodes] - top - log_total, entropy, jnp.argmax(masked, axis=1)
 
 
 def replay(params, g: EpisodeGraph, config: networks.NetworkConfig, nodes, devices, valid,
@@ -217,12 +297,10 @@ def replay(params, g: EpisodeGraph, config: networks.NetworkConfig, nodes, devic
   last_input = jnp.max(jnp.where(g.pred_mask, position[g.pred_index], -1), axis=1)
   ready = (g.node_mask[None] & (position[None] >= steps[:, None])
            & (last_input[None] < steps[:, None]))  # [N steps, N ops]
-  sel_log_probs, sel_entropy, greedy_nodes = _log_probs(scores[None], ready)
-  sel_log_prob = jnp.take_along_axis(sel_log_probs, nodes[:, None], axis=1)[:, 0]
+  sel_log_prob, sel_entropy, greedy_nodes = _selection_replay(scores, ready, valid, nodes)
   terms = networks.placer_terms(params["placer"], embeddings, z)
-  chosen = terms.on_device[nodes] * valid[:, None]
-  added = (devices[:, None] == jnp.arange(d))[:, :, None] * chosen[:, None, :]  # [N, D, h]
-  device_part = _exclusive_running_sum(added)  # The ops on each device before each step.
+  on = ((devices[:, None] == jnp.arange(d)) & valid[:, None]).astype(terms.on_device.dtype)
+  device_part = _parts_before(terms.on_device[nodes], on)  # The ops on each device so far.
   logits = networks.folded_placer_logits(terms, terms.own[nodes], device_part, device_features)
   plc_log_probs, plc_entropy, greedy_devices = _log_probs(logits, jnp.ones_like(logits, bool))
   plc_log_prob = jnp.take_along_axis(plc_log_probs, devices[:, None], axis=1)[:, 0]
