@@ -21,6 +21,8 @@ from regal.scoring import performance, reference_models
 from regal.doppler_policy import guide as doppler_guide
 
 SMALL = training.DopplerConfig(hidden=16, rounds=1, episodes_per_step=16)
+# Jitted (op by op, a replay takes seconds); tests of one graph and batch share its compilation.
+replay_jit = jax.jit(training.replay_episodes, static_argnums=2)
 
 
 def diamond() -> Graph:
@@ -146,7 +148,7 @@ def test_replay_weighs_recorded_episodes_as_the_step_by_step_scan():
   sampled = training.episode_runner(agent, episode_lib.SAMPLE)(params, keys, 0.3, zeros, zeros)
   forced = training.episode_runner(agent, episode_lib.FORCED)(
       params, keys, 0.0, sampled.nodes, sampled.devices)
-  replayed = training.replay_episodes(params, agent.graph, SMALL.network, sampled)
+  replayed = replay_jit(params, agent.graph, SMALL.network, sampled)
   np.testing.assert_array_equal(forced.placement, sampled.placement)
   np.testing.assert_allclose(replayed.log_prob, forced.sel_log_prob + forced.plc_log_prob,
                              rtol=1e-5, atol=1e-5)
@@ -269,7 +271,7 @@ def test_sampling_and_replay_survive_a_huge_score_range():
   sampled = training.episode_runner(agent, episode_lib.SAMPLE)(
       params, jax.random.split(jax.random.key(1), 6), 0.0, zeros, zeros)
   assert (np.asarray(sampled.placement)[:, :graph.num_ops] >= 0).all()  # Every op placed.
-  replayed = training.replay_episodes(params, agent.graph, SMALL.network, sampled)
+  replayed = replay_jit(params, agent.graph, SMALL.network, sampled)
   assert np.isfinite(np.asarray(replayed.log_prob)).all()
   # Near-deterministic: no sampled choice is unlikely (only near-ties remain to chance).
   assert np.asarray(replayed.log_prob).min() > -2.0
