@@ -192,7 +192,7 @@ def test_replay_weighs_recorded_episodes_as_the_step_by_step_scan():
 
 @pytest.mark.parametrize("size", [5, 12, 13])
 def test_draws_follow_the_weights_and_never_pick_a_zero_weight(size):
-  # 5 and 13 entries leave part of the draw's grid empty; 12 fill a 3 x 4 grid.
+  # 5 and 13 entries make a one-row grid; 12 a 3 x 4 one.
   weights = np.zeros(size, np.float32)
   weights[[1, 3, size - 2]] = [1.0, 3.0, 4.0]
   uniforms = jax.random.uniform(jax.random.key(0), (40000,))

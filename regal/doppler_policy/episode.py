@@ -104,14 +104,10 @@ def _last_positive(weights: jnp.ndarray) -> jnp.ndarray:
   return jnp.max(jnp.where(weights > 0, jnp.arange(weights.shape[0]), 0))
 
 
-def _grid_shape(n: int) -> tuple[int, int]:
-  """(rows, columns) of a near-square grid holding n entries: a divisor of n near its square
-  root where there is one (the buckets' sizes m * 2**k have one), so no padding is needed."""
-  root = max(1, math.isqrt(n))
-  for columns in range(root, 2 * root + 2):
-    if n % columns == 0:
-      return n // columns, columns
-  return -(-n // root), root
+def _near_square_divisor(n: int) -> int:
+  """The largest divisor of n not above its square root (the buckets' sizes m * 2**k have one
+  near it): the rows of `_draw`'s grid, the block size of `_parts_before`."""
+  return max(b for b in range(1, math.isqrt(n) + 1) if n % b == 0)
 
 
 def _draw(weights: jnp.ndarray, uniform: jnp.ndarray) -> jnp.ndarray:
@@ -121,16 +117,15 @@ def _draw(weights: jnp.ndarray, uniform: jnp.ndarray) -> jnp.ndarray:
   levels (the weights as a near-square grid: which row, then which entry of it), so a draw over
   N entries costs O(N) where a cumsum inside the episode scan costs several times more on a
   CPU; rounding never picks a zero-weight entry."""
-  n = weights.shape[0]
-  rows, columns = _grid_shape(n)
-  grid = jnp.pad(weights, (0, rows * columns - n)).reshape(rows, columns)
+  rows = _near_square_divisor(weights.shape[0])
+  grid = weights.reshape(rows, -1)
   row_totals = grid.sum(axis=1)
   row_ends = _inclusive_sums(row_totals)
   target = uniform * row_ends[-1]
   row = jnp.minimum(jnp.sum(row_ends <= target), _last_positive(row_totals))
   within = target - (row_ends[row] - row_totals[row])
   column = jnp.minimum(jnp.sum(_inclusive_sums(grid[row]) <= within), _last_positive(grid[row]))
-  return row * columns + column
+  return row * grid.shape[1] + column
 
 
 def _sample(uniforms: jnp.ndarray, logits: jnp.ndarray, allowed: jnp.ndarray,
@@ -233,12 +228,6 @@ def run_episode(params, g: EpisodeGraph, key: jax.Array, config: networks.Networ
                  placement=final.device, makespan=makespan)
 
 
-def _block_size(n: int) -> int:
-  """The largest divisor of n not above its square root (the buckets' sizes m * 2**k have one
-  near it)."""
-  return max(b for b in range(1, math.isqrt(n) + 1) if n % b == 0)
-
-
 def _parts_before(rows: jnp.ndarray, on: jnp.ndarray) -> jnp.ndarray:
   """[N, D, h]: for every step t and device d, the sum of `rows` [N, h] over the steps before t
   whose `on` [N, D] (0/1) marks d. Steps go in blocks: within a block one product with the
@@ -247,7 +236,7 @@ def _parts_before(rows: jnp.ndarray, on: jnp.ndarray) -> jnp.ndarray:
   N steps (or XLA's cumsum) costs several times more on a CPU, and the one-hot [N, D, h]
   addends are never built."""
   n, d = on.shape
-  size = _block_size(n)
+  size = _near_square_divisor(n)
   count = n // size
   row_blocks = rows.reshape(count, size, -1)
   on_blocks = on.reshape(count, size, d)
