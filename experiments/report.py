@@ -15,11 +15,24 @@ from datasets import atomic
 RESULTS_DIR = os.path.join(os.path.dirname(__file__), "results")
 
 
+def cpu_model() -> str:
+  """The CPU's model name where the system says it (Linux), else the architecture: timings
+  from two machines of one architecture can differ by 2x."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return f"{platform.machine()}, {line.split(':', 1)[1].strip()}"
+  except OSError:
+    pass
+  return platform.machine()
+
+
 def hardware() -> str:
   import jax
   devices = jax.devices()
   kinds = sorted({d.device_kind for d in devices})
-  return (f"{os.cpu_count()} CPU cores ({platform.machine()}), JAX {jax.__version__} on "
+  return (f"{os.cpu_count()} CPU cores ({cpu_model()}), JAX {jax.__version__} on "
           f"{devices[0].platform} ({len(devices)} device{'s' * (len(devices) > 1)}: "
           f"{', '.join(kinds)})")
 

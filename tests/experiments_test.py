@@ -138,6 +138,20 @@ def test_doppler_scorer_quick(tmp_path):
   assert all(r["speedup"] > 1 for r in data["rows"])
 
 
+def test_doppler_episodes_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.bench.doppler_episodes", out)
+  markdown, data = read_report(out, "doppler_episodes")
+  assert data["ops"] == 182 and data["batch"] == 16
+  assert data["episodes_per_second"] > data["episodes_per_second_stage_two_step"] > 0
+  assert data["simpy_simulator_calls_per_second"] > 0
+  (run,) = data["training"]
+  assert run["ops"] == 42 and run["episodes"] == 128 and run["imitation_steps"] >= 1
+  assert 0 < run["reinforce_seconds"] < run["total_seconds"]
+  assert "## The whole policy training (1 run)" in markdown
+  assert "Target" not in markdown  # Only a 300-op, 5,000-episode run is held to it.
+
+
 def test_search_targets_quick(tmp_path):
   out = str(tmp_path)
   run_quick("experiments.search_targets", out)
