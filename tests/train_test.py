@@ -319,8 +319,28 @@ def _ray_processes() -> set[int]:
   return found
 
 
+def _descendants(pid: int) -> set[int]:
+  """The processes below `pid` in the process tree, now."""
+  children: dict[int, list[int]] = {}
+  for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f"/proc/{entry}/stat") as f:
+        parent = int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+      continue
+    children.setdefault(parent, []).append(int(entry))
+  found, frontier = set(), [pid]
+  while frontier:
+    for child in children.get(frontier.pop(), []):
+      if child not in found:
+        found.add(child)
+        frontier.append(child)
+  return found
+
+
 def test_sigint_says_where_and_how_to_resume_and_leaves_no_ray_process(tmp_path):
-  before = _ray_processes()
   args = [f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
           "--config.num_actors=1", "--workdir", str(tmp_path / "run")]
   process = subprocess.Popen([sys.executable, "-m", "regal.train", *args], cwd=tmp_path,
@@ -330,6 +350,10 @@ def test_sigint_says_where_and_how_to_resume_and_leaves_no_ray_process(tmp_path)
     seen.append(line)
     if "unguided search reference" in line:
       break
+  # This run's Ray processes (its servers, agents and actors descend from it): another test
+  # may run a Ray cluster of its own meanwhile, whose processes must not count here.
+  ours = _descendants(process.pid) & _ray_processes()
+  assert ours, "the run started no Ray process"
   process.send_signal(signal.SIGINT)
   _, rest = process.communicate(timeout=120)
   stderr = "".join(seen) + rest
@@ -341,9 +365,9 @@ def test_sigint_says_where_and_how_to_resume_and_leaves_no_ray_process(tmp_path)
                            f"{shlex.join(args)})")
   assert "Token authentication" not in stderr and "Ray instance" not in stderr
   deadline = time.time() + 30
-  while _ray_processes() - before and time.time() < deadline:
+  while ours & _ray_processes() and time.time() < deadline:
     time.sleep(0.5)
-  assert not _ray_processes() - before
+  assert not ours & _ray_processes()
 
 
 def test_the_best_validated_policy_is_kept(tmp_path):
