@@ -100,8 +100,9 @@ def time_training_fresh(num_ops: int, num_devices: int, episodes: int) -> dict:
       capture_output=True, text=True, check=False, cwd=_REPO_ROOT)
   if completed.returncode != 0:
     raise errors.RegalError(f"the timed training failed: {completed.stderr.strip()[-500:]}")
-  print(completed.stdout.strip().splitlines()[-2], flush=True)
-  return json.loads(completed.stdout.strip().splitlines()[-1])
+  *_, summary, figures = completed.stdout.strip().splitlines()
+  print(summary, flush=True)
+  return json.loads(figures)
 
 
 def _training_lines(runs: list[dict], num_ops: int, episodes: int, devices: int) -> list[str]:
