@@ -89,10 +89,12 @@ _METHOD = flags.DEFINE_enum("method", "brkga", list(methods.METHODS) + [
     + ", ".join(pipeline_lib.METHODS) + " (default search).")
 _EVALS = flags.DEFINE_integer("evals", None, "Fitness evaluations (BRKGA, hill climb, local "
                               "and random search budget). Default: sized from the graph so "
-                              "BRKGA searches up to ~10 s on a 2-core CPU (deterministic).")
+                              "BRKGA searches up to ~10 s on a 2-core CPU (deterministic; "
+                              "on a slower CPU it stops after 10 s of search).")
 _TIME_LIMIT = flags.DEFINE_float("time_limit", None, "Seconds: BRKGA stops at the first "
                                  "generation boundary after them and reports the best found "
-                                 "(default: no limit); the cpsat and quickp solvers' limit "
+                                 "(default: 10 with the default budget, else no limit); "
+                                 "the cpsat and quickp solvers' limit "
                                  "(default 10).")
 _DECODER = flags.DEFINE_enum("decoder", None, ["direct", "list"], "How BRKGA reads "
                              "chromosomes: direct (device keys' argmax) or list (a list "

@@ -413,12 +413,13 @@ def test_time_limit_stops_at_a_generation_boundary():
 
 def test_default_budget_is_sized_from_the_graph():
   """What the default budget promises (not how it is computed): whole thousands within
-  5,000..200,000; small graphs get 500 evaluations per op and device, so the budget grows
-  with the graph; beyond that it stays within what ~8 s of native scoring buys (an
-  evaluation costs ~0.06 us per op-device and per 2.5 edges), so larger graphs get fewer;
+  5,000..600,000; small graphs get 500 evaluations per op and device, so the budget grows
+  with the graph; beyond that it stays within what ~8 s of native scoring buys on the
+  project's CPU (an evaluation costs ~0.02 us per op-device and per 2.5 edges), so larger
+  graphs get fewer;
   the JAX engines, ~40x slower on a CPU, get a 40th (never below the floor)."""
   from datasets.synthetic import sized_graph
-  seconds_per_unit = 0.06e-6
+  seconds_per_unit = 0.02e-6
 
   def budget(size, devices, **kwargs):
     problem = performance.Problem(sized_graph(size), devices_lib.homogeneous(devices), **kwargs)
@@ -444,3 +445,23 @@ def test_default_budget_is_sized_from_the_graph():
   jax_engine = budget(400, 8, engine="jax")[0]
   assert (abs(jax_engine - native / brkga_search.JAX_SLOWDOWN) < 1000
           or jax_engine == search.MIN_DEFAULT_EVALS) and jax_engine < native
+
+
+def test_only_a_default_budget_run_is_bounded_by_the_default_search_seconds(monkeypatch):
+  """Without `evals` the run stops after `DEFAULT_SEARCH_SECONDS` of search (here ~0: it stops
+  before its first generation); a budget the user gives, or a time limit, is theirs alone."""
+  from datasets.synthetic import sized_graph
+  from regal.app import methods, optimize_lib
+  monkeypatch.setattr(brkga_search, "DEFAULT_SEARCH_SECONDS", 1e-9)
+  graph, devices = sized_graph(12, seed=2), devices_lib.homogeneous(2)
+  run = lambda **config: optimize_lib.run(graph, devices, methods.RunConfig(  # noqa: E731
+      model="wc", arms=("single_device",), **config)).data
+  default = run()
+  budget = search.default_evals(performance.Problem(graph, devices, model="wc"))
+  assert default["settings"]["brkga"]["time_limit"] == 1e-9
+  assert default["settings"]["brkga"]["stopped_early"] and default["evaluations"] < budget
+  for given in ({"evals": budget}, {"time_limit": 600.0}):
+    d = run(**given)
+    assert d["settings"]["brkga"]["time_limit"] == given.get("time_limit")
+    assert not d["settings"]["brkga"]["stopped_early"]
+    assert budget - 200 < d["evaluations"] <= budget  # Whole generations of at most 200.

@@ -51,9 +51,10 @@ class RunConfig:
   """What one `regal.optimize` run does besides the graph and devices: the problem's model and
   objective, the method and what it reads. `evals`: the budget (default:
   `search.default_evals` of the searched graph); `time_limit`: seconds that end BRKGA at a
-  generation boundary (default: none, so a run is deterministic), or the cpsat and quickp
-  solvers' limit (default 10 s); `decoder`: BRKGA's decoder instead of the preset's;
-  `measured`: a reward source of measured run times for Doppler's stage III
+  generation boundary (default: `brkga_search.DEFAULT_SEARCH_SECONDS` with the default
+  budget, which binds only on a CPU slower than the one it was sized on; else none), or the
+  cpsat and quickp solvers' limit (default 10 s); `decoder`: BRKGA's decoder instead of the
+  preset's; `measured`: a reward source of measured run times for Doppler's stage III
   (`stage3_steps` batches of episodes); `progress(line)`: told when a BRKGA search starts."""
   model: str = "wc"
   objective: str = "runtime"
@@ -127,6 +128,8 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   `progress(line)` hears when the search starts (from then on an interrupt keeps the best)."""
   seed, policy_dir, brkga_preset = config.seed, config.policy_dir, config.brkga_preset
   decoder, time_limit = config.decoder, config.time_limit
+  if time_limit is None and config.evals is None:
+    time_limit = guides.brkga_search.DEFAULT_SEARCH_SECONDS
   chain = seed_guides(config.arms, config.doppler)
   if policy_dir:
     chain.append(policy_runner.RegalGuide(policy_dir))

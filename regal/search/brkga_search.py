@@ -147,32 +147,42 @@ def search_layout(problem: performance.Problem) -> chromosome_lib.Layout:
 
 
 MIN_DEFAULT_EVALS = 5_000
-MAX_DEFAULT_EVALS = 200_000
+MAX_DEFAULT_EVALS = 600_000
+# Cost units the default budget buys: ~8 s of the native scorers on this project's 2-core AMD
+# EPYC (~0.02 us per unit). Sized up 3x from 1.3e8 (sized on the previous, ~3x slower CPU):
+# on training graphs (sharded 2d-grid workloads on WC x4 / x8, seeds 0-4) the default run's
+# mean gap to the best of all runs went 3.35% -> 2.45%, never worse on a seed.
+DEFAULT_EVAL_UNITS = 3.9e8
+# A default-budget run also stops after this much search, at a generation boundary, so a
+# slower CPU than the one the budget was sized on still answers in about this time (the
+# result says `stopped_early`, and then depends on the machine's speed).
+DEFAULT_SEARCH_SECONDS = 10.0
 JAX_SLOWDOWN = 40.0  # Native scorer evaluations per second / the JAX models' on a 2-core CPU.
 
 
 def _cost_units(problem: performance.Problem) -> float:
-  """What one evaluation costs the native scorers, in units of ~0.06 us (at least 1)."""
+  """What one evaluation costs the native scorers, in units of ~0.02 us (at least 1)."""
   graph = problem.graph
   return max(graph.num_ops * problem.devices.num_devices + 0.4 * len(graph.edge_src), 1.0)
 
 
 def default_evals(problem: performance.Problem) -> int:
   """The default budget, in evaluations (so a run is deterministic for its seed), sized from
-  the graph so the search takes up to ~8-10 s on a 2-core CPU: one evaluation costs about
-  ops * devices + edges / 2 units (measured on the native WC and Doppler scorers: ~0.06 us
-  per unit), and small graphs need at most ~500 evaluations per op and device. The JAX
-  engines (the sync model; any model off a CPU) score ~40x fewer per second on this CPU, so
-  they get a 40th. Rounded up to a thousand, within 5,000..200,000."""
+  the graph so the search takes up to ~8-10 s on this project's 2-core CPU: one evaluation
+  costs about ops * devices + edges / 2 units (measured on the native WC and Doppler scorers:
+  ~0.02 us per unit), `DEFAULT_EVAL_UNITS` in all, and small graphs need at most ~500
+  evaluations per op and device. The JAX engines (the sync model; any model off a CPU) score
+  ~40x fewer per second on a CPU, so they get a 40th. Rounded up to a thousand, within
+  5,000..600,000. `DEFAULT_SEARCH_SECONDS` bounds such a run on a slower machine."""
   graph, devices = problem.graph, problem.devices.num_devices
-  evals = min(1.3e8 / _cost_units(problem), 500.0 * graph.num_ops * devices)
+  evals = min(DEFAULT_EVAL_UNITS / _cost_units(problem), 500.0 * graph.num_ops * devices)
   if performance.scoring_engine(problem) == "jax":
     evals /= JAX_SLOWDOWN
   evals = int(np.ceil(evals / 1000.0)) * 1000
   return int(np.clip(evals, MIN_DEFAULT_EVALS, MAX_DEFAULT_EVALS))
 
 
-REFINE_UNITS = 6.5e7  # Half of what `default_evals` gives a search: 2-3 s.
+REFINE_UNITS = 6.5e7  # A sixth of `DEFAULT_EVAL_UNITS`: ~1-1.5 s of the native scorers.
 MIN_REFINE_EVALS = 2_000
 MAX_REFINE_EVALS = 20_000
 # Moves the refining climb scores per step: fewer moves per step take more steps for the
@@ -183,8 +193,8 @@ REFINE_BATCH = 2
 
 def refine_evals(problem: performance.Problem) -> int:
   """The budget of the climb that refines a coarsened search's answer on the original graph
-  (`regal.app.optimize_lib`): half of what `default_evals` sizes for the graph before its
-  limits (2-3 s of the native scorers on a 2-core CPU), within 2,000..20,000."""
+  (`regal.app.optimize_lib`): a sixth of what `default_evals` sizes for the graph before its
+  limits (~1-1.5 s of the native scorers on this 2-core CPU), within 2,000..20,000."""
   evals = int(np.ceil(REFINE_UNITS / _cost_units(problem) / 1000.0)) * 1000
   return int(np.clip(evals, MIN_REFINE_EVALS, MAX_REFINE_EVALS))
 
