@@ -75,20 +75,40 @@ def spread_rows(rows: list[dict], labels: list[str], seeds: list[int],
            and spread_budget(r) == reference_evals)]
 
 
-def spread_summary(rows: list[dict], labels: list[str], tolerance: float) -> list[dict]:
+def earlier_bests(earlier_report: dict) -> dict[str, dict]:
+  """graph label -> {"in_units", "from"}: the best known of an earlier seed-spread report
+  (its JSON), with where it came from (that report's date and run, or what it carried)."""
+  out = {}
+  for entry in earlier_report.get("summary", []):
+    source = entry["best_from"]
+    if not source.startswith("earlier report"):
+      source = f"earlier report of {earlier_report.get('date', '?')}: {source}"
+    out[entry["graph"]] = {"in_units": float(entry["best_known"]), "from": source}
+  return out
+
+
+def spread_summary(rows: list[dict], labels: list[str], tolerance: float,
+                   earlier: dict[str, dict] | None = None) -> list[dict]:
   """Per graph label (in order; labels without default runs left out): the best known (the
-  lowest objective of any row, default or reference), each default seed's gap to it in %,
-  the worst, and whether every seed is within `tolerance` %."""
+  lowest objective of any row, default or reference, or of `earlier` bests: `earlier_bests`,
+  whose value in the model's units this run's rows convert), each default seed's gap to it in
+  %, the worst, and whether every seed is within `tolerance` %."""
   out = []
   for label in labels:
     mine = [r for r in rows if r["graph"] == label]
     if not any(r["kind"] == "default" for r in mine):
       continue
     best = min(mine, key=lambda r: r["objective"])
+    best_from = f"{best['kind']} seed {best['seed']} ({best['evals']:,} evals)"
+    if earlier and label in earlier:
+      # Objectives and the model's units differ by a fixed factor (`Model.in_units`).
+      objective = earlier[label]["in_units"] * best["objective"] / best["in_units"]
+      if objective < best["objective"] * (1.0 - 1e-9):  # Not the same value re-read.
+        best = {"objective": objective, "in_units": earlier[label]["in_units"]}
+        best_from = earlier[label]["from"]
     defaults = sorted((r for r in mine if r["kind"] == "default"), key=lambda r: r["seed"])
     gaps = [100.0 * (r["objective"] / best["objective"] - 1.0) for r in defaults]
-    out.append({"graph": label, "best_known": best["in_units"],
-                "best_from": f"{best['kind']} seed {best['seed']} ({best['evals']:,} evals)",
+    out.append({"graph": label, "best_known": best["in_units"], "best_from": best_from,
                 "default_gaps_pct": gaps, "worst_gap_pct": max(gaps),
                 "all_within": max(gaps) <= tolerance,
                 "default_seconds": float(np.mean([r["seconds"] for r in defaults])),

@@ -40,3 +40,26 @@ def test_reference_runs_count_by_their_budget_not_the_evaluations_they_spent():
   (a,) = paired_stats.spread_summary(measured, ["a"], tolerance=1.0)
   assert a["best_from"].startswith("reference seed 0") and a["worst_gap_pct"] == pytest.approx(
       100 / 90 * 100 - 100)
+
+
+def test_a_best_known_from_an_earlier_report_stays_the_best_known():
+  """An earlier report's best (in the model's units) counts when it is lower than every run
+  here, with its provenance; equal or higher, this run's best stands. A best the earlier
+  report itself carried keeps its first source."""
+  earlier = paired_stats.earlier_bests({"date": "2026-11-26", "summary": [
+      {"graph": "a", "best_known": 9.0, "best_from": "reference seed 0 (999,944 evals)"},
+      {"graph": "b", "best_known": 5.0, "best_from": "default seed 1 (1,000 evals)"},
+      {"graph": "c", "best_known": 7.0,
+       "best_from": "earlier report of 2026-11-20: reference seed 1 (999,944 evals)"}]})
+  assert earlier["a"]["from"] == "earlier report of 2026-11-26: reference seed 0 (999,944 evals)"
+  assert earlier["c"]["from"] == "earlier report of 2026-11-20: reference seed 1 (999,944 evals)"
+  rows = [_row("a", "default", 0, 100.0), _row("a", "reference", 0, 99.0, 10 ** 6),
+          _row("b", "default", 0, 50.0), _row("b", "default", 1, 52.0),
+          _row("c", "default", 0, 60.0)]
+  a, b, c = paired_stats.spread_summary(rows, ["a", "b", "c"], 1.0, earlier)
+  assert a["best_known"] == 9.0 and a["best_from"] == earlier["a"]["from"]
+  assert a["default_gaps_pct"] == pytest.approx([100 / 90 * 100 - 100])
+  assert b["best_from"].startswith("default seed 0")
+  assert b["default_gaps_pct"] == pytest.approx([0.0, 4.0])
+  assert c["best_known"] == 6.0 and c["best_from"].startswith("default seed 0")
+  assert paired_stats.spread_summary(rows, ["a"], 1.0)[0]["best_from"].startswith("reference")
