@@ -19,7 +19,7 @@ from regal.doppler_policy import method as doppler_method
 from regal.learning import policy_runner
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
-from regal.search import brkga_presets, guides, portfolio
+from regal.search import brkga_presets, brkga_search, guides, portfolio
 
 MAX_EVALS = 10 ** 9  # Evaluation counters are int32 inside the compiled search.
 
@@ -129,7 +129,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   seed, policy_dir, brkga_preset = config.seed, config.policy_dir, config.brkga_preset
   decoder, time_limit = config.decoder, config.time_limit
   if time_limit is None and config.evals is None:
-    time_limit = guides.brkga_search.DEFAULT_SEARCH_SECONDS
+    time_limit = brkga_search.DEFAULT_SEARCH_SECONDS
   chain = seed_guides(config.arms, config.doppler)
   if policy_dir:
     chain.append(policy_runner.RegalGuide(policy_dir))
