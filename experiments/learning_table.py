@@ -118,7 +118,9 @@ def paired_runs(problems, workdir: str, budget: str, seeds: int, progress) -> li
       row["steered_genes"] = guided.details["steered_genes"]
       row["unguided"].append(float(plain.objective))
       row["guided"].append(float(steered.objective))
-      row["guided_evals_to_match"].append(first_match(steered, plain.objective, params))
+      # Histories are search scores (the objective with its tie-breaker): matched against
+      # the unguided run's final score, in the same units.
+      row["guided_evals_to_match"].append(first_match(steered, plain.history[-1], params))
     rows.append(row)
     change = 100 * (np.mean(row["unguided"]) - np.mean(row["guided"])) / np.mean(row["unguided"])
     progress(f"{index + 1}/{len(problems)} {problem.graph.name} ({problem.graph.num_ops} ops, "

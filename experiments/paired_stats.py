@@ -10,7 +10,7 @@ BOOTSTRAP = 10_000
 
 def first_match(result, target: float, params) -> int:
   """Evaluations the search had spent when its best first reached `target` (its budget when
-  it never did), from its per-generation history."""
+  it never did), from its per-generation history (search scores: `target` is one too)."""
   reached = np.flatnonzero(np.asarray(result.history) <= target)
   if not len(reached):
     return int(result.evaluations)

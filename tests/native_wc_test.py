@@ -30,10 +30,12 @@ def random_inputs(rng, graph, devices, population, coarse=False):
 
 def assert_matches_reference(graph, devices, inputs, memory=True):
   native = native_wc.build_native_graph(graph, devices, memory=memory)
-  makespan, peak = native_wc.simulate(native, *inputs)
+  makespan, peak, completion = native_wc.simulate_with_completion(native, *inputs)
   for p in range(inputs[0].shape[0]):
     ref = rm.simulate_wc(graph, devices, *(x[p] for x in inputs), dtype=np.float32)
     assert makespan[p] == ref.makespan, p
+    assert completion[p] == pytest.approx(np.mean(np.asarray(ref.op_end, np.float64)),
+                                          rel=1e-12), p
     if memory:
       np.testing.assert_array_equal(peak[p], ref.peak_memory)
     else:
@@ -162,3 +164,31 @@ def test_channels_that_end_together_release_in_source_order():
   assert_matches_reference(graph, devices, inputs)
   _, peak = native_wc.simulate(native_wc.build_native_graph(graph, devices), *inputs)
   assert peak[0, 0] == np.float32(2.0 ** 25)
+
+
+@settings(max_examples=20, deadline=None)
+@given(dags(max_ops=10, max_outputs=2), device_sets, st.integers(0, 2**31))
+def test_the_search_score_is_the_objective_plus_the_tie_breaker(graph, devices, seed):
+  """The native search scores WC runtime by makespan + TIE_BREAK * mean op completion (the
+  reference's op ends); the memory objectives, the JAX engine and the other models search the
+  objective itself."""
+  placement, priority, transfer = random_inputs(np.random.default_rng(seed), graph, devices, 3)
+  problem = performance.Problem(graph, devices, model="wc")
+  score = performance.host_scorer(problem, tie_break=True)(placement, priority, transfer)
+  plain = performance.host_scorer(problem)(placement, priority, transfer)
+  for p in range(len(placement)):
+    ref = rm.simulate_wc(graph, devices, placement[p], priority[p], transfer[p],
+                         dtype=np.float32)
+    expected = np.float32(ref.makespan + performance.TIE_BREAK * np.mean(
+        np.asarray(ref.op_end, np.float64)))
+    assert score[p] == expected and plain[p] == ref.makespan
+    assert plain[p] <= score[p] <= np.float32(plain[p] * (1 + performance.TIE_BREAK))
+  for other in (dataclasses.replace(problem, objective="memory"),
+                dataclasses.replace(problem, objective="runtime_under_memory",
+                                    memory_limit=1.0),
+                dataclasses.replace(problem, model="delay")):
+    assert not performance.breaks_ties(other)
+    np.testing.assert_array_equal(
+        performance.host_scorer(other, tie_break=True)(placement, priority, transfer),
+        performance.host_scorer(other)(placement, priority, transfer))
+  assert not performance.breaks_ties(dataclasses.replace(problem, engine="jax"))

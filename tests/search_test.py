@@ -45,6 +45,21 @@ def test_result_rescores_and_never_loses_the_seed():
   assert np.all(np.diff(result.history) <= 0)
 
 
+def test_the_search_breaks_ties_but_reports_the_objective():
+  """On WC the search's score (its history) is the objective plus the tie-breaker of its best;
+  the result's objective and its seeds' objectives are the model's own."""
+  graph = synthetic.generate(np.random.default_rng(5))
+  problem = performance.Problem(graph, devices_lib.homogeneous(3), model="wc")
+  result = search.optimize(problem, evals=600, seed=2)
+  decoded = chromosome_lib.decode(result.best_chromosome[None], problem.layout)
+  score = performance.host_scorer(problem, tie_break=True)(*decoded)[0]
+  assert result.history[-1] == score > result.objective
+  assert result.objective == performance.score_reference(problem, result.best_chromosome)[0]
+  single = search.single_device_seed(problem)
+  assert result.seed_objectives["single_device"] == np.float32(
+      performance.score_reference(problem, single)[0])
+
+
 @pytest.mark.parametrize("model", ["doppler", "delay", "wc"])
 def test_a_model_that_reads_no_transfer_priorities_searches_without_transfer_genes(model):
   """Its search evolves no transfer genes; the result still has the graph's whole layout (the

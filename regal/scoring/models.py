@@ -14,7 +14,10 @@ Signatures every record follows (D devices, o ops, t tensors, P chromosomes):
       None), compiled on the host (numba); `memory` asks for peaks;
   jax(graph, devices, dtype, memory) -> (data, simulate): `data` a pytree of arrays and
       `simulate(data, placement, op_priority, transfer_priority)` -> (makespan [P], peak [P, D]
-      or None), pure JAX, batched over the leading axis.
+      or None), pure JAX, batched over the leading axis;
+  native_completion(graph, devices, memory) -> as `native`, with each chromosome's mean op
+      completion time [P] third: the native search's tie-breaker among equal makespans
+      (`regal.scoring.performance.TIE_BREAK`).
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ class Model:
   reference: Callable[..., Schedule]
   native: Callable[[Graph, DeviceSpec, bool], HostSimulate] | None = None
   jax: Callable[[Graph, DeviceSpec, Any, bool], tuple[Any, Callable]] | None = None
+  native_completion: Callable[[Graph, DeviceSpec, bool], Callable] | None = None
   memory: bool = False  # Tracks peak memory: the memory objectives are open to it.
   reads_op_priority: bool = True  # False: priorities change nothing (moves on them are wasted).
   # False: transfer priorities change nothing, so the search's chromosomes carry none (on 8
@@ -216,7 +220,8 @@ def _doppler_native(graph: Graph, devices: DeviceSpec, memory: bool) -> HostSimu
 register(Model(
     "wc", "work-conserving asynchronous model (Doppler paper), with peak memory",
     reference=_wc_reference, native=_event_native(native_wc.simulate),
-    jax=_event_jax(wc_model.simulate_batch, always_memory=False), memory=True))
+    jax=_event_jax(wc_model.simulate_batch, always_memory=False),
+    native_completion=_event_native(native_wc.simulate_with_completion), memory=True))
 register(Model(
     "sync", "REGAL's synchronous-transfer model, with peak memory",
     reference=_sync_reference, native=_event_native(native_sync.simulate),

@@ -123,8 +123,9 @@ def _sort_ids(ids, count):
 def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degree, outputs_ptr,
               outputs, inputs_ptr, inputs, readers_ptr, readers, control_ptr, control, speed,
               bandwidth, latency, placement, op_priority, transfer_priority, track_memory,
-              makespan_out, peak_out):
-  """Simulates every chromosome of the batch (rows of placement / priorities) in turn."""
+              makespan_out, peak_out, completion_out):
+  """Simulates every chromosome of the batch (rows of placement / priorities) in turn; each
+  one's mean op completion time goes to `completion_out` (summed in float64, in event order)."""
   population, num_ops = placement.shape
   num_tensors = tensor_size.shape[0]
   num_devices = speed.shape[0]
@@ -189,6 +190,7 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
     peak[:] = zero
     now = zero
     makespan = -np.inf
+    completion_sum = 0.0
 
     while True:
       # Dispatch: idle devices in id order, then idle channels in (src, dst) order.
@@ -240,6 +242,7 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
           continue
         op = device_op[d]
         device_op[d] = -1
+        completion_sum += now
         if now > makespan:
           makespan = now
         if track_memory:
@@ -298,6 +301,7 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
           pending_count += 1
 
     makespan_out[p] = makespan
+    completion_out[p] = completion_sum / max(num_ops, 1)
     for d in range(num_devices):
       peak_out[p, d] = peak[d] if track_memory else np.nan
 
@@ -308,6 +312,15 @@ def simulate(graph: NativeGraph, placement: np.ndarray, op_priority: np.ndarray,
   """(makespan [P], peak memory [P, D]) of a population: placement [P, O], priorities [P, O]
   and [P, T, D]. Peaks are NaN for a graph built without memory. The population is split
   over `threads` (default: one per CPU core)."""
+  return simulate_with_completion(graph, placement, op_priority, transfer_priority, threads)[:2]
+
+
+def simulate_with_completion(graph: NativeGraph, placement: np.ndarray, op_priority: np.ndarray,
+                             transfer_priority: np.ndarray, threads: int | None = None
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """`simulate`'s (makespan [P], peak memory [P, D]) and each chromosome's mean op completion
+  time [P] (float64): the search's tie-breaker among equal makespans
+  (`regal.scoring.performance.TIE_BREAK`)."""
   population = placement.shape[0]
   num_ops, num_devices = graph.num_ops, graph.num_devices
   placement = native_common.placement_argument(placement, num_ops, num_devices)
@@ -315,10 +328,11 @@ def simulate(graph: NativeGraph, placement: np.ndarray, op_priority: np.ndarray,
   transfer_priority = native_common.argument(transfer_priority, np.float32)
   makespan = np.empty(population, np.float32)
   peak = np.empty((population, num_devices), np.float32)
+  completion = np.empty(population, np.float64)
 
   def run(rows: slice) -> None:
     _simulate(*graph.arrays, placement[rows], op_priority[rows], transfer_priority[rows],
-              graph.memory, makespan[rows], peak[rows])
+              graph.memory, makespan[rows], peak[rows], completion[rows])
 
   native_common.run_split(run, population, threads)
-  return makespan, peak
+  return makespan, peak, completion

@@ -94,7 +94,9 @@ class SearchResult:
   objective: float
   placement: np.ndarray  # [o]
   order: np.ndarray  # [o] ops by priority
-  history: np.ndarray  # best objective after each generation
+  # The search's score of its best after each generation: the objective, plus the
+  # tie-breaker where `performance.breaks_ties` (at most 1% above it).
+  history: np.ndarray
   evaluations: int
   compile_seconds: float
   search_seconds: float
@@ -352,7 +354,8 @@ def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga
                                             jnp.asarray(token, jnp.int32)))
     search_seconds = time.perf_counter() - start
   return _result(problem, result, np.asarray(result.best_chromosome), seeds, seed_values,
-                 compile_seconds, search_seconds, settings, evals, params)
+                 float(result.best_fitness), compile_seconds, search_seconds, settings, evals,
+                 params)
 
 
 def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
@@ -368,18 +371,20 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
                                                swaps, capacity)
   alpha, beta = (mutant_genes(own, bucket, getattr(params, name))
                  for name in ("mutant_alpha", "mutant_beta"))
-  with performance.registered_scorer(problem, settings.decoder, settings.bias,
-                                     bucket) as handle, \
-      _deadline(time_limit, should_stop) as token:
-    seed_values = performance.score_registered_chromosomes(handle, seed_matrix)
+  scorer = performance.registered_scorer(problem, settings.decoder, settings.bias, bucket)
+  with scorer as handle, _deadline(time_limit, should_stop) as token:
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(
         jax.random.key(seed), jnp.asarray(seed_matrix), table, jnp.asarray(token, jnp.int32),
         jnp.asarray(handle, jnp.int32), alpha, beta))
     search_seconds = time.perf_counter() - start
+  # The search's score carries a tie-breaker (`performance.TIE_BREAK`); what the result
+  # reports is the objective itself.
+  values = scorer.objectives(np.concatenate([seed_matrix,
+                                             np.asarray(result.best_chromosome)[None]]))
   best = chromosome_lib.from_bucket(own, bucket, np.asarray(result.best_chromosome))
-  return _result(problem, result, best, seeds, seed_values, compile_seconds, search_seconds,
-                 settings, evals, params)
+  return _result(problem, result, best, seeds, values[:-1], float(values[-1]), compile_seconds,
+                 search_seconds, settings, evals, params)
 
 
 def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
@@ -398,8 +403,9 @@ def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
 
 
 def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[str, np.ndarray],
-            seed_values: np.ndarray, compile_seconds: float, search_seconds: float,
-            settings: SearchSettings, evals: int, params: brkga.Params) -> SearchResult:
+            seed_values: np.ndarray, objective: float, compile_seconds: float,
+            search_seconds: float, settings: SearchSettings, evals: int, params: brkga.Params
+            ) -> SearchResult:
   """The search's answer; under the list decoder the best chromosome is re-encoded for the
   direct decoder (same placement, order and transfer keys), which every consumer reads."""
   decoded = performance.host_decoder(problem, settings.decoder, settings.bias)(
@@ -413,7 +419,7 @@ def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[
   generations = int(result.generations)
   evaluations = int(result.evaluations)
   return SearchResult(
-      best_chromosome=best, objective=float(result.best_fitness), placement=placement,
+      best_chromosome=best, objective=objective, placement=placement,
       order=order, history=history[:generations + 1], evaluations=evaluations,
       compile_seconds=compile_seconds, search_seconds=search_seconds,
       seed_objectives={name: float(v) for name, v in zip(seeds, seed_values)},
