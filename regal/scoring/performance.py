@@ -204,8 +204,8 @@ class ReferenceScores:
 # 0-4; weights 0, 1e-3, 1e-2, 3e-2, 1e-1): mean gap to the best of all runs 9.44% -> 6.44%,
 # seeds within 1% 5 -> 11 of 25; against no tie-breaker 14 paired wins and 6 losses (1e-3:
 # 7.68%, 7 of 25, 18 wins and 2 losses; 1e-1: 5.51%, 12 of 25, but trading up to 10% of
-# makespan). The answer and every reported objective are the model's own (`brkga_search`
-# rescores them).
+# makespan). The answer is the lowest objective of the search's final populations, and every
+# reported objective is the model's own (`brkga_search`).
 TIE_BREAK = 1e-2
 
 

@@ -95,7 +95,8 @@ class SearchResult:
   placement: np.ndarray  # [o]
   order: np.ndarray  # [o] ops by priority
   # The search's score of its best after each generation: the objective, plus the
-  # tie-breaker where `performance.breaks_ties` (at most 1% above it).
+  # tie-breaker where `performance.breaks_ties` (at most 1% above it; the answer is then the
+  # lowest objective of the final populations, which can be below the last score's makespan).
   history: np.ndarray
   evaluations: int
   compile_seconds: float
@@ -378,13 +379,21 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
         jax.random.key(seed), jnp.asarray(seed_matrix), table, jnp.asarray(token, jnp.int32),
         jnp.asarray(handle, jnp.int32), alpha, beta))
     search_seconds = time.perf_counter() - start
-  # The search's score carries a tie-breaker (`performance.TIE_BREAK`); what the result
-  # reports is the objective itself.
-  values = scorer.objectives(np.concatenate([seed_matrix,
-                                             np.asarray(result.best_chromosome)[None]]))
-  best = chromosome_lib.from_bucket(own, bucket, np.asarray(result.best_chromosome))
-  return _result(problem, result, best, seeds, values[:-1], float(values[-1]), compile_seconds,
-                 search_seconds, settings, evals, params)
+  # The search's score may carry a tie-breaker (`performance.TIE_BREAK`), under which a
+  # makespan up to 1% longer can rank first: the answer is the lowest objective among the
+  # search's best and its final populations. Those were all scored by the search, and the
+  # objective is the same simulation's makespan, so reading it again is not counted.
+  searched = np.asarray(result.best_chromosome)[None]
+  if performance.breaks_ties(problem):
+    searched = np.concatenate([searched, np.asarray(result.final_population).reshape(
+        -1, bucket.size)])
+  values = scorer.objectives(np.concatenate([seed_matrix, searched]))
+  found = values[len(seed_matrix):]
+  pick = int(np.argmin(found))  # The first of equals: the search's own best.
+  best = chromosome_lib.from_bucket(own, bucket, searched[pick])
+  return _result(problem, result, best, seeds, values[:len(seed_matrix)], float(found[pick]),
+                 compile_seconds, search_seconds, settings, evals, params,
+                 searched_best=pick == 0)
 
 
 def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
@@ -404,10 +413,12 @@ def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
 
 def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[str, np.ndarray],
             seed_values: np.ndarray, objective: float, compile_seconds: float,
-            search_seconds: float, settings: SearchSettings, evals: int, params: brkga.Params
-            ) -> SearchResult:
-  """The search's answer; under the list decoder the best chromosome is re-encoded for the
-  direct decoder (same placement, order and transfer keys), which every consumer reads."""
+            search_seconds: float, settings: SearchSettings, evals: int, params: brkga.Params,
+            searched_best: bool = True) -> SearchResult:
+  """The search's answer `best`; under the list decoder it is re-encoded for the direct
+  decoder (same placement, order and transfer keys), which every consumer reads.
+  `searched_best`: it is the search's best by its score, whose seed lineage the engine
+  tracks (another final chromosome's is unknown)."""
   decoded = performance.host_decoder(problem, settings.decoder, settings.bias)(
       np.asarray(best, np.float32)[None])
   placement = np.asarray(decoded.placement[0])
@@ -423,6 +434,7 @@ def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[
       order=order, history=history[:generations + 1], evaluations=evaluations,
       compile_seconds=compile_seconds, search_seconds=search_seconds,
       seed_objectives={name: float(v) for name, v in zip(seeds, seed_values)},
-      origin=list(seeds)[int(result.best_origin)] if int(result.best_origin) >= 0 else None,
+      origin=(list(seeds)[int(result.best_origin)]
+              if searched_best and int(result.best_origin) >= 0 else None),
       stopped_early=evaluations + params.offspring_per_generation <= evals and
       generations < brkga.max_generations(params, evals))
