@@ -226,6 +226,9 @@ def check_flags() -> None:
   before any work (absl cannot tell a flag given from one left at its default)."""
   method = _METHOD.value
   reads = {option: methods.readers(option) for option in ("evals", "time_limit", "seed", "engine")}
+  if _OUT_DIR.value and (not _GRAPH.value or _DATASET.value):
+    raise errors.ConfigError("--out_dir keeps the results of --graph files (a directory or "
+                             "a,b,c); one graph's result goes to --out")
   for name, value in (("time_limit", _TIME_LIMIT.value), ("memory_limit", _MEMORY_LIMIT.value)):
     if value is not None and not (math.isfinite(value) and value > 0):
       raise errors.ConfigError(f"--{name} must be a positive finite number, got {value}")

@@ -229,6 +229,13 @@ def test_many_graphs_per_call_keep_going_past_a_broken_file(tmp_path, shared_gra
     assert data["search_objective"] >= data["objective"]
 
 
+def test_out_dir_without_graph_files_is_refused(tmp_path):
+  """The default graph (or --dataset) gives one result: --out_dir would save nothing."""
+  assert_one_line_error(run("regal.optimize", "--out_dir", str(tmp_path)),
+                        "--out_dir keeps the results of --graph files")
+  assert not list(tmp_path.iterdir())
+
+
 def test_many_graphs_refuse_outputs_over_inputs_and_one_out(tmp_path, shared_graphs):
   source = sorted((shared_graphs / "sinnen").glob("*.dot"))[0]
   graph_file = tmp_path / "g.dot"
