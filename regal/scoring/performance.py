@@ -13,6 +13,7 @@ Objectives (smaller is better):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable
 
 import jax
@@ -221,26 +222,33 @@ def host_scorer(problem: Problem, tie_break: bool = False
   [P, o], transfer priority [P, t, D]) -> objective [P] (float32), the same values as
   `make_fitness_fn`, without JAX (compiled now, so no call compiles inside a callback).
   `tie_break`: the search's score instead, where `breaks_ties(problem)`."""
+  search, objective = _native_scorers(problem)
+  return search if tie_break else objective
+
+
+def _native_scorers(problem: Problem) -> tuple[Callable, Callable]:
+  """(the search's score, the objective) as host functions over one host graph: where the
+  search breaks ties both read the same simulation, one with its mean completion time."""
   if scoring_engine(problem) != "native":
     raise errors.ConfigError("host scoring needs the native engine")
-  spec = models.get(problem.model)
-  if tie_break and breaks_ties(problem):
-    with_completion = spec.native_completion(problem.graph, problem.devices,
-                                             needs_memory(problem))
-
-    def simulate(placement, priority, transfer):
-      makespan, peak, completion = with_completion(placement, priority, transfer)
-      return np.asarray(makespan + TIE_BREAK * completion, np.float32), peak
+  spec, memory = models.get(problem.model), needs_memory(problem)
+  if breaks_ties(problem):
+    simulate = spec.native_completion(problem.graph, problem.devices, memory)
   else:
-    simulate = spec.native(problem.graph, problem.devices, needs_memory(problem))
+    native = spec.native(problem.graph, problem.devices, memory)
+    simulate = lambda *arrays: (*native(*arrays), None)  # noqa: E731
 
-  def score(placement, priority, transfer):
-    makespan, peak = simulate(placement, priority, transfer)
+  def score(placement, priority, transfer, tie_break: bool):
+    makespan, peak, completion = simulate(placement, priority, transfer)
+    if tie_break and completion is not None:
+      makespan = np.asarray(makespan + TIE_BREAK * completion, np.float32)
     return np.asarray(objective_value(problem, makespan, peak), np.float32)
+  search = functools.partial(score, tie_break=True)
+  objective = functools.partial(score, tie_break=False)
   layout = problem.layout
-  score(np.zeros((0, layout.num_ops), np.int32), np.zeros((0, layout.num_ops), np.float32),
-        np.zeros((0, layout.num_tensors, layout.num_devices), np.float32))
-  return score
+  objective(np.zeros((0, layout.num_ops), np.int32), np.zeros((0, layout.num_ops), np.float32),
+            np.zeros((0, layout.num_tensors, layout.num_devices), np.float32))
+  return search, objective
 
 
 # `regal.scoring.chromosome.decode`, `regal.scoring.list_decoder.decode`.
@@ -291,11 +299,10 @@ class registered_scorer:
 
   def __init__(self, problem: Problem, decoder: str = "direct", bias: float = 0.0,
                bucket: chromosome_lib.Layout | None = None):
-    self.entry = (host_scorer(problem, tie_break=True), problem.graph.num_ops,
-                  problem.graph.num_tensors)
+    search, objective = _native_scorers(problem)
+    self.entry = (search, problem.graph.num_ops, problem.graph.num_tensors)
     decode = host_decoder(problem, decoder, bias)
     own, bucket = problem.layout, bucket or bucket_layout(problem)
-    objective = host_scorer(problem) if breaks_ties(problem) else self.entry[0]
 
     def scorer_of(score):  # Bucket-layout chromosomes, decoded on the host.
       return lambda chromosomes: score(*decode(chromosome_lib.from_bucket_batch(
