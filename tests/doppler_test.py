@@ -205,6 +205,28 @@ def test_draws_follow_the_weights_and_never_pick_a_zero_weight(size):
   assert int(episode_lib._draw(jnp.asarray(weights), top)) == size - 2
 
 
+def test_a_draw_on_a_boundary_between_rows_never_picks_a_zero_weight():
+  # The running sums are separate float32 dot products, so a target on the end of a row can
+  # come out below the next row's start by a rounding; each row's first entry is zero here.
+  rng = np.random.default_rng(0)
+  size, count = 64, 2048
+  rows = episode_lib._near_square_divisor(size)
+  weights = np.exp(rng.normal(0.0, 4.0, (count, size))).astype(np.float32)
+  weights *= rng.random((count, size)) < rng.uniform(0.05, 0.9, (count, 1))
+  weights.reshape(count, rows, -1)[:, :, 0] = 0.0
+  weights.reshape(count, rows, -1)[:, :, -1] += 1.0
+  row_ends = np.asarray(jax.vmap(episode_lib._inclusive_sums)(
+      jnp.asarray(weights.reshape(count, rows, -1).sum(2))))
+  boundary = rng.integers(0, rows - 1, count)
+  uniforms = (row_ends[np.arange(count), boundary] / row_ends[:, -1]).astype(np.float32)
+  picks = []
+  for nudge in (-1.0, 0.0, 2.0):  # One float below, on and above each boundary.
+    nudged = np.nextafter(uniforms, np.float32(nudge)) if nudge else uniforms
+    picks.append(np.asarray(jax.jit(jax.vmap(episode_lib._draw))(
+        jnp.asarray(weights), jnp.asarray(np.minimum(nudged, np.float32(1 - 2**-24))))))
+  assert all((weights[np.arange(count), p] > 0).all() for p in picks)
+
+
 def _join() -> Graph:
   # a, b, c are entries; d reads a: the orders are the 12 that put a before d.
   return Graph(op_names=list("abcd"), op_types=[""] * 4, compute_cost=[2, 3, 5, 1],

@@ -100,8 +100,17 @@ def _inclusive_sums(values: jnp.ndarray) -> jnp.ndarray:
   return values @ jnp.triu(jnp.ones((n, n), values.dtype))
 
 
-def _last_positive(weights: jnp.ndarray) -> jnp.ndarray:
-  return jnp.max(jnp.where(weights > 0, jnp.arange(weights.shape[0]), 0))
+def _positive_from(weights: jnp.ndarray, index: jnp.ndarray) -> jnp.ndarray:
+  """The first entry at or after `index` whose weight is positive, else the last positive one
+  (some weight is positive). The running sums are independent float32 dot products, so they
+  can disagree with each other by a rounding: a target on a boundary between two entries (or
+  rows) can then land on a zero-weight one, which must never be drawn."""
+  positions = jnp.arange(weights.shape[0])
+  positive = weights > 0
+  last = jnp.max(jnp.where(positive, positions, 0))
+  first_after = jnp.min(jnp.where(positive & (positions >= index), positions,
+                                  weights.shape[0]))
+  return jnp.where(first_after < weights.shape[0], first_after, last)
 
 
 def _near_square_divisor(n: int) -> int:
@@ -116,15 +125,15 @@ def _draw(weights: jnp.ndarray, uniform: jnp.ndarray) -> jnp.ndarray:
   Gumbel draw (`jax.random.categorical`) takes one per entry. The running sum is taken in two
   levels (the weights as a near-square grid: which row, then which entry of it), so a draw over
   N entries costs O(N) where a cumsum inside the episode scan costs several times more on a
-  CPU; rounding never picks a zero-weight entry."""
+  CPU; rounding never picks a zero-weight entry (`_positive_from`)."""
   rows = _near_square_divisor(weights.shape[0])
   grid = weights.reshape(rows, -1)
   row_totals = grid.sum(axis=1)
   row_ends = _inclusive_sums(row_totals)
   target = uniform * row_ends[-1]
-  row = jnp.minimum(jnp.sum(row_ends <= target), _last_positive(row_totals))
+  row = _positive_from(row_totals, jnp.sum(row_ends <= target))
   within = target - (row_ends[row] - row_totals[row])
-  column = jnp.minimum(jnp.sum(_inclusive_sums(grid[row]) <= within), _last_positive(grid[row]))
+  column = _positive_from(grid[row], jnp.sum(_inclusive_sums(grid[row]) <= within))
   return row * grid.shape[1] + column
 
 
