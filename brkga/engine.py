@@ -11,9 +11,14 @@ mutants join the non-elite pool and can be parents in the next generation. Sever
 populations evolve side by side and, every `exchange_interval` generations, each receives the
 best `exchange_count` chromosomes of every other population in place of its worst. After
 `restart_patience` generations without a better best, the populations restart: that
-generation's offspring are all fresh uniform keys, and only the best chromosome so far survives
-(the slots of the other elites hold fresh unscored keys ranked last, so they are never elites
-and are replaced by the next offspring; nothing unscored is counted as evaluated).
+generation's offspring are all fresh uniform keys, and the former elites are gone (their slots
+hold fresh unscored keys ranked last, so they are never elites and are replaced by the next
+offspring; nothing unscored is counted as evaluated). `restart_from` says what the new start
+keeps: `BEST`, the best chromosome so far (the classic restart); or `SEEDS`, the search's seeds
+(`run`'s), which join the fresh offspring and are scored again: an independent run from the
+search's own start, while the best so far is kept aside (`State.best_*`). Stagnation counts
+from the best of the current run (since the last restart), so a run that is still improving is
+not cut short by a better best it does not hold.
 
 A search may be memetic: `run`'s `improve` hook (population in, improved population and the
 evaluations it spent out) polishes chromosomes after every `improve_interval`-th generation
@@ -36,6 +41,10 @@ import jax.numpy as jnp
 from flax import struct
 
 
+BEST, SEEDS = "best", "seeds"  # What a restart keeps (`Params.restart_from`).
+RESTART_FROM = (BEST, SEEDS)
+
+
 @struct.dataclass
 class Params:
   """Search settings. Sizes are static (they fix array shapes); the rest may be traced."""
@@ -49,6 +58,7 @@ class Params:
   exchange_interval: int = struct.field(pytree_node=False, default=0)  # 0: never exchange.
   exchange_count: int = struct.field(pytree_node=False, default=2)
   restart_patience: int = struct.field(pytree_node=False, default=0)  # 0: never restart.
+  restart_from: str = struct.field(pytree_node=False, default="best")  # BEST or SEEDS.
 
   @property
   def num_children(self) -> int:
@@ -60,6 +70,8 @@ class Params:
     return self.num_populations * (self.population_size - self.num_elites)
 
   def validate(self) -> "Params":
+    if self.restart_from not in RESTART_FROM:
+      raise ValueError(f"restart_from must be one of {RESTART_FROM}, got {self.restart_from!r}")
     if not 0 < self.num_elites < self.population_size:
       raise ValueError(f"num_elites must be in 1..population_size - 1, got {self.num_elites}")
     if self.num_mutants < 0 or self.num_children < 0:
@@ -105,6 +117,9 @@ class State:
   origin: jnp.ndarray  # [Pi, P] int32
   best_origin: jnp.ndarray  # [] int32
   offspring_origin: jnp.ndarray  # [Pi, P - E] int32, set by `ask` for `tell`
+  run_best: jnp.ndarray  # [] the best fitness since the last restart (stagnation counts from it)
+  # [S, n] what a SEEDS restart starts from again (`run`'s seeds; [0, n]: none).
+  restart_seeds: jnp.ndarray
 
 
 def _sort(population: jnp.ndarray, fitness: jnp.ndarray, origin: jnp.ndarray
@@ -138,11 +153,15 @@ def initial_population(key: jax.Array, params: Params, num_genes: int,
 
 
 def init(key: jax.Array, params: Params, population: jnp.ndarray,
-         fitness: jnp.ndarray, origin: jnp.ndarray | None = None) -> State:
+         fitness: jnp.ndarray, origin: jnp.ndarray | None = None,
+         restart_seeds: jnp.ndarray | None = None) -> State:
   """State from scored initial populations [Pi, P, n], their fitness [Pi, P] and lineage
-  [Pi, P] (`seed_origin`; default: no seeds)."""
+  [Pi, P] (`seed_origin`; default: no seeds); `restart_seeds` [S, n]: what a SEEDS restart
+  starts from (the first S members of population 0 then; lineage 0..S-1)."""
   if origin is None:
     origin = seed_origin(params)
+  if restart_seeds is None:
+    restart_seeds = jnp.zeros((0, population.shape[-1]), population.dtype)
   population, fitness, origin = _sort(population, fitness, origin)
   best = jnp.argmin(fitness[:, 0])
   pops = population.shape[0]
@@ -152,7 +171,9 @@ def init(key: jax.Array, params: Params, population: jnp.ndarray,
                stagnation=jnp.zeros((), jnp.int32), key=key, origin=origin,
                best_origin=origin[best, 0],
                offspring_origin=jnp.full((pops, params.population_size - params.num_elites),
-                                         -1, jnp.int32))
+                                         -1, jnp.int32),
+               run_best=fitness[best, 0],
+               restart_seeds=jnp.asarray(restart_seeds, population.dtype))
 
 
 def crossover(key: jax.Array, elite: jnp.ndarray, other: jnp.ndarray,
@@ -235,12 +256,18 @@ def ask(state: State, params: Params) -> tuple[jnp.ndarray, State]:
     # Drawn only on a restart (under `cond`): fresh keys for every offspring cost as much as
     # the rest of a generation.
     restart_key = jax.random.fold_in(mutant_key, 1)
-    restarting = _restarting(state, params)
-    offspring, origin = jax.lax.cond(
-        restarting,
-        lambda: (jax.random.uniform(restart_key, offspring.shape, offspring.dtype),
-                 jnp.full_like(origin, -1)),
-        lambda: (offspring, origin))
+
+    def restarted():
+      fresh = jax.random.uniform(restart_key, offspring.shape, offspring.dtype)
+      fresh_origin = jnp.full_like(origin, -1)
+      count = state.restart_seeds.shape[0] if params.restart_from == SEEDS else 0
+      if count:
+        fresh = fresh.at[0, :count].set(state.restart_seeds.astype(fresh.dtype))
+        fresh_origin = fresh_origin.at[0, :count].set(jnp.arange(count, dtype=jnp.int32))
+      return fresh, fresh_origin
+
+    offspring, origin = jax.lax.cond(_restarting(state, params), restarted,
+                                     lambda: (offspring, origin))
   return offspring, state.replace(key=key, offspring_origin=origin)
 
 
@@ -251,18 +278,24 @@ def tell(state: State, params: Params, offspring: jnp.ndarray,
   kept, kept_fitness = state.population[:, :elites], state.fitness[:, :elites]
   kept_origin = state.origin[:, :elites]
   key = state.key
+  restarting = _restarting(state, params)
   if params.restart_patience:
-    # On a restart only the best so far survives; other elite slots get fresh unscored keys.
+    # On a restart the elite slots get fresh unscored keys; a BEST restart keeps the best so
+    # far in the first.
     fresh_key = jax.random.fold_in(key, 2)  # Derived, as in `ask`.
 
     def fresh():
-      return (jax.random.uniform(fresh_key, kept.shape, kept.dtype).at[0, 0].set(
-                  state.best_chromosome),
-              jnp.full_like(kept_fitness, jnp.inf).at[0, 0].set(state.best_fitness),
-              jnp.full_like(kept_origin, -1).at[0, 0].set(state.best_origin))
+      keys = jax.random.uniform(fresh_key, kept.shape, kept.dtype)
+      unscored = jnp.full_like(kept_fitness, jnp.inf)
+      no_line = jnp.full_like(kept_origin, -1)
+      if params.restart_from == SEEDS:
+        return keys, unscored, no_line
+      return (keys.at[0, 0].set(state.best_chromosome),
+              unscored.at[0, 0].set(state.best_fitness), no_line.at[0, 0].set(state.best_origin))
 
     kept, kept_fitness, kept_origin = jax.lax.cond(
-        _restarting(state, params), fresh, lambda: (kept, kept_fitness, kept_origin))
+        restarting, fresh, lambda: (kept, kept_fitness, kept_origin))
+    state = state.replace(run_best=jnp.where(restarting, jnp.inf, state.run_best))
   population = jnp.concatenate([kept, offspring], axis=1)
   fitness = jnp.concatenate([kept_fitness, offspring_fitness], axis=1)
   origin = jnp.concatenate([kept_origin, state.offspring_origin], axis=1)
@@ -277,18 +310,19 @@ def tell(state: State, params: Params, offspring: jnp.ndarray,
   improved, best = _with_populations(state, population, fitness, origin)
   return best.replace(
       generation=generation, key=key,
-      stagnation=jnp.where(improved | _restarting(state, params), 0, state.stagnation + 1),
+      stagnation=jnp.where(improved | restarting, 0, state.stagnation + 1),
       evaluations=state.evaluations + offspring.shape[0] * offspring.shape[1])
 
 
 def _with_populations(state: State, population: jnp.ndarray, fitness: jnp.ndarray,
                       origin: jnp.ndarray) -> tuple[jnp.ndarray, State]:
-  """(whether the best improved, the state holding these sorted populations and the best so
-  far)."""
+  """(whether the current run's best improved, the state holding these sorted populations and
+  the best so far)."""
   best = jnp.argmin(fitness[:, 0])
   improved = fitness[best, 0] < state.best_fitness
-  return improved, state.replace(
+  return fitness[best, 0] < state.run_best, state.replace(
       population=population, fitness=fitness, origin=origin,
+      run_best=jnp.minimum(state.run_best, fitness[best, 0]),
       best_chromosome=jnp.where(improved, population[best, 0], state.best_chromosome),
       best_fitness=jnp.where(improved, fitness[best, 0], state.best_fitness),
       best_origin=jnp.where(improved, origin[best, 0], state.best_origin))
@@ -370,7 +404,8 @@ def run(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array, params
   pops, size, _ = population.shape
   fitness = fitness_fn(population.reshape(pops * size, num_genes)).reshape(pops, size)
   num_seeds = 0 if seeds is None else seeds.shape[0]
-  state = init(search_key, params, population, fitness, seed_origin(params, num_seeds))
+  state = init(search_key, params, population, fitness, seed_origin(params, num_seeds),
+               None if seeds is None else population[0, :num_seeds])
   history = jnp.full(generations + 1, jnp.inf, fitness.dtype).at[0].set(state.best_fitness)
 
   def body(carry):

@@ -152,11 +152,45 @@ def test_restart_keeps_only_the_best_and_never_loses_it():
     assert not (np.asarray(state.population[0]) == old).all(axis=1).any()
 
 
-def test_restarts_do_not_break_a_search():
-  params = brkga.Params(population_size=40, num_elites=8, num_mutants=6, restart_patience=5)
-  result = jax.jit(lambda k: brkga.run(footrule, k, params, 3000, 8))(jax.random.key(9))
+def test_a_seeds_restart_starts_again_from_the_seeds_and_keeps_the_best_aside():
+  params = brkga.Params(population_size=10, num_elites=3, num_mutants=2, restart_patience=2,
+                        restart_from=brkga.SEEDS)
+  population = jnp.linspace(0, 1, 10 * 8).reshape(1, 10, 8)
+  seeds = population[0, 4:6]  # Two seeds, neither the best.
+  state = brkga.init(jax.random.key(8), params, population, jnp.arange(10.0)[None],
+                     restart_seeds=seeds)
+  for _ in range(2):
+    offspring, state = brkga.ask(state, params)
+    state = brkga.tell(state, params, offspring, jnp.full((1, 7), 50.0))
+  best_before = state.population[0, 0]
+  offspring, state = brkga.ask(state, params)  # The restart: the seeds, then fresh keys.
+  np.testing.assert_array_equal(offspring[0, :2], seeds)
+  assert state.offspring_origin[0].tolist() == [0, 1, -1, -1, -1, -1, -1]
+  state = brkga.tell(state, params, offspring, jnp.array([[40.0, 41, 45, 45, 45, 45, 45]]))
+  # The best so far is kept aside, not in the new run's populations.
+  assert state.best_fitness == 0.0 and int(state.stagnation) == 0
+  np.testing.assert_array_equal(state.best_chromosome, best_before)
+  assert not (np.asarray(state.population[0]) == np.asarray(best_before)).all(axis=1).any()
+  assert state.fitness[0, :2].tolist() == [40.0, 41.0] and state.origin[0, :2].tolist() == [0, 1]
+  # Stagnation counts from the new run's best (40): 30 is progress there, though worse than 0.
+  offspring, state = brkga.ask(state, params)
+  state = brkga.tell(state, params, offspring, jnp.full((1, 7), 30.0))
+  assert int(state.stagnation) == 0 and state.best_fitness == 0.0
+  offspring, state = brkga.ask(state, params)
+  state = brkga.tell(state, params, offspring, jnp.full((1, 7), 35.0))
+  assert int(state.stagnation) == 1
+
+
+@pytest.mark.parametrize("restart_from", brkga.RESTART_FROM)
+def test_restarts_do_not_break_a_search(restart_from):
+  params = brkga.Params(population_size=40, num_elites=8, num_mutants=6, restart_patience=5,
+                        restart_from=restart_from)
+  seeds = jnp.full((2, 8), 0.5)
+  result = jax.jit(lambda k: brkga.run(footrule, k, params, 3000, 8, seeds=seeds))(
+      jax.random.key(9))
   assert np.all(np.diff(np.asarray(result.history)) <= 0)
   assert int(result.evaluations) <= 3000
+  assert float(result.best_fitness) <= float(footrule(seeds)[0])
 
 
 def test_lineage_follows_elite_parents():

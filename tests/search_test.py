@@ -7,6 +7,7 @@ from datasets import devices as devices_lib
 from datasets import synthetic
 from datasets.graph import GraphBuilder
 from regal import search
+from regal.search import brkga_search, guides
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 
@@ -71,6 +72,22 @@ def test_the_search_breaks_ties_but_answers_with_the_lowest_objective(monkeypatc
   single = search.single_device_seed(problem)
   assert result.seed_objectives["single_device"] == np.float32(
       performance.score_reference(problem, single)[0])
+
+
+@pytest.mark.parametrize("model,objective,restarts", [
+    ("wc", "runtime", (50, brkga.SEEDS)),
+    ("wc", "memory", (100, brkga.BEST)),
+    ("doppler", "runtime", (100, brkga.BEST)),
+    ("delay", "runtime", (100, brkga.BEST))])
+def test_a_tie_breaking_search_restarts_sooner_from_its_seeds(model, objective, restarts):
+  """The default search's restarts (`restarts_for`), as `run_guided` and `default_params`
+  build them: the WC runtime search (whose score breaks ties) restarts after 50 stagnant
+  generations from its seeds, every other after 100 from the best."""
+  problem = performance.Problem(two_chains(), devices_lib.homogeneous(2), model=model,
+                                objective=objective)
+  assert brkga_search.restarts_for(problem) == restarts
+  for params in (search.default_params(problem, 5000), guides.search_params(problem, 5000)):
+    assert (params.restart_patience, params.restart_from) == restarts
 
 
 @pytest.mark.parametrize("model", ["doppler", "delay", "wc"])

@@ -135,12 +135,15 @@ def to_params(values: dict[str, Any]) -> brkga.Params:
 
 
 def params(name: str, num_genes: int, path: str | None = None,
-           evals: int | None = None) -> brkga.Params:
+           evals: int | None = None,
+           restarts: tuple[int, str] = (brkga_search.RESTART_PATIENCE, brkga.BEST)
+           ) -> brkga.Params:
   """The preset's BRKGA parameters; the default preset's are Goncalves & Resende's for
-  `num_genes` genes and a budget of `evals`."""
+  `num_genes` genes and a budget of `evals`, restarting as `restarts` says
+  (`brkga_search.restarts_for`)."""
   values = setting(name, path)
-  return (brkga_search.default_brkga_params(num_genes, evals=evals) if values is None
-          else to_params(values))
+  return (brkga_search.default_brkga_params(num_genes, evals=evals, restarts=restarts)
+          if values is None else to_params(values))
 
 
 def save(name: str, values: dict[str, Any], provenance: dict[str, Any],

@@ -93,7 +93,8 @@ def search_params(problem: performance.Problem, evals: int,
                   preset: str = brkga_presets.DEFAULT):
   """The preset's BRKGA parameters for the searched layout (a size bucket on native
   engines: one compile per bucket) and the whole budget `evals`."""
-  return brkga_presets.params(preset, brkga_search.search_layout(problem).size, evals=evals)
+  return brkga_presets.params(preset, brkga_search.search_layout(problem).size, evals=evals,
+                              restarts=brkga_search.restarts_for(problem))
 
 
 def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guidance,
