@@ -1,6 +1,7 @@
 """Shared fixtures: where the reference graphs live, and a hypothesis profile for CI."""
 import os
 import pathlib
+import shutil
 
 import hypothesis
 import pytest
@@ -10,6 +11,10 @@ SHARED_GRAPHS = REPO_ROOT.parent / "shared" / "graphs"
 
 hypothesis.settings.register_profile("default", deadline=None, max_examples=50)
 
+# The compilation cache this session made (None: the caller named one, or another process of
+# the session made it: xdist's workers and CLI subprocesses inherit the environment).
+_OWN_CACHE: str | None = None
+
 
 def pytest_configure(config):
   """One persistent JAX compilation cache per test session, every compile kept: tests that
@@ -18,8 +23,11 @@ def pytest_configure(config):
   import tempfile
 
   import jax
-  cache = os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
-                                tempfile.mkdtemp(prefix="regal-test-jax-cache-"))
+  global _OWN_CACHE
+  if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _OWN_CACHE = tempfile.mkdtemp(prefix="regal-test-jax-cache-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _OWN_CACHE
+  cache = os.environ["JAX_COMPILATION_CACHE_DIR"]
   min_seconds = os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
   # XLA without its costly optimization passes, as JAX's own test suite compiles: the
   # suite's programs are tiny, so the passes cost seconds per compile and save microseconds
@@ -32,6 +40,15 @@ def pytest_configure(config):
   jax.config.update("jax_compilation_cache_dir", cache)
   jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_seconds))
   jax.config.update("jax_disable_most_optimizations", fast_compile not in ("0", "false"))
+
+
+def pytest_unconfigure(config):
+  """The session's own compilation cache goes at its end (~20 MB a run); one the caller named
+  stays."""
+  if _OWN_CACHE is not None:
+    shutil.rmtree(_OWN_CACHE, ignore_errors=True)
+
+
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
