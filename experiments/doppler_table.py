@@ -1,7 +1,7 @@
 r"""Doppler's Table 2 and its transfer table: every method at equal evaluations on the Doppler
 graphs and our sharded workloads, simulated and (where the executor can run them) measured.
 
-  python -m experiments.doppler_table            # full: ~60 minutes on 2 cores
+  python -m experiments.doppler_table            # full: ~8 minutes on 2 cores
   python -m experiments.doppler_table --quick    # ~4 minutes: 2 small sharded graphs, measured
   python -m experiments.doppler_table --regal_policy runs/regal4   # adds REGAL's column
 
