@@ -66,12 +66,12 @@ def workloads() -> list[tuple[str, object, object, str]]:
   return rows
 
 
-def run_table(methods: Sequence[str]) -> list[dict]:
+def run_table(method_names: Sequence[str]) -> list[dict]:
   results = []
   jobs = workloads()
-  total, started = len(jobs) * len(methods), time.perf_counter()
+  total, started = len(jobs) * len(method_names), time.perf_counter()
   for label, graph, devices, model in jobs:
-    for method in methods:
+    for method in method_names:
       report = optimize_lib.run(
           graph, devices,
           methods.RunConfig(
@@ -98,15 +98,15 @@ def run_table(methods: Sequence[str]) -> list[dict]:
   return results
 
 
-def markdown(results: list[dict], methods: Sequence[str]) -> list[str]:
+def markdown(results: list[dict], method_names: Sequence[str]) -> list[str]:
   graphs = list(dict.fromkeys(r["graph"] for r in results))
   cell = {(r["graph"], r["method"]): r for r in results}
-  lines = ["| graph | ops | model | one device | " + " | ".join(methods) + " | CP-SAT bound |",
-           "|---" * (len(methods) + 5) + "|"]
+  lines = ["| graph | ops | model | one device | " + " | ".join(method_names)
+           + " | CP-SAT bound |", "|---" * (len(method_names) + 5) + "|"]
   for graph in graphs:
     first = next(r for r in results if r["graph"] == graph)
     entries = [f"{cell[(graph, m)]['objective']:.6g} ({cell[(graph, m)]['wall_seconds']:.2f} s)"
-               for m in methods]
+               for m in method_names]
     bound = cell.get((graph, "cpsat"), {}).get("lower_bound")
     lines.append(f"| {graph} | {first['ops']} | {first['model']} x{first['devices']} | "
                  f"{first['single_device']:.6g} | " + " | ".join(entries) +

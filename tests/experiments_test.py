@@ -220,3 +220,21 @@ def test_latency_rounds_quick(tmp_path):
     assert [r["seed"] for r in runs] == [0, 1]
     assert all(r["latency"] <= row["start"] + 1e-9 for r in runs)
   assert "moves+repair" in markdown
+
+
+def test_baselines_table_small(tmp_path, shared_graphs):
+  # No --quick mode: the Doppler files only, two cheap methods.
+  out = str(tmp_path / "baselines")
+  completed = subprocess.run(
+      [sys.executable, "-m", "experiments.baselines_table", "--synthetic", "0", "--methods",
+       "critical_path,heft", "--doppler_dir", str(shared_graphs / "doppler"), "--out", out],
+      cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200)
+  assert completed.returncode == 0, completed.stderr[-3000:]
+  with open(os.path.join(out, "baselines_table.json")) as f:
+    data = json.load(f)
+  assert [(r["graph"], r["method"]) for r in data["rows"]] == [
+      (graph, method) for graph in ("chain_mm", "ffnn", "llama_block", "llama_layer")
+      for method in ("critical_path", "heft")]
+  assert all(r["objective"] < r["single_device"] for r in data["rows"])
+  markdown = open(os.path.join(out, "baselines_table.md")).read()
+  assert "| graph | ops | model | one device | critical_path | heft | CP-SAT bound |" in markdown
