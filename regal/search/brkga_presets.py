@@ -136,7 +136,7 @@ def to_params(values: dict[str, Any]) -> brkga.Params:
 
 def params(name: str, num_genes: int, path: str | None = None,
            evals: int | None = None,
-           restarts: tuple[int, str] = (brkga_search.RESTART_PATIENCE, brkga.BEST)
+           restarts: tuple[int, str] = brkga_search.DEFAULT_RESTARTS
            ) -> brkga.Params:
   """The preset's BRKGA parameters; the default preset's are Goncalves & Resende's for
   `num_genes` genes and a budget of `evals`, restarting as `restarts` says

@@ -220,17 +220,18 @@ RESTART_PATIENCE = 100
 # 19/50 -> 24/50, 19 runs better and 8 worse. On Doppler-model graphs it was neutral (within
 # 0.2%), so those keep the setting above.
 TIE_BREAKING_RESTARTS = (50, brkga.SEEDS)
+DEFAULT_RESTARTS = (RESTART_PATIENCE, brkga.BEST)
 
 
 def restarts_for(problem: performance.Problem) -> tuple[int, str]:
   """(restart patience, what a restart keeps) for the problem's search."""
   if performance.breaks_ties(problem):
     return TIE_BREAKING_RESTARTS
-  return RESTART_PATIENCE, brkga.BEST
+  return DEFAULT_RESTARTS
 
 
 def default_brkga_params(num_genes: int, evals: int | None = None,
-                         restarts: tuple[int, str] = (RESTART_PATIENCE, brkga.BEST)
+                         restarts: tuple[int, str] = DEFAULT_RESTARTS
                          ) -> brkga.Params:
   """Goncalves & Resende's parameters for `num_genes` genes and a budget of `evals`, with
   restarts on stagnation (`restarts`: patience and what a restart keeps, `restarts_for`)."""
