@@ -153,6 +153,42 @@ def test_exchanges_trade_two_real_ops_devices(graph, num_devices, seed):
       np.testing.assert_array_equal(real_after, real_before)
 
 
+@settings(max_examples=15, deadline=None)
+@given(dags(max_ops=10, max_outputs=3), st.integers(2, 4), st.integers(0, 2**31))
+def test_cluster_exchanges_match_a_slow_reference(graph, num_devices, seed):
+  """With every device move a cluster exchange: op v's cluster (its first `size` ops of the
+  drawn kind that share v's device a) goes to device b, and the cluster (same kind and size)
+  of the op drawn among b's real ops comes back to a. The reference reads the same draws and
+  the slow cluster walks, op by op."""
+  padded_ops, layout, table, rng, chromosome, uniform = _proposal_inputs(graph, num_devices,
+                                                                         seed)
+  exchange = jnp.asarray(rng.random((local_moves.EXCHANGE_DRAWS, 16)) * [[0.0], [1.0]],
+                         jnp.float32)  # Every move exchanges.
+  proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table, layout,
+                                             0.0, 0.0, 1.0, 1.0, exchange))
+  clusters = _reference_clusters(graph, local_moves.CLUSTER_SIZE)
+  before = chromosome_lib.decode(chromosome, layout).placement
+  draws, picks = np.asarray(uniform), np.asarray(exchange)[1]
+  n, slots = graph.num_ops, local_moves.CLUSTER_SIZE
+
+  for j, proposal in enumerate(proposals):
+    _, op_u, _, other_u, _, _, _, size_u = draws[:, j]
+    v = min(int(op_u * n), n - 1)
+    a = before[v]
+    b = (a + 1 + min(int(other_u * (num_devices - 1)), num_devices - 2)) % num_devices
+    kind = min(int(size_u * local_moves.CLUSTER_KINDS), local_moves.CLUSTER_KINDS - 1)
+    size = 2 + min(int((size_u * local_moves.CLUSTER_KINDS - kind) * (slots - 1)), slots - 2)
+    expected = before.copy()
+    expected[[w for w in clusters[kind][v][:size] if before[w] == a]] = b
+    on_b = [w for w in range(n) if before[w] == b]
+    if on_b:
+      u = on_b[min(int(picks[j] * len(on_b)), len(on_b) - 1)]
+      expected[[w for w in clusters[kind][u][:size] if before[w] == b]] = a
+    np.testing.assert_array_equal(chromosome_lib.decode(proposal, layout).placement, expected)
+    np.testing.assert_array_equal(proposal[layout.num_ops * num_devices:],
+                                  chromosome[layout.num_ops * num_devices:])
+
+
 def test_neighbour_device_moves_go_to_a_neighbours_device():
   """With neighbour_device = 1 and no swaps, an op moves to a device one of its neighbours
   is on (when one is elsewhere)."""

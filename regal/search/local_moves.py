@@ -16,10 +16,14 @@ chooses them:
   transfer it was meant to save, and one-op moves cannot cross that ridge (on the Doppler
   transformer graphs one-op hill climbing stalls 15-25% above what cluster moves reach at
   equal budget; on a sharded FFNN only best-first clusters move a shard's whole chain);
-* an exchange (a fraction `exchange_fraction` of the single-op device moves): v goes to d and
-  an op drawn from those on d takes v's place, so the devices' loads stay as balanced as they
-  were (a sharded graph's shards are equal: one move unbalances two devices, an exchange
-  realigns shards without that);
+* an exchange (a fraction `exchange_fraction` of the device moves, single-op or cluster): v
+  goes to d and an op u drawn from those on d takes v's place, so the devices' loads stay as
+  balanced as they were (a sharded graph's shards are equal: one move unbalances two devices,
+  an exchange realigns shards without that). A cluster move's exchange brings u's cluster
+  back (same kind and size, its ops that share u's device): on a sharded 2d-grid ChainMM (8
+  devices) the default run stalls at 4 shard times where trading two shards, each with the
+  add that consumes it, between the two NVLink groups reaches 3.4 (the best known), where
+  none of its single device moves or exchanges of two ops does;
 * an adjacent priority swap (a fraction `swap_fraction` of the moves).
 
 A climb step scores `batch` moves of each climber, drawn at random, at once and keeps the best
@@ -155,7 +159,7 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
             ) -> jnp.ndarray:
   """`batch` neighbours [batch, n] of one chromosome, chosen by `uniform` [PROPOSAL_DRAWS,
   batch] numbers in [0, 1): each a device move (a cluster move with probability
-  `cluster_fraction`, else an exchange with probability `exchange_fraction`, drawn by
+  `cluster_fraction`; either one an exchange with probability `exchange_fraction`, drawn by
   `exchange_uniform` [EXCHANGE_DRAWS, batch]) or, with probability `swap_fraction` (and at
   least two real ops), an adjacent priority swap."""
   num_devices = layout.num_devices
@@ -175,10 +179,11 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
   moved = moves.device_move_genes(chromosome, layout, ops, devices)
   width = 2 * table.cluster.shape[-1] if cluster_fraction > 0 else 2
   if exchange_fraction > 0:
-    width = max(width, 4)
-    exchanged = _exchange_genes(chromosome, table, layout, placement, ops, devices,
-                                exchange_uniform, exchange_fraction)
-    moved = tuple(jnp.concatenate([a, b], axis=1) for a, b in zip(moved, exchanged))
+    width = 2 * width if cluster_fraction > 0 else 4
+    partner, alone = _exchange_partner(table, placement, devices, exchange_uniform,
+                                       exchange_fraction)
+    back = moves.device_move_genes(chromosome, layout, partner, placement[ops])
+    moved = _joined(moved, back, alone, chromosome.shape[0])
   moved = _widened(moved, width, chromosome.shape[0])
   if cluster_fraction > 0:
     # One draw picks the cluster's kind (its integer part) and size (its fraction).
@@ -186,6 +191,10 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
     sizes = 2 + index(size_u * CLUSTER_KINDS - kinds, table.cluster.shape[-1] - 1)
     clustered = moves.cluster_move_genes(chromosome, layout, table.cluster, ops, devices, sizes,
                                          placement, kinds)
+    if exchange_fraction > 0:  # The partner's cluster, of the same kind and size, comes back.
+      back = moves.cluster_move_genes(chromosome, layout, table.cluster, partner,
+                                      placement[ops], sizes, placement, kinds)
+      clustered = _joined(clustered, back, alone, chromosome.shape[0])
     clustered = _widened(clustered, width, chromosome.shape[0])
     in_cluster = (cluster_u < cluster_fraction)[:, None]
     moved = jax.tree_util.tree_map(lambda a, b: jnp.where(in_cluster, b, a), moved, clustered)
@@ -202,11 +211,10 @@ PROPOSAL_DRAWS = 8  # Uniform numbers one proposal reads.
 EXCHANGE_DRAWS = 2  # And an exchange (drawn apart, so searches without exchanges keep theirs).
 
 
-def _exchange_genes(chromosome, table: MoveTable, layout: chromosome_lib.Layout, placement,
-                    ops, devices, uniform, fraction):
-  """The writes [batch, 2] that move, for a fraction of the moves of `ops` to `devices`, one
-  op drawn uniformly among the real ops on that device to the moved op's device (dropped
-  writes, past the chromosome, for the other moves and where the device holds no op)."""
+def _exchange_partner(table: MoveTable, placement, devices, uniform, fraction):
+  """(partner [batch], alone [batch]): for each move to `devices`, an op drawn uniformly among
+  the real ops on that device, and whether the move brings nothing back (a move outside the
+  exchanging `fraction`, or an empty device)."""
   use_u, pick_u = uniform
   real = jnp.arange(placement.shape[0]) < table.num_ops
   on_target = (placement[None, :] == devices[:, None]) & real[None, :]  # [batch, O]
@@ -214,9 +222,15 @@ def _exchange_genes(chromosome, table: MoveTable, layout: chromosome_lib.Layout,
   wanted = jnp.minimum(jnp.floor(pick_u * count).astype(jnp.int32), jnp.maximum(count - 1, 0))
   rank = jnp.cumsum(on_target, axis=1) - 1
   partner = jnp.argmax(on_target & (rank == wanted[:, None]), axis=1)
-  index, value = moves.device_move_genes(chromosome, layout, partner, placement[ops])
-  skip = (use_u >= fraction) | (count == 0)
-  return jnp.where(skip[:, None], chromosome.shape[0], index), value
+  return partner, (use_u >= fraction) | (count == 0)
+
+
+def _joined(writes, back, alone, size: int):
+  """A move's writes followed by those bringing its partner back, dropped (indices past the
+  chromosome's `size`) where the move is `alone`."""
+  index, value = back
+  index = jnp.where(alone[:, None], size, index)
+  return tuple(jnp.concatenate([a, b], axis=1) for a, b in zip(writes, (index, value)))
 
 
 def hashed_uniform(key: jax.Array, shape: tuple[int, ...]) -> jnp.ndarray:
