@@ -449,11 +449,11 @@ def test_time_limit_stops_at_a_generation_boundary():
 
 def test_default_budget_is_sized_from_the_graph():
   """What the default budget promises (not how it is computed): whole thousands within
-  5,000..600,000; small graphs get 500 evaluations per op and device, so the budget grows
-  with the graph; beyond that it stays within what ~8 s of native scoring buys on the
-  project's CPU (an evaluation costs ~0.02 us per op-device and per 2.5 edges), so larger
-  graphs get fewer;
-  the JAX engines, ~40x slower on a CPU, get a 40th (never below the floor)."""
+  5,000..600,000; small graphs get a fixed number of evaluations per op and device (1,000 for
+  the WC runtime search, which restarts from its seeds, else 500), so the budget grows with
+  the graph; beyond that it stays within what ~8 s of native scoring buys on the project's
+  CPU (an evaluation costs ~0.02 us per op-device and per 2.5 edges), so larger graphs get
+  fewer; the JAX engines, ~40x slower on a CPU, get a 40th (never below the floor)."""
   from datasets.synthetic import sized_graph
   seconds_per_unit = 0.02e-6
 
@@ -463,19 +463,20 @@ def test_default_budget_is_sized_from_the_graph():
     units = graph.num_ops * devices + 0.4 * len(graph.edge_src)
     return search.default_evals(problem), units, graph.num_ops
 
-  for size, devices in [(3, 1), (12, 2), (24, 2), (48, 2), (100, 2), (200, 4), (400, 8),
-                        (800, 8), (2000, 8), (400, 64)]:
-    evals, units, ops = budget(size, devices)
-    assert evals % 1000 == 0
-    assert search.MIN_DEFAULT_EVALS <= evals <= brkga_search.MAX_DEFAULT_EVALS
-    assert evals <= max(500 * ops * devices + 999, search.MIN_DEFAULT_EVALS)
-    if evals > search.MIN_DEFAULT_EVALS:  # The floor may take longer on huge graphs.
-      assert evals * units * seconds_per_unit <= 8.5
-    if evals < 500 * ops * devices - 999 and evals > search.MIN_DEFAULT_EVALS:
-      assert evals * units * seconds_per_unit >= 7.0  # Time-bound: it uses its ~8 s.
-  assert budget(3, 1)[0] == search.MIN_DEFAULT_EVALS
-  ops24 = budget(24, 2)[2]
-  assert budget(24, 2)[0] == 1000 * int(np.ceil(500 * ops24 * 2 / 1000))
+  for model, per_op in (("wc", 1000), ("delay", 500)):
+    for size, devices in [(3, 1), (12, 2), (24, 2), (48, 2), (100, 2), (200, 4), (400, 8),
+                          (800, 8), (2000, 8), (400, 64)]:
+      evals, units, ops = budget(size, devices, model=model)
+      assert evals % 1000 == 0
+      assert search.MIN_DEFAULT_EVALS <= evals <= brkga_search.MAX_DEFAULT_EVALS
+      assert evals <= max(per_op * ops * devices + 999, search.MIN_DEFAULT_EVALS)
+      if evals > search.MIN_DEFAULT_EVALS:  # The floor may take longer on huge graphs.
+        assert evals * units * seconds_per_unit <= 8.5
+      if evals < per_op * ops * devices - 999 and evals > search.MIN_DEFAULT_EVALS:
+        assert evals * units * seconds_per_unit >= 7.0  # Time-bound: it uses its ~8 s.
+    assert budget(3, 1, model=model)[0] == search.MIN_DEFAULT_EVALS
+    ops24 = budget(24, 2)[2]
+    assert budget(24, 2, model=model)[0] == 1000 * int(np.ceil(per_op * ops24 * 2 / 1000))
   assert budget(2000, 8)[0] < budget(400, 8)[0]
   native = budget(400, 8)[0]
   jax_engine = budget(400, 8, engine="jax")[0]

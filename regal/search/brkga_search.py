@@ -168,6 +168,18 @@ DEFAULT_EVAL_UNITS = 3.9e8
 # result says `stopped_early`, and then depends on the machine's speed).
 DEFAULT_SEARCH_SECONDS = 10.0
 JAX_SLOWDOWN = 40.0  # Native scorer evaluations per second / the JAX models' on a 2-core CPU.
+# Evaluations per op and device where a small graph's default budget stops (below the cost
+# units' bound).
+EVALS_PER_OP_DEVICE = 500
+# A search that restarts from its seeds (`restarts_for`: the tie-breaking WC search) spends
+# more evaluations on new independent runs, which keep paying where its runs end in different
+# basins: twice as many. Chosen on training graphs where the cap binds (sharded 3d ChainMM of
+# 8000 x8, 3d Llama block and layer at sequence 2048 x4, 2d ChainMM x8, FFNN at 300 flops/byte
+# x8, 2d Llama layer x4; seeds 0-19, 120 pairs, against 500): mean gap to the best of all
+# runs 3.01% -> 1.76%, 95% CI of the difference [-1.92, -0.67] points, 49 runs better and 2
+# worse, seeds within 1% 75 -> 91. Those runs took ~4-10 s instead of ~2-5 s, so on a slower
+# CPU `DEFAULT_SEARCH_SECONDS` may end them.
+RESTARTING_EVALS_PER_OP_DEVICE = 1000
 
 
 def _cost_units(problem: performance.Problem) -> float:
@@ -180,16 +192,26 @@ def default_evals(problem: performance.Problem) -> int:
   """The default budget, in evaluations (so a run is deterministic for its seed), sized from
   the graph so the search takes up to ~8-10 s on this project's 2-core CPU: one evaluation
   costs about ops * devices + edges / 2 units (measured on the native WC and Doppler scorers:
-  ~0.02 us per unit), `DEFAULT_EVAL_UNITS` in all, and small graphs need at most ~500
-  evaluations per op and device. The JAX engines (the sync model; any model off a CPU) score
-  ~40x fewer per second on a CPU, so they get a 40th. Rounded up to a thousand, within
-  5,000..600,000. `DEFAULT_SEARCH_SECONDS` bounds such a run on a slower machine."""
+  ~0.02 us per unit), `DEFAULT_EVAL_UNITS` in all, and small graphs need at most
+  `evals_per_op_device` evaluations per op and device. The JAX engines (the sync model; any
+  model off a CPU) score ~40x fewer per second on a CPU, so they get a 40th. Rounded up to a
+  thousand, within 5,000..600,000. `DEFAULT_SEARCH_SECONDS` bounds such a run on a slower
+  machine."""
   graph, devices = problem.graph, problem.devices.num_devices
-  evals = min(DEFAULT_EVAL_UNITS / _cost_units(problem), 500.0 * graph.num_ops * devices)
+  evals = min(DEFAULT_EVAL_UNITS / _cost_units(problem),
+              evals_per_op_device(problem) * graph.num_ops * devices)
   if performance.scoring_engine(problem) == "jax":
     evals /= JAX_SLOWDOWN
   evals = int(np.ceil(evals / 1000.0)) * 1000
   return int(np.clip(evals, MIN_DEFAULT_EVALS, MAX_DEFAULT_EVALS))
+
+
+def evals_per_op_device(problem: performance.Problem) -> int:
+  """Where a small graph's default budget stops, per op and device: more for a search that
+  restarts from its seeds."""
+  if restarts_for(problem)[1] == brkga.SEEDS:
+    return RESTARTING_EVALS_PER_OP_DEVICE
+  return EVALS_PER_OP_DEVICE
 
 
 REFINE_UNITS = 6.5e7  # A sixth of `DEFAULT_EVAL_UNITS`: ~1-1.5 s of the native scorers.
