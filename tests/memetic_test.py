@@ -123,18 +123,27 @@ def test_proposals_are_single_moves_of_real_ops(graph, num_devices, seed, swaps,
             == chromosome[graph.num_ops * num_devices:padded_ops * num_devices]).all()
 
 
+def _exchanging_proposals(graph, num_devices, seed, neighbour_device, cluster_fraction):
+  """(padded ops, layout, chromosome, uniform, exchange draws, proposals): 16 proposals of a
+  random chromosome in which every device move exchanges."""
+  padded_ops, layout, table, rng, chromosome, uniform = _proposal_inputs(graph, num_devices,
+                                                                         seed)
+  exchange = jnp.asarray(rng.random((local_moves.EXCHANGE_DRAWS, 16)) * [[0.0], [1.0]],
+                         jnp.float32)  # Every move exchanges.
+  proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table, layout,
+                                             0.0, neighbour_device, cluster_fraction, 1.0,
+                                             exchange))
+  return padded_ops, layout, chromosome, uniform, exchange, proposals
+
+
 @settings(max_examples=15, deadline=None)
 @given(dags(max_ops=8, max_outputs=2), st.integers(2, 4), st.integers(0, 2**31))
 def test_exchanges_trade_two_real_ops_devices(graph, num_devices, seed):
   """With every device move an exchange, a proposal moves op v from a to b and, when b holds a
   real op, exactly one of them from b to a (a slow reference: the placements compared op by
   op); every device keeps its op count. Padded ops never move."""
-  padded_ops, layout, table, rng, chromosome, uniform = _proposal_inputs(graph, num_devices,
-                                                                         seed)
-  exchange = jnp.asarray(rng.random((local_moves.EXCHANGE_DRAWS, 16)) * [[0.0], [1.0]],
-                         jnp.float32)  # Every move exchanges.
-  proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table, layout,
-                                             0.0, 0.5, 0.0, 1.0, exchange))
+  padded_ops, layout, chromosome, _, _, proposals = _exchanging_proposals(graph, num_devices,
+                                                                         seed, 0.5, 0.0)
   before = chromosome_lib.decode(chromosome, layout).placement
   for proposal in proposals:
     after = chromosome_lib.decode(proposal, layout).placement
@@ -160,12 +169,8 @@ def test_cluster_exchanges_match_a_slow_reference(graph, num_devices, seed):
   drawn kind that share v's device a) goes to device b, and the cluster (same kind and size)
   of the op drawn among b's real ops comes back to a. The reference reads the same draws and
   the slow cluster walks, op by op."""
-  padded_ops, layout, table, rng, chromosome, uniform = _proposal_inputs(graph, num_devices,
-                                                                         seed)
-  exchange = jnp.asarray(rng.random((local_moves.EXCHANGE_DRAWS, 16)) * [[0.0], [1.0]],
-                         jnp.float32)  # Every move exchanges.
-  proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table, layout,
-                                             0.0, 0.0, 1.0, 1.0, exchange))
+  _, layout, chromosome, uniform, exchange, proposals = _exchanging_proposals(
+      graph, num_devices, seed, 0.0, 1.0)
   clusters = _reference_clusters(graph, local_moves.CLUSTER_SIZE)
   before = chromosome_lib.decode(chromosome, layout).placement
   draws, picks = np.asarray(uniform), np.asarray(exchange)[1]
