@@ -179,7 +179,7 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
   moved = moves.device_move_genes(chromosome, layout, ops, devices)
   width = 2 * table.cluster.shape[-1] if cluster_fraction > 0 else 2
   if exchange_fraction > 0:
-    width = 2 * width if cluster_fraction > 0 else 4
+    width *= 2  # Each write of the move, and its partner's coming back.
     partner, alone = _exchange_partner(table, placement, devices, exchange_uniform,
                                        exchange_fraction)
     back = moves.device_move_genes(chromosome, layout, partner, placement[ops])
