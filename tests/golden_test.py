@@ -5,7 +5,8 @@ package restructuring (issue 22; the delay model's BRKGA case before issue 36, t
 climb and local search cases at 96dbf87, before their moves became `regal.scoring.moves`;
 the memetic WC BRKGA cases since the climb's exchange moves, issue 37: both better, and
 again since the WC search breaks makespan ties (`performance.TIE_BREAK`), and since cluster
-moves exchange too (synthetic 445 -> 442, ChainMM 1.2000699e13 -> 1.2000798e13);
+moves exchange too (synthetic 445 -> 442, ChainMM 1.2000699e13 -> 1.2000798e13), and
+since a tenth of the climb's moves are priority swaps, not 0.3 (synthetic 442 -> 443);
 a coarsened search refined by the climb was checked equal too, then left out for suite time,
 which is why cases may still name a coarsening); a refactor that changes any method's answer, or the first steps of
 REGAL training, fails here. BRKGA runs alone (`exact_solver="off"`): the solver beside it
