@@ -328,6 +328,34 @@ def test_climb_never_worsens_and_reports_true_values():
   np.testing.assert_array_equal(fitness(out), out_values)
 
 
+
+def test_climbers_leave_a_strict_minimum_only_within_accept_worse():
+  # Every move from c0 is worse (by 0.1%, and more the farther it goes), by less than 1%: a
+  # climb that never accepts worse stays at c0; one accepting 1% worse walks away, never above
+  # the threshold of the value it stood on.
+  from datasets import synthetic
+  graph = synthetic.generate(np.random.default_rng(3),
+                             synthetic.SyntheticSpec(min_nodes=20, max_nodes=20))
+  layout = chromosome_lib.Layout(graph.num_ops, graph.num_tensors, 3)
+  start = jax.random.uniform(jax.random.key(0), (2, layout.size))
+  def fitness(chromosomes):
+    distance = jnp.sum((chromosomes - start[:1]) ** 2, axis=-1)
+    return 1.0 + 1e-3 * (distance > 0) + 1e-4 * distance
+  values = fitness(start[:1].repeat(2, 0))
+  table = local_moves.move_table(graph)
+  for accept_worse, steps in ((0.0, 5), (0.01, 1), (0.01, 5)):
+    out, out_values = local_moves.climb(fitness, jax.random.key(1), start[:1].repeat(2, 0),
+                                        values, table, layout, steps, 8, 0.3, 0.5,
+                                        accept_worse=accept_worse)
+    np.testing.assert_array_equal(fitness(out), out_values)
+    moved = np.any(np.asarray(out) != np.asarray(start[:1]), axis=1)
+    if accept_worse == 0:
+      assert not moved.any() and np.all(np.asarray(out_values) == 1.0)
+    else:
+      assert moved.all() and np.all(np.asarray(out_values) > 1.0)
+      if steps == 1:
+        assert np.all(np.asarray(out_values) <= 1.0 + accept_worse)
+
 # ----- the list-scheduling decoder --------------------------------------------------------
 def _is_topological(graph, order) -> bool:
   position = np.empty(graph.num_ops, np.int64)

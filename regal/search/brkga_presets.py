@@ -31,7 +31,8 @@ SETTING_KEYS = ("population_size", "elite_fraction", "mutant_fraction", "num_pop
 DEFAULT = "default"
 # Search settings (`regal.search.SearchSettings`): the decoder and its bias, local improvement.
 SEARCH_KEYS = ("decoder", "bias", "climbers", "climb_steps", "climb_batch", "swap_fraction",
-               "neighbour_device", "improve_interval", "cluster_fraction", "exchange_fraction")
+               "neighbour_device", "improve_interval", "cluster_fraction", "exchange_fraction",
+               "accept_worse")
 
 
 def load_all(path: str | None = None) -> dict[str, dict[str, Any]]:
@@ -73,7 +74,8 @@ def _builtin_search_values() -> dict[str, Any]:
           "neighbour_device": builtin.memetic.neighbour_device,
           "improve_interval": builtin.memetic.interval,
           "cluster_fraction": builtin.memetic.cluster_fraction,
-          "exchange_fraction": builtin.memetic.exchange_fraction}
+          "exchange_fraction": builtin.memetic.exchange_fraction,
+          "accept_worse": builtin.memetic.accept_worse}
 
 
 def search_settings(name: str, path: str | None = None, decoder: str | None = None,
@@ -100,7 +102,8 @@ def settings_from_values(values: dict[str, Any]):
           neighbour_device=float(values["neighbour_device"]),
           interval=int(values["improve_interval"]),
           cluster_fraction=float(values["cluster_fraction"]),
-          exchange_fraction=float(values["exchange_fraction"]))).validate()
+          exchange_fraction=float(values["exchange_fraction"]),
+          accept_worse=float(values["accept_worse"]))).validate()
 
 
 def setting(name: str, path: str | None = None) -> dict[str, Any] | None:

@@ -27,7 +27,9 @@ chooses them:
 * an adjacent priority swap (a fraction `swap_fraction` of the moves).
 
 A climb step scores `batch` moves of each climber, drawn at random, at once and keeps the best
-when it does not worsen the climber (so climbers walk plateaus). Padded ops (a size bucket's)
+when it worsens the climber by at most a fraction `accept_worse` of its value (0: never worse,
+so climbers still walk plateaus; above 0, threshold accepting: a climber can step out of a
+shallow basin, and the engine keeps the best it ever scored apart). Padded ops (a size bucket's)
 never move: the real sizes are traced values of `MoveTable`, so one compiled search serves
 every graph of a bucket.
 """
@@ -254,10 +256,12 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
           climbers: jnp.ndarray, values: jnp.ndarray, table: MoveTable,
           layout: chromosome_lib.Layout, steps, batch: int, swap_fraction: float,
           neighbour_device: float, max_steps: int | None = None,
-          cluster_fraction: float = 0.0, exchange_fraction: float = 0.0
-          ) -> tuple[jnp.ndarray, jnp.ndarray]:
+          cluster_fraction: float = 0.0, exchange_fraction: float = 0.0,
+          accept_worse: float = 0.0) -> tuple[jnp.ndarray, jnp.ndarray]:
   """`steps` (may be traced, at most the static `max_steps`) climb steps of every climber
-  [C, n] with fitness [C]: one fitness call of C * batch chromosomes per step."""
+  [C, n] with fitness [C]: one fitness call of C * batch chromosomes per step. A step takes
+  its best move when that move's fitness is at most the climber's plus `accept_worse` times
+  its magnitude."""
   max_steps = steps if max_steps is None else max_steps
   count = climbers.shape[0]
   uniform = hashed_uniform(key, (max_steps, count, PROPOSAL_DRAWS, batch))
@@ -275,7 +279,7 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
     scored = fitness_fn(candidates.reshape(count * batch, -1)).reshape(count, batch)
     winner = jnp.argmin(scored, axis=1)
     best = jnp.take_along_axis(scored, winner[:, None], axis=1)[:, 0]
-    take = best <= values
+    take = best <= (values + accept_worse * jnp.abs(values) if accept_worse else values)
     chosen = jnp.take_along_axis(candidates, winner[:, None, None], axis=1)[:, 0]
     return jnp.where(take[:, None], chosen, climbers), jnp.where(take, best, values)
 
@@ -285,7 +289,8 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
 def elite_improver(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], table: MoveTable,
                    layout: chromosome_lib.Layout, climbers: int, steps: int, batch: int,
                    swap_fraction: float, neighbour_device: float,
-                   cluster_fraction: float = 0.0, exchange_fraction: float = 0.0):
+                   cluster_fraction: float = 0.0, exchange_fraction: float = 0.0,
+                   accept_worse: float = 0.0):
   """A `brkga.run` improve hook: the best `climbers` chromosomes of each population climb
   `steps` steps (fewer when the budget left does not cover them)."""
 
@@ -298,7 +303,7 @@ def elite_improver(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], table: Move
                          fitness[:, :count].reshape(-1), table, layout, affordable, batch,
                          swap_fraction, neighbour_device, max_steps=steps,
                          cluster_fraction=cluster_fraction,
-                         exchange_fraction=exchange_fraction)
+                         exchange_fraction=exchange_fraction, accept_worse=accept_worse)
     population = population.at[:, :count].set(tops.reshape(pops, count, genes))
     fitness = fitness.at[:, :count].set(values.reshape(pops, count))
     return population, fitness, affordable * per_step
