@@ -279,6 +279,7 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
     scored = fitness_fn(candidates.reshape(count * batch, -1)).reshape(count, batch)
     winner = jnp.argmin(scored, axis=1)
     best = jnp.take_along_axis(scored, winner[:, None], axis=1)[:, 0]
+    # Without a threshold, no arithmetic on the values: 0 * inf (an unscored climber) is NaN.
     take = best <= (values + accept_worse * jnp.abs(values) if accept_worse else values)
     chosen = jnp.take_along_axis(candidates, winner[:, None, None], axis=1)[:, 0]
     return jnp.where(take[:, None], chosen, climbers), jnp.where(take, best, values)
