@@ -162,6 +162,42 @@ def test_exchanges_trade_two_real_ops_devices(graph, num_devices, seed):
       np.testing.assert_array_equal(real_after, real_before)
 
 
+@settings(max_examples=30, deadline=None)
+@given(dags(max_ops=10, max_outputs=3), st.integers(2, 4), st.integers(0, 2**31))
+def test_relabellings_trade_two_devices_over_a_stretch_of_the_topological_order(
+    graph, num_devices, seed):
+  """With every move a relabelling: a slow reference reads the stretch's ends and the two
+  devices off the drawn numbers, walks the graph's topological order and swaps the two
+  devices of every op inside the stretch; the proposal's placement is the reference's, its
+  priorities and transfer keys are the chromosome's, and padded ops never move."""
+  padded_ops = graph.num_ops + 3
+  layout = chromosome_lib.Layout(padded_ops, graph.num_tensors, num_devices)
+  rng = np.random.default_rng(seed)
+  chromosome = rng.random(layout.size).astype(np.float32)
+  table = local_moves.move_table(graph, padded_ops)
+  batch = 16
+  relabel = rng.random((local_moves.RELABEL_DRAWS, batch)).astype(np.float32)
+  relabel[0] = 0.0  # Every proposal is a relabelling.
+  proposals = np.asarray(local_moves.propose(
+      jnp.asarray(rng.random((local_moves.PROPOSAL_DRAWS, batch)), jnp.float32),
+      jnp.asarray(chromosome), table, layout, 0.3, 0.5, relabel_fraction=1.0,
+      relabel_uniform=jnp.asarray(relabel)))
+  before = chromosome_lib.decode(chromosome, layout).placement
+  for row, proposal in enumerate(proposals):
+    first, last, device, other = relabel[1:, row]
+    pick = lambda u, count: min(int(np.floor(u * count)), count - 1)  # noqa: E731
+    low, high = sorted((pick(first, graph.num_ops), pick(last, graph.num_ops)))
+    one = pick(device, num_devices)
+    two = (one + 1 + pick(other, num_devices - 1)) % num_devices
+    expected = before.copy()
+    for position, op in enumerate(graph.topological_order):
+      if low <= position <= high:
+        expected[op] = {one: two, two: one}.get(before[op], before[op])
+    np.testing.assert_array_equal(chromosome_lib.decode(proposal, layout).placement, expected)
+    np.testing.assert_array_equal(proposal[layout.affinity_slice.stop:],
+                                  chromosome[layout.affinity_slice.stop:])
+
+
 @settings(max_examples=15, deadline=None)
 @given(dags(max_ops=10, max_outputs=3), st.integers(2, 4), st.integers(0, 2**31))
 def test_cluster_exchanges_match_a_slow_reference(graph, num_devices, seed):

@@ -32,7 +32,7 @@ DEFAULT = "default"
 # Search settings (`regal.search.SearchSettings`): the decoder and its bias, local improvement.
 SEARCH_KEYS = ("decoder", "bias", "climbers", "climb_steps", "climb_batch", "swap_fraction",
                "neighbour_device", "improve_interval", "cluster_fraction", "exchange_fraction",
-               "accept_worse")
+               "accept_worse", "relabel_fraction")
 
 
 def load_all(path: str | None = None) -> dict[str, dict[str, Any]]:
@@ -75,7 +75,8 @@ def _builtin_search_values() -> dict[str, Any]:
           "improve_interval": builtin.memetic.interval,
           "cluster_fraction": builtin.memetic.cluster_fraction,
           "exchange_fraction": builtin.memetic.exchange_fraction,
-          "accept_worse": builtin.memetic.accept_worse}
+          "accept_worse": builtin.memetic.accept_worse,
+          "relabel_fraction": builtin.memetic.relabel_fraction}
 
 
 def search_settings(name: str, path: str | None = None, decoder: str | None = None,
@@ -103,7 +104,8 @@ def settings_from_values(values: dict[str, Any]):
           interval=int(values["improve_interval"]),
           cluster_fraction=float(values["cluster_fraction"]),
           exchange_fraction=float(values["exchange_fraction"]),
-          accept_worse=float(values["accept_worse"]))).validate()
+          accept_worse=float(values["accept_worse"]),
+          relabel_fraction=float(values["relabel_fraction"]))).validate()
 
 
 def setting(name: str, path: str | None = None) -> dict[str, Any] | None:

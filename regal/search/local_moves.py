@@ -24,7 +24,12 @@ chooses them:
   devices) the default run stalls at 4 shard times where trading two shards, each with the
   add that consumes it, between the two NVLink groups reaches 3.4 (the best known), where
   none of its single device moves or exchanges of two ops does;
-* an adjacent priority swap (a fraction `swap_fraction` of the moves).
+* an adjacent priority swap (a fraction `swap_fraction` of the moves);
+* a relabelling (a fraction `relabel_fraction` of the moves, in place of the move drawn): two
+  devices trade every op of a stretch of the topological order (`relabelled`), so each
+  device keeps its load and only the transfers across the stretch's ends change; a sharded
+  graph's phases can line up their shards with their inputs' devices without the unbalanced
+  steps between.
 
 A climb step scores `batch` moves of each climber, drawn at random, at once and keeps the best
 when it worsens the climber by at most a fraction `accept_worse` of its value (0: never worse,
@@ -56,6 +61,7 @@ class MoveTable:
   neighbour_ptr: jnp.ndarray  # [O + 1] int32
   neighbours: jnp.ndarray  # [K] int32 (K >= 1; padding repeats op 0)
   cluster: jnp.ndarray  # [O, CLUSTER_KINDS, CLUSTER_SIZE] int32 op's clusters, itself first
+  topo_rank: jnp.ndarray  # [O] int32 each op's position in a topological order (padding: O)
 
 
 CLUSTER_SIZE = 8
@@ -142,9 +148,12 @@ def move_table(graph: Graph, num_ops: int | None = None, capacity: int | None = 
   if len(listed) > capacity:
     raise ValueError(f"{len(listed)} neighbour entries exceed the capacity {capacity}")
   flat[:len(listed)] = listed
+  rank = np.full(num_ops, num_ops, np.int32)
+  rank[np.asarray(graph.topological_order)] = np.arange(graph.num_ops)
   return MoveTable(num_ops=jnp.asarray(graph.num_ops, jnp.int32),
                    neighbour_ptr=jnp.asarray(ptr), neighbours=jnp.asarray(flat),
-                   cluster=jnp.asarray(_clusters(weight, num_ops, CLUSTER_SIZE)))
+                   cluster=jnp.asarray(_clusters(weight, num_ops, CLUSTER_SIZE)),
+                   topo_rank=jnp.asarray(rank))
 
 
 def _widened(writes, width: int, size: int):
@@ -157,13 +166,15 @@ def _widened(writes, width: int, size: int):
 def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
             layout: chromosome_lib.Layout, swap_fraction: float,
             neighbour_device: float, cluster_fraction: float = 0.0,
-            exchange_fraction: float = 0.0, exchange_uniform: jnp.ndarray | None = None
+            exchange_fraction: float = 0.0, exchange_uniform: jnp.ndarray | None = None,
+            relabel_fraction: float = 0.0, relabel_uniform: jnp.ndarray | None = None
             ) -> jnp.ndarray:
   """`batch` neighbours [batch, n] of one chromosome, chosen by `uniform` [PROPOSAL_DRAWS,
   batch] numbers in [0, 1): each a device move (a cluster move with probability
   `cluster_fraction`; either one an exchange with probability `exchange_fraction`, drawn by
   `exchange_uniform` [EXCHANGE_DRAWS, batch]) or, with probability `swap_fraction` (and at
-  least two real ops), an adjacent priority swap."""
+  least two real ops), an adjacent priority swap; with probability `relabel_fraction` (drawn
+  by `relabel_uniform` [RELABEL_DRAWS, batch]) a relabelling instead (`relabelled`)."""
   num_devices = layout.num_devices
   kind, op_u, pick_u, other_u, use_u, swap_u, cluster_u, size_u = uniform
   index = lambda u, count: jnp.minimum(jnp.floor(u * count).astype(jnp.int32),  # noqa: E731
@@ -206,7 +217,44 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
     swapped = moves.priority_swap_genes(chromosome, layout, order, positions)
     swapped = _widened(swapped, width, chromosome.shape[0])
     moved = jax.tree_util.tree_map(lambda a, b: jnp.where(swap[:, None], b, a), moved, swapped)
-  return moves.apply_moves(chromosome, moved)
+  neighbours = moves.apply_moves(chromosome, moved)
+  if relabel_fraction > 0:
+    use = relabel_uniform[0] < relabel_fraction
+    neighbours = jnp.where(use[:, None], relabelled(chromosome, table, layout,
+                                                    relabel_uniform[1:]), neighbours)
+  return neighbours
+
+
+RELABEL_DRAWS = 5  # Uniform numbers a relabelling reads (the first: whether the move is one).
+
+
+def relabelled(chromosome: jnp.ndarray, table: MoveTable, layout: chromosome_lib.Layout,
+               uniform: jnp.ndarray) -> jnp.ndarray:
+  """[batch, n]: two devices trade every op of a stretch of the topological order, one
+  batch row per column of `uniform` [4, batch] (the stretch's two ends, the two devices).
+
+  Why: a sharded graph is a chain of phases, and a good placement lines each phase's shards
+  up with the devices holding their inputs. Trading two devices' ops over a stretch keeps
+  every device's load as it was and changes only which devices talk across the stretch's
+  ends; moves of single ops or clusters must unbalance the devices to get there."""
+  first_u, last_u, device_u, other_u = uniform
+  num_devices = layout.num_devices
+  index = lambda u, count: jnp.minimum(jnp.floor(u * count).astype(jnp.int32),  # noqa: E731
+                                       jnp.maximum(count - 1, 0))
+  ends = jnp.stack([index(first_u, table.num_ops), index(last_u, table.num_ops)])
+  low, high = ends.min(axis=0), ends.max(axis=0)
+  one = index(device_u, num_devices)
+  two = (one + 1 + index(other_u, num_devices - 1)) % num_devices
+  devices = jnp.arange(num_devices)
+  permutation = jnp.where(devices[None] == one[:, None], two[:, None],
+                          jnp.where(devices[None] == two[:, None], one[:, None], devices[None]))
+  affinity = chromosome[layout.affinity_slice].reshape(layout.num_ops, num_devices)
+  traded = jnp.take(affinity, permutation, axis=1).transpose(1, 0, 2)  # [batch, O, D]
+  inside = (table.topo_rank[None] >= low[:, None]) & (table.topo_rank[None] <= high[:, None])
+  affinity = jnp.where(inside[..., None], traded, affinity[None]).reshape(one.shape[0], -1)
+  rest = jnp.broadcast_to(chromosome[layout.affinity_slice.stop:],
+                          (one.shape[0], chromosome.shape[0] - layout.affinity_slice.stop))
+  return jnp.concatenate([affinity, rest], axis=1)
 
 
 PROPOSAL_DRAWS = 8  # Uniform numbers one proposal reads.
@@ -257,7 +305,8 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
           layout: chromosome_lib.Layout, steps, batch: int, swap_fraction: float,
           neighbour_device: float, max_steps: int | None = None,
           cluster_fraction: float = 0.0, exchange_fraction: float = 0.0,
-          accept_worse: float = 0.0) -> tuple[jnp.ndarray, jnp.ndarray]:
+          accept_worse: float = 0.0, relabel_fraction: float = 0.0
+          ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """`steps` (may be traced, at most the static `max_steps`) climb steps of every climber
   [C, n] with fitness [C]: one fitness call of C * batch chromosomes per step. A step takes
   its best move when that move's fitness is at most the climber's plus `accept_worse` times
@@ -269,13 +318,16 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
   exchange = (hashed_uniform(jax.random.fold_in(key, 1),
                              (max_steps, count, EXCHANGE_DRAWS, batch))
               if exchange_fraction > 0 else jnp.zeros((max_steps, count, 0, batch)))
+  relabel = (hashed_uniform(jax.random.fold_in(key, 2),
+                            (max_steps, count, RELABEL_DRAWS, batch))
+             if relabel_fraction > 0 else jnp.zeros((max_steps, count, 0, batch)))
 
   def step(i, carry):
     climbers, values = carry
-    candidates = jax.vmap(lambda u, e, c: propose(u, c, table, layout, swap_fraction,
-                                                  neighbour_device, cluster_fraction,
-                                                  exchange_fraction, e)
-                          )(uniform[i], exchange[i], climbers)
+    candidates = jax.vmap(lambda u, e, r, c: propose(u, c, table, layout, swap_fraction,
+                                                     neighbour_device, cluster_fraction,
+                                                     exchange_fraction, e, relabel_fraction, r)
+                          )(uniform[i], exchange[i], relabel[i], climbers)
     scored = fitness_fn(candidates.reshape(count * batch, -1)).reshape(count, batch)
     winner = jnp.argmin(scored, axis=1)
     best = jnp.take_along_axis(scored, winner[:, None], axis=1)[:, 0]
@@ -291,7 +343,7 @@ def elite_improver(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], table: Move
                    layout: chromosome_lib.Layout, climbers: int, steps: int, batch: int,
                    swap_fraction: float, neighbour_device: float,
                    cluster_fraction: float = 0.0, exchange_fraction: float = 0.0,
-                   accept_worse: float = 0.0):
+                   accept_worse: float = 0.0, relabel_fraction: float = 0.0):
   """A `brkga.run` improve hook: the best `climbers` chromosomes of each population climb
   `steps` steps (fewer when the budget left does not cover them)."""
 
@@ -304,7 +356,8 @@ def elite_improver(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], table: Move
                          fitness[:, :count].reshape(-1), table, layout, affordable, batch,
                          swap_fraction, neighbour_device, max_steps=steps,
                          cluster_fraction=cluster_fraction,
-                         exchange_fraction=exchange_fraction, accept_worse=accept_worse)
+                         exchange_fraction=exchange_fraction, accept_worse=accept_worse,
+                         relabel_fraction=relabel_fraction)
     population = population.at[:, :count].set(tops.reshape(pops, count, genes))
     fitness = fitness.at[:, :count].set(values.reshape(pops, count))
     return population, fitness, affordable * per_step
