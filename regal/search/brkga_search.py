@@ -92,7 +92,9 @@ class Memetic:
   # points, 64 runs better and 46 worse, but seeds within 1% 76 vs 84 (3d ChainMM of 8000 x8
   # 7.67% vs 9.33%, 2d Llama layer x8 8.95% vs 11.25%; the Llama blocks worse: 3.14% vs 1.92%
   # at sequence 2048 x4, 5.57% vs 4.12% 2d x8); 0.03: 3.51% vs 3.77% over 160 pairs, [-0.87,
-  # +0.31], 61 better and 53 worse, within 1% 83 vs 84. Not shown to pay.
+  # +0.31], 61 better and 53 worse, within 1% 83 vs 84. On fresh seeds 40-49 (80 pairs) 0.1
+  # gave +0.17 points [-0.75, +1.17], and over all 240 pairs -0.10 [-0.60, +0.39], within 1%
+  # 117 vs 122. Not shown to pay.
   relabel_fraction: float = 0.0
 
 
