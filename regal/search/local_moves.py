@@ -163,6 +163,11 @@ def _widened(writes, width: int, size: int):
                for part, fill in zip(writes, (size, 0.0)))
 
 
+def _drawn_index(u: jnp.ndarray, count) -> jnp.ndarray:
+  """An index in 0..count - 1 read off a uniform number in [0, 1) (0 when count is 0)."""
+  return jnp.minimum(jnp.floor(u * count).astype(jnp.int32), jnp.maximum(count - 1, 0))
+
+
 def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
             layout: chromosome_lib.Layout, swap_fraction: float,
             neighbour_device: float, cluster_fraction: float = 0.0,
@@ -177,15 +182,13 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
   by `relabel_uniform` [RELABEL_DRAWS, batch]) a relabelling instead (`relabelled`)."""
   num_devices = layout.num_devices
   kind, op_u, pick_u, other_u, use_u, swap_u, cluster_u, size_u = uniform
-  index = lambda u, count: jnp.minimum(jnp.floor(u * count).astype(jnp.int32),  # noqa: E731
-                                       jnp.maximum(count - 1, 0))
   swap = (kind < swap_fraction) & (table.num_ops > 1)
-  ops = index(op_u, table.num_ops)
+  ops = _drawn_index(op_u, table.num_ops)
   placement = chromosome_lib.decode(chromosome, layout).placement
   start, stop = table.neighbour_ptr[ops], table.neighbour_ptr[ops + 1]
   degree = stop - start
-  picked = table.neighbours[start + index(pick_u, degree)]
-  other = (placement[ops] + 1 + index(other_u, num_devices - 1)) % num_devices
+  picked = table.neighbours[start + _drawn_index(pick_u, degree)]
+  other = (placement[ops] + 1 + _drawn_index(other_u, num_devices - 1)) % num_devices
   neighbour = placement[picked]
   use_neighbour = (use_u < neighbour_device) & (degree > 0) & (neighbour != placement[ops])
   devices = jnp.where(use_neighbour, neighbour, other)
@@ -200,8 +203,8 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
   moved = _widened(moved, width, chromosome.shape[0])
   if cluster_fraction > 0:
     # One draw picks the cluster's kind (its integer part) and size (its fraction).
-    kinds = index(size_u, CLUSTER_KINDS)
-    sizes = 2 + index(size_u * CLUSTER_KINDS - kinds, table.cluster.shape[-1] - 1)
+    kinds = _drawn_index(size_u, CLUSTER_KINDS)
+    sizes = 2 + _drawn_index(size_u * CLUSTER_KINDS - kinds, table.cluster.shape[-1] - 1)
     clustered = moves.cluster_move_genes(chromosome, layout, table.cluster, ops, devices, sizes,
                                          placement, kinds)
     if exchange_fraction > 0:  # The partner's cluster, of the same kind and size, comes back.
@@ -213,7 +216,7 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
     moved = jax.tree_util.tree_map(lambda a, b: jnp.where(in_cluster, b, a), moved, clustered)
   if swap_fraction > 0:
     order = chromosome_lib.priority_order(chromosome[layout.priority_slice], table.num_ops)
-    positions = index(swap_u, table.num_ops - 1)
+    positions = _drawn_index(swap_u, table.num_ops - 1)
     swapped = moves.priority_swap_genes(chromosome, layout, order, positions)
     swapped = _widened(swapped, width, chromosome.shape[0])
     moved = jax.tree_util.tree_map(lambda a, b: jnp.where(swap[:, None], b, a), moved, swapped)
@@ -239,12 +242,10 @@ def relabelled(chromosome: jnp.ndarray, table: MoveTable, layout: chromosome_lib
   ends; moves of single ops or clusters must unbalance the devices to get there."""
   first_u, last_u, device_u, other_u = uniform
   num_devices = layout.num_devices
-  index = lambda u, count: jnp.minimum(jnp.floor(u * count).astype(jnp.int32),  # noqa: E731
-                                       jnp.maximum(count - 1, 0))
-  ends = jnp.stack([index(first_u, table.num_ops), index(last_u, table.num_ops)])
+  ends = jnp.stack([_drawn_index(first_u, table.num_ops), _drawn_index(last_u, table.num_ops)])
   low, high = ends.min(axis=0), ends.max(axis=0)
-  one = index(device_u, num_devices)
-  two = (one + 1 + index(other_u, num_devices - 1)) % num_devices
+  one = _drawn_index(device_u, num_devices)
+  two = (one + 1 + _drawn_index(other_u, num_devices - 1)) % num_devices
   devices = jnp.arange(num_devices)
   permutation = jnp.where(devices[None] == one[:, None], two[:, None],
                           jnp.where(devices[None] == two[:, None], one[:, None], devices[None]))
@@ -269,7 +270,7 @@ def _exchange_partner(table: MoveTable, placement, devices, uniform, fraction):
   real = jnp.arange(placement.shape[0]) < table.num_ops
   on_target = (placement[None, :] == devices[:, None]) & real[None, :]  # [batch, O]
   count = on_target.sum(axis=1)
-  wanted = jnp.minimum(jnp.floor(pick_u * count).astype(jnp.int32), jnp.maximum(count - 1, 0))
+  wanted = _drawn_index(pick_u, count)
   rank = jnp.cumsum(on_target, axis=1) - 1
   partner = jnp.argmax(on_target & (rank == wanted[:, None]), axis=1)
   return partner, (use_u >= fraction) | (count == 0)
