@@ -334,6 +334,20 @@ TRAIN_CASES = [
     ("unknown_preset", [f"--config={REPO_ROOT}/regal/learning/configs/default.py:nope"], 2,
      "unknown preset 'nope'"),
 ]
+SEARCH_AB_CASES = [
+    ("search_ab_unknown_setting", ["--variant", "no_such=1", "--out", "ab"], 2,
+     "--variant: unknown setting 'no_such'"),
+    ("search_ab_no_variant", ["--out", "ab"], 2, "--variant must name at least one setting"),
+    ("search_ab_setting_out_of_range", ["--variant", "relabel_fraction=2", "--out", "ab"], 2,
+     "--variant relabel_fraction=2.0: BRKGA preset 'default': bad search setting: out of "
+     "range"),
+    ("search_ab_quick_with_seeds", ["--variant", "climbers=1", "--quick", "--seeds", "3-4",
+                                    "--out", "ab"], 2, "--quick runs seeds 0-1"),
+    ("search_ab_bad_seeds", ["--variant", "climbers=1", "--seeds", "9-2", "--out", "ab"], 2,
+     "--seeds names no seed"),
+    ("search_ab_out_is_a_file", ["--variant", "climbers=1", "--out", "a_file"], 2,
+     "--out a_file: is a file; it names a folder"),
+]
 SWEEP_CASES = [
     ("negative_subsample", ["--sweep", "brkga_tuning", "--subsample=-3", "--out", "sweeps"],
      2, "--subsample must be 0 (every trial) or a positive count, got -3"),
@@ -434,7 +448,9 @@ def outcomes(tmp_path_factory, shared_graphs):
   results = {}
   for module, cases in (("regal.optimize", OPTIMIZE_CASES + ACCEPTED_CASES),
                         ("regal.train", TRAIN_CASES),
-                        ("experiments.sweep", SWEEP_CASES), ("datasets.build", BUILD_CASES),
+                        ("experiments.sweep", SWEEP_CASES),
+                        ("experiments.search_ab", SEARCH_AB_CASES),
+                        ("datasets.build", BUILD_CASES),
                         ("datasets.convert", CONVERT_CASES),
                         ("regal.execute.calibrate", CALIBRATE_CASES)):
     help_case = [HELP_CASES[module]] if module in HELP_CASES else []
@@ -455,8 +471,8 @@ TRAIN_IMPORT_CASES = [
     ("config_syntax_error", ["--config=bad_config.py", "--workdir", "run"], 2,
      "bad_config.py, line 1: invalid syntax (a config file)"),
 ]
-ALL_CASES = (OPTIMIZE_CASES + TRAIN_CASES + SWEEP_CASES + SHARDED_CASES + BUILD_CASES
-             + CONVERT_CASES + CALIBRATE_CASES + TRAIN_IMPORT_CASES)
+ALL_CASES = (OPTIMIZE_CASES + TRAIN_CASES + SWEEP_CASES + SEARCH_AB_CASES + SHARDED_CASES
+             + BUILD_CASES + CONVERT_CASES + CALIBRATE_CASES + TRAIN_IMPORT_CASES)
 
 
 @pytest.mark.parametrize("case_id, args, code, message", ALL_CASES,

@@ -238,3 +238,17 @@ def test_baselines_table_small(tmp_path, shared_graphs):
   assert all(r["objective"] < r["single_device"] for r in data["rows"])
   markdown = open(os.path.join(out, "baselines_table.md")).read()
   assert "| graph | ops | model | one device | critical_path | heft | CP-SAT bound |" in markdown
+
+
+def test_search_ab_quick_and_resumed(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.search_ab", out, "--variant", "relabel_fraction=0.1")
+  markdown, data = read_report(out, "search_ab-relabel_fraction_0.1")
+  rows_path = os.path.join(out, data["rows_file"])
+  with open(rows_path) as f:
+    rows = [json.loads(line) for line in f]
+  assert len(rows) == 8 and {r["arm"] for r in rows} == {"default", "relabel_fraction=0.1"}
+  assert data["summary"]["pairs"] == 4 and "4 pairs" in markdown
+  run_quick("experiments.search_ab", out, "--variant", "relabel_fraction=0.1")
+  with open(rows_path) as f:
+    assert len(f.readlines()) == 8  # Every run was recorded: none runs again.

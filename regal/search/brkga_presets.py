@@ -80,13 +80,19 @@ def _builtin_search_values() -> dict[str, Any]:
 
 
 def search_settings(name: str, path: str | None = None, decoder: str | None = None,
-                    model: str | None = None):
+                    model: str | None = None, overrides: dict[str, Any] | None = None):
   """`regal.search.SearchSettings` of a preset for a performance model (`decoder` overrides
-  its decoder). A preset's value is one for every model, or one per model ({"doppler":
-  "list", ...}; a model it does not name gets the built-in value)."""
+  its decoder, `overrides` any SEARCH_KEYS value). A preset's value is one for every model,
+  or one per model ({"doppler": "list", ...}; a model it does not name gets the built-in
+  value)."""
+  unknown = sorted(set(overrides or {}) - set(SEARCH_KEYS))
+  if unknown:
+    raise errors.ConfigError(f"unknown search settings {', '.join(unknown)}; known: "
+                             f"{', '.join(SEARCH_KEYS)}")
   builtin = _builtin_search_values()  # For models a preset omits.
   values = {k: (v.get(model, builtin[k]) if isinstance(v, dict) else v)
             for k, v in search_values(name, path).items()}
+  values.update(overrides or {})
   try:
     return settings_from_values({**values, "decoder": decoder or values["decoder"]})
   except (TypeError, ValueError) as error:

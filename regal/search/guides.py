@@ -23,6 +23,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
+import brkga
 from datasets import cli, errors
 from regal.baselines import heuristics
 from regal.scoring import performance
@@ -102,12 +103,16 @@ def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guid
                time_limit: float | None = None,
                progress: Callable[[str], None] | None = None,
                shape: brkga_search.PaddedShape | None = None,
-               should_stop: Callable[[], bool] | None = None) -> brkga_search.SearchResult:
+               should_stop: Callable[[], bool] | None = None,
+               settings: brkga_search.SearchSettings | None = None,
+               params: brkga.Params | None = None) -> brkga_search.SearchResult:
   """The search with `evals` evaluations in all, the guidance's included. `shape`: a padded
   shape shared by many graphs (training: one compile), else the problem's own buckets;
-  `should_stop()`: ends it early at a generation boundary (an exact solver's proof)."""
-  params = search_params(problem, evals, preset)
-  settings = brkga_presets.search_settings(preset, decoder=decoder, model=problem.model)
+  `should_stop()`: ends it early at a generation boundary (an exact solver's proof);
+  `settings` / `params`: in place of the preset's (an A/B of settings)."""
+  params = params or search_params(problem, evals, preset)
+  settings = settings or brkga_presets.search_settings(preset, decoder=decoder,
+                                                       model=problem.model)
   left = evals - guided.evaluations
   if left < params.population_size:
     raise errors.ConfigError(f"--evals {evals} leaves {left} evaluations for BRKGA after the "
