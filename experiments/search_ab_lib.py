@@ -133,7 +133,7 @@ def markdown(summary: dict[str, Any], seeds: Sequence[int], evals: dict[str, int
   s = summary
   lines = [f"Variant `{s['variant']}` against the default, seeds {seeds[0]}-{seeds[-1]} "
            f"({len(seeds)}), budgets of {min(evals.values()):,}-{max(evals.values()):,} "
-           f"evaluations). Gap: objective / best of every run in the rows file - 1 "
+           f"evaluations. Gap: objective / best of every run in the rows file - 1 "
            f"(lower is better); difference: variant - default, in points.", "",
            f"**{s['pairs']} pairs: mean gap {s['variant_gap_pct']:.2f}% vs "
            f"{s['baseline_gap_pct']:.2f}%, difference {s['difference_pct']:+.2f} points, 95% "
