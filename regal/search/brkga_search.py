@@ -94,7 +94,9 @@ class Memetic:
   # at sequence 2048 x4, 5.57% vs 4.12% 2d x8); 0.03: 3.51% vs 3.77% over 160 pairs, [-0.87,
   # +0.31], 61 better and 53 worse, within 1% 83 vs 84. On fresh seeds 40-49 (80 pairs) 0.1
   # gave +0.17 points [-0.75, +1.17], and over all 240 pairs -0.10 [-0.60, +0.39], within 1%
-  # 117 vs 122. Not shown to pay.
+  # 117 vs 122. Not shown to pay. With accept_worse 1e-3 (`python -m experiments.search_ab
+  # --variant accept_worse=0.001,relabel_fraction=0.1 --seeds 50-69`, fresh seeds, 160 pairs):
+  # -0.40 [-1.42, +0.68] (graphs, then seeds resampled), within 1% 78 vs 76. Nor that.
   relabel_fraction: float = 0.0
 
 
