@@ -110,9 +110,10 @@ def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guid
   shape shared by many graphs (training: one compile), else the problem's own buckets;
   `should_stop()`: ends it early at a generation boundary (an exact solver's proof);
   `settings` / `params`: in place of the preset's (an A/B of settings)."""
-  params = params or search_params(problem, evals, preset)
-  settings = settings or brkga_presets.search_settings(preset, decoder=decoder,
-                                                       model=problem.model)
+  if params is None:
+    params = search_params(problem, evals, preset)
+  if settings is None:
+    settings = brkga_presets.search_settings(preset, decoder=decoder, model=problem.model)
   left = evals - guided.evaluations
   if left < params.population_size:
     raise errors.ConfigError(f"--evals {evals} leaves {left} evaluations for BRKGA after the "
