@@ -23,7 +23,6 @@ TRAINING_GRAPHS = (
 QUICK_GRAPHS = (("ffnn", 4, {"flops_per_byte": 300.0}), ("chain_mm", 4, {"grid_style": "2d"}))
 QUICK_EVALS = 3_000
 ENGINE_KEYS = ("population_size", "restart_patience")
-INT_SEARCH_KEYS = ("climbers", "climb_steps", "climb_batch", "improve_interval")
 BASELINE = "default"
 WITHIN = 0.01
 
@@ -55,10 +54,10 @@ def parse_variant(items: Sequence[str]) -> dict[str, Any]:
       raise errors.ConfigError(f"--variant takes KEY=VALUE items, got {item!r}")
     if key in variant:
       raise errors.ConfigError(f"--variant names {key} twice")
-    if key in ENGINE_KEYS or key in INT_SEARCH_KEYS:
+    if key in ENGINE_KEYS:
       kind = int
     elif key in brkga_presets.SEARCH_KEYS:
-      kind = str if key == "decoder" else float
+      kind = type(brkga_presets.builtin_search_values()[key])  # str, int or float.
     else:
       raise errors.ConfigError(f"--variant: unknown setting {key!r}; known: "
                                f"{', '.join(brkga_presets.SEARCH_KEYS + ENGINE_KEYS)}")

@@ -59,14 +59,16 @@ def search_values(name: str, path: str | None = None) -> dict[str, Any]:
   presets = load_all(path)
   if name not in ("", DEFAULT) and name not in presets:
     raise errors.ConfigError(f"unknown BRKGA preset {name!r}; known: {', '.join(names(path))}")
-  values = _builtin_search_values()
+  values = builtin_search_values()
   for source in (DEFAULT, name or DEFAULT):
     stored = presets.get(source, {}).get("setting", {})
     values.update({k: stored[k] for k in SEARCH_KEYS if k in stored})
   return values
 
 
-def _builtin_search_values() -> dict[str, Any]:
+def builtin_search_values() -> dict[str, Any]:
+  """`regal.search.SearchSettings`' own values, one per SEARCH_KEYS key (their types are
+  the settings' types)."""
   builtin = brkga_search.SearchSettings()
   return {"decoder": builtin.decoder, "bias": builtin.bias,
           "climbers": builtin.memetic.climbers, "climb_steps": builtin.memetic.steps,
@@ -89,7 +91,7 @@ def search_settings(name: str, path: str | None = None, decoder: str | None = No
   if unknown:
     raise errors.ConfigError(f"unknown search settings {', '.join(unknown)}; known: "
                              f"{', '.join(SEARCH_KEYS)}")
-  builtin = _builtin_search_values()  # For models a preset omits.
+  builtin = builtin_search_values()  # For models a preset omits.
   values = {k: (v.get(model, builtin[k]) if isinstance(v, dict) else v)
             for k, v in search_values(name, path).items()}
   values.update(overrides or {})
