@@ -96,9 +96,11 @@ _TIME_LIMIT = flags.DEFINE_float("time_limit", None, "Seconds: BRKGA stops at th
                                  "(default: 10 with the default budget, else no limit); "
                                  "the cpsat and quickp solvers' limit "
                                  "(default 10).")
-_DECODER = flags.DEFINE_enum("decoder", None, ["direct", "list"], "How BRKGA reads "
-                             "chromosomes: direct (device keys' argmax) or list (a list "
-                             "scheduler by earliest finish time; regal/scoring/list_decoder.py). "
+_DECODER = flags.DEFINE_enum("decoder", None, ["direct", "list", "consumer"], "How BRKGA "
+                             "reads chromosomes: direct (device keys' argmax), list (a list "
+                             "scheduler by earliest finish time; regal/scoring/list_decoder.py) "
+                             "or consumer (direct, each transfer sent in its readers' priority; "
+                             "regal/scoring/consumer_transfers.py; models that order transfers). "
                              "Default: the preset's.")
 _EXACT_SOLVER = flags.DEFINE_enum("exact_solver", "auto", ["auto", "off"], "auto: BRKGA runs "
                                   "CP-SAT beside it on graphs of the delay model (objective "

@@ -472,7 +472,7 @@ def _doppler_like_problem(model="delay", devices=3, ops=24):
 
 
 @pytest.mark.parametrize("model, decoder", [("delay", "list"), ("wc", "direct"),
-                                            ("sync", "list")])
+                                            ("wc", "consumer"), ("sync", "list")])
 def test_memetic_search_is_reproducible_and_its_answer_rescores(model, decoder):
   problem = _doppler_like_problem(model, ops=12 if model == "sync" else 24)  # sync: JAX, slow.
   settings = search.SearchSettings(decoder=decoder, memetic=search.Memetic(

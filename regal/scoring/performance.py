@@ -24,6 +24,7 @@ from datasets import errors, padding
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import consumer_transfers
 from regal.scoring import list_decoder, models, native_common, native_delay, parallel
 from regal.scoring.schedule import Schedule
 from regal.scoring.sim_graph import SimGraph, build_sim_graph
@@ -251,8 +252,9 @@ def _native_scorers(problem: Problem) -> tuple[Callable, Callable]:
   return search, objective
 
 
-# `regal.scoring.chromosome.decode`, `regal.scoring.list_decoder.decode`.
-DECODERS = ("direct", "list")
+# `regal.scoring.chromosome.decode`, `regal.scoring.list_decoder.decode`,
+# `regal.scoring.consumer_transfers.decoder`.
+DECODERS = ("direct", "list", "consumer")
 
 
 def host_decoder(problem: Problem, decoder: str = "direct", bias: float = 0.0
@@ -264,8 +266,24 @@ def host_decoder(problem: Problem, decoder: str = "direct", bias: float = 0.0
   layout = problem.layout
   if decoder == "direct":
     return lambda chromosomes: chromosome_lib.decode(np.asarray(chromosomes, np.float32), layout)
+  if decoder == "consumer":
+    return consumer_transfers.decoder(problem.graph, layout)
   graph = native_delay.build_native_delay_graph(problem.graph, problem.devices)
   return lambda chromosomes: list_decoder.decode(graph, chromosomes, layout, bias)
+
+
+def _consumer_decoded(problem: Problem, chromosomes: jnp.ndarray) -> chromosome_lib.Decoded:
+  """The consumer decoder under `jit`: the direct decoder's placement and op priorities, the
+  transfer priorities read off them in a host callback."""
+  layout = problem.layout
+  direct = jax.vmap(lambda c: chromosome_lib.decode(c, layout))(chromosomes)
+  edges = consumer_transfers.readers(problem.graph)
+  transfer = jax.pure_callback(
+      lambda placement, priority: consumer_transfers.transfer_priorities(
+          edges, np.asarray(placement), np.asarray(priority), layout.num_devices),
+      jax.ShapeDtypeStruct((chromosomes.shape[0], layout.num_tensors, layout.num_devices),
+                           jnp.float32), direct.placement, direct.op_priority)
+  return chromosome_lib.Decoded(direct.placement, direct.op_priority, transfer)
 
 
 def _list_decoded(problem: Problem, chromosomes: jnp.ndarray, bias: float
@@ -396,13 +414,15 @@ def scoring_engine(problem: Problem) -> str:
 def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
                     ) -> Callable[..., jnp.ndarray]:
   """A jitted function chromosomes [P, n] -> objective values [P] (smaller is better), the
-  chromosomes read by the direct or the list-scheduling decoder (`DECODERS`), scored by the
-  model's native host loop or its JAX version."""
+  chromosomes read by the direct, the list-scheduling or the consumer decoder (`DECODERS`),
+  scored by the model's native host loop or its JAX version."""
   if decoder not in DECODERS:
     raise errors.ConfigError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
   layout = problem.layout
 
   def decode(chromosomes):
+    if decoder == "consumer":
+      return _consumer_decoded(problem, chromosomes)
     if decoder != "direct":
       return _list_decoded(problem, chromosomes, bias)
     return jax.vmap(lambda c: chromosome_lib.decode(c, layout))(chromosomes)

@@ -124,9 +124,12 @@ class SearchSettings:
 
 def swap_fraction(problem: performance.Problem, settings: SearchSettings) -> float:
   """Priority swaps are wasted on a model that ignores priorities, unless the decoder reads
-  them (the list decoder plans its placement in priority order)."""
-  ignores = not models.get(problem.model).reads_op_priority and settings.decoder == "direct"
-  return 0.0 if ignores else settings.memetic.swap_fraction
+  them (the list decoder plans its placement in priority order; the consumer decoder orders
+  transfers by them, where the model reads transfer priorities)."""
+  model = models.get(problem.model)
+  read = (model.reads_op_priority or settings.decoder == "list"
+          or (settings.decoder == "consumer" and model.reads_transfer_priority))
+  return settings.memetic.swap_fraction if read else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -502,8 +505,9 @@ def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[
             seed_values: np.ndarray, objective: float, compile_seconds: float,
             search_seconds: float, settings: SearchSettings, evals: int, params: brkga.Params,
             searched_best: bool = True) -> SearchResult:
-  """The search's answer `best`; under the list decoder it is re-encoded for the direct
-  decoder (same placement, order and transfer keys), which every consumer reads.
+  """The search's answer `best`; under the list or the consumer decoder it is re-encoded for
+  the direct decoder (same placement, order and transfer priorities), which every consumer
+  reads.
   `searched_best`: it is the search's best by its score, whose seed lineage the engine
   tracks (another final chromosome's is unknown)."""
   decoded = performance.host_decoder(problem, settings.decoder, settings.bias)(
