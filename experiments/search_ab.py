@@ -35,7 +35,8 @@ from datasets import devices as devices_lib
 from experiments import report
 from experiments.search_ab_lib import (BASELINE, QUICK_EVALS, QUICK_GRAPHS, TRAINING_GRAPHS,
                                        arm_name, arm_settings, graph_label, markdown,
-                                       parse_seeds, parse_variant, run_one, summarize)
+                                       parse_seeds, parse_variant, run_one, settings_key,
+                                       summarize)
 from regal.scoring import performance
 from regal.search import brkga_search
 
@@ -70,14 +71,19 @@ def main(argv: Sequence[str]) -> None:
   mode = "quick" if _QUICK.value else "full"
   path = os.path.join(_OUT.value, f"rows-{mode}.jsonl")
   atomic.check_output_dir(_OUT.value, "--out")
+  keys = {pair: settings_key(*arm) for pair, arm in settings.items()}
+  # A row of another arm counts towards the best of the graph; a row of these arms only
+  # under the settings they run now (e.g. not the baseline's rows of an earlier default).
   done = {(r["graph"], r["arm"], r["seed"]): r for r in atomic.read_json_lines(path)
-          if r.get("evals_budget") == evals.get(r.get("graph"))}
+          if r.get("evals_budget") == evals.get(r.get("graph"))
+          and keys.get((r["graph"], r["arm"]), r.get("settings")) == r.get("settings")}
   todo = [(label, arm, seed) for label in problems for seed in seeds for arm in arms
           if (label, arm, seed) not in done]
   started = time.perf_counter()
   for count, (label, arm, seed) in enumerate(todo, 1):
     params, search_settings = settings[(label, arm)]
     row = {"graph": label, "arm": arm, "seed": seed, "evals_budget": evals[label],
+           "settings": keys[(label, arm)],
            **run_one(problems[label], seed, evals[label], params, search_settings)}
     cli.exit_if_stopped()
     atomic.append_json_line(path, row)

@@ -93,6 +93,17 @@ def arm_settings(problem: performance.Problem, evals: int, variant: dict[str, An
   return params, settings
 
 
+def settings_key(params, settings) -> str:
+  """What an arm ran, as text: a journal row is reused only under the same settings, so a
+  changed default makes the baseline's earlier rows stale instead of silently compared."""
+  engine = {k: getattr(params, k) for k in ("population_size", "num_elites", "num_mutants",
+                                            "num_populations", "restart_patience",
+                                            "restart_from")}
+  engine.update({k: np.asarray(getattr(params, k)).tolist()
+                 for k in ("rho", "mutant_alpha", "mutant_beta")})
+  return repr((settings, sorted(engine.items())))
+
+
 def run_one(problem: performance.Problem, seed: int, evals: int, params, settings) -> dict:
   started = time.perf_counter()
   guided = guides.guidance(problem, seed, [guides.HeuristicSeeds()])

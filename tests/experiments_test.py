@@ -249,6 +249,16 @@ def test_search_ab_quick_and_resumed(tmp_path):
     rows = [json.loads(line) for line in f]
   assert len(rows) == 8 and {r["arm"] for r in rows} == {"default", "relabel_fraction=0.1"}
   assert data["summary"]["pairs"] == 4 and "4 pairs" in markdown
+  # One baseline row as an earlier default would have left it: other settings.
+  rows[0 if rows[0]["arm"] == "default" else 1]["settings"] = "an earlier default"
+  stale = rows[0] if rows[0]["arm"] == "default" else rows[1]
+  with open(rows_path, "w") as f:
+    f.writelines(json.dumps(row) + "\n" for row in rows)
   run_quick("experiments.search_ab", out, "--variant", "relabel_fraction=0.1")
   with open(rows_path) as f:
-    assert len(f.readlines()) == 8  # Every run was recorded: none runs again.
+    again = [json.loads(line) for line in f]
+  # Every other run was recorded and none runs again; the stale one runs under today's.
+  assert len(again) == 9
+  assert [again[-1][k] for k in ("graph", "arm", "seed")] == [stale[k] for k in
+                                                               ("graph", "arm", "seed")]
+  assert again[-1]["settings"] != "an earlier default"

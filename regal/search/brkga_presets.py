@@ -6,7 +6,11 @@
            `brkga_search.default_brkga_params`;
            its search settings (decoder, local improvement: `SEARCH_KEYS`) are the best of
            `python -m experiments.sweep --sweep search_tuning --save_preset default`, tuned
-           on training graphs only and saved with their provenance.
+           on training graphs only and saved with their provenance; but the WC model's
+           decoder, `consumer` (`regal.scoring.consumer_transfers`), set by hand from
+           `python -m experiments.search_ab --variant decoder=consumer --seeds 50-69`
+           (provenance `wc_decoder`): a sweep that saves the default rewrites it, so its grid
+           should hold that decoder.
   others   written by `python -m experiments.sweep --sweep brkga_tuning --save_preset NAME`
            into `brkga_presets.json` beside this file: the best setting of the sweep (REGAL
            5.2's tuned BRKGA), with where it came from (sweep file, command, date, score).
