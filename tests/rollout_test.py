@@ -77,3 +77,14 @@ def test_rollouts_draw_from_the_policy_distributions():
   (_, near_one), (_, near_zero), (_, spread) = worker.run([high, low, uniform])
   assert near_one[drawn].min() > 0.9 and near_zero[drawn].max() < 0.1
   assert spread.min() < 0.1 and spread.max() > 0.9
+
+
+def test_a_worker_of_wc_graphs_pads_to_the_consumer_decoders_shape():
+  """WC searches derive their transfer order (the default consumer decoder), so a worker of WC
+  graphs alone compiles a search without transfer genes; mixed models keep them (above)."""
+  problems = [performance.Problem(sized_graph(n, seed=n), devices_lib.homogeneous(2), model="wc")
+              for n in (10, 12)]
+  assert rollout.RolloutWorker(problems, evals=300).shape.bucket.num_tensors == 0
+  assert rollout.RolloutWorker(problems[:1] + [performance.Problem(
+      sized_graph(11, seed=4), devices_lib.homogeneous(2), model="sync")],
+      evals=300).shape.bucket.num_tensors > 0

@@ -90,6 +90,24 @@ def test_a_tie_breaking_search_restarts_sooner_from_its_seeds(model, objective, 
     assert (params.restart_patience, params.restart_from) == restarts
 
 
+def test_the_consumer_decoder_searches_without_transfer_genes():
+  """It derives the transfer priorities from the op order, so its search evolves no transfer
+  genes; the answer has the graph's whole layout, with the derived priorities, and the direct
+  decoder reads it back to its objective. A shape without transfer genes is refused to a
+  decoder that reads them."""
+  problem = performance.Problem(two_chains(), devices_lib.homogeneous(2), model="wc")
+  assert brkga_search.padded_shape(problem, "consumer").bucket.num_tensors == 0
+  assert brkga_search.padded_shape(problem, "direct").bucket.num_tensors > 0
+  settings = search.SearchSettings(decoder="consumer")
+  result = search.optimize(problem, evals=600, seed=0, settings=settings)
+  assert result.best_chromosome.shape == (problem.layout.size,)
+  assert performance.score_reference(problem, result.best_chromosome)[0] == pytest.approx(
+      result.objective, rel=1e-6)
+  with pytest.raises(ValueError, match="transfer genes"):
+    search.optimize(problem, evals=600, seed=0,
+                    shape=brkga_search.padded_shape(problem, "consumer"))
+
+
 @pytest.mark.parametrize("model", ["doppler", "delay", "wc"])
 def test_a_model_that_reads_no_transfer_priorities_searches_without_transfer_genes(model):
   """Its search evolves no transfer genes; the result still has the graph's whole layout (the

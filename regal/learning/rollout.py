@@ -44,7 +44,11 @@ class RolloutWorker:
     self._seeds: dict[int, dict[str, np.ndarray]] = {}
     # Every graph padded to one shape: the worker compiles the search once (per budget).
     same = len({p.devices.num_devices for p in self.problems}) == 1
-    self.shape = (brkga_search.common_shape(self.problems) if same and all(
+    decoders = {brkga_presets.search_settings(preset, model=p.model).decoder
+                for p in self.problems}
+    # Transfer genes stay where the graphs' decoders differ (one that derives them ignores them).
+    decoder = decoders.pop() if len(decoders) == 1 else "direct"
+    self.shape = (brkga_search.common_shape(self.problems, decoder) if same and all(
         brkga_search.bucketed(p) for p in self.problems) else None)
 
   def seeds(self, index: int) -> dict[str, np.ndarray]:

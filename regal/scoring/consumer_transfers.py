@@ -12,8 +12,11 @@ is 0; a model never reads it (no transfer goes there).
 
 `transfer_priorities_reference` is the readable version; `transfer_priorities` (numba, the same
 float32 values) is what searches call. The chromosome layout is the direct decoder's, so seeds,
-policies and local moves work on it unchanged; a search's answer is re-encoded with these
-transfer priorities (`brkga_search`), so the direct decoder reads it back to the same schedule.
+policies and local moves work on it unchanged; the bucketed search evolves it without its
+transfer genes (`performance.bucket_layout`: a WC chromosome about half the size, the same
+search in distribution, since no move or draw reads one gene for another), and its answer is
+re-encoded with these transfer priorities (`brkga_search`), so the direct decoder reads it back
+to the same schedule.
 """
 from __future__ import annotations
 

@@ -310,7 +310,7 @@ class registered_scorer:
   """`with registered_scorer(problem) as handle:` makes the problem's search score (its host
   scorer with the tie-breaker where `breaks_ties`) callable from a `bucket_fitness_fn` under
   `handle` (an int operand, so one compiled search serves every graph of a bucket); `bucket`:
-  the padded layout (default `bucket_layout(problem)`). `objectives(chromosomes)` scores
+  the padded layout (default `bucket_layout(problem, decoder)`). `objectives(chromosomes)` scores
   bucket-layout chromosomes by the objective itself."""
 
   _next = 0
@@ -320,7 +320,7 @@ class registered_scorer:
     search, objective = _native_scorers(problem)
     self.entry = (search, problem.graph.num_ops, problem.graph.num_tensors)
     decode = host_decoder(problem, decoder, bias)
-    own, bucket = problem.layout, bucket or bucket_layout(problem)
+    own, bucket = problem.layout, bucket or bucket_layout(problem, decoder)
 
     def scorer_of(score):  # Bucket-layout chromosomes, decoded on the host.
       return lambda chromosomes: score(*decode(chromosome_lib.from_bucket_batch(
@@ -351,13 +351,19 @@ def score_registered(handle, placement, priority, transfer) -> np.ndarray:
                np.asarray(transfer)[:, :num_tensors])
 
 
-def bucket_layout(problem: Problem) -> chromosome_lib.Layout:
+def reads_transfer_genes(problem: Problem, decoder: str = "direct") -> bool:
+  """Whether the decoded schedule depends on a chromosome's transfer genes: the model reads
+  transfer priorities and the decoder takes them from the genes (the consumer decoder derives
+  them from the op priorities instead)."""
+  return models.get(problem.model).reads_transfer_priority and decoder != "consumer"
+
+
+def bucket_layout(problem: Problem, decoder: str = "direct") -> chromosome_lib.Layout:
   """The problem's layout with ops and tensors rounded up to size buckets; no tensors (no
-  transfer genes) where the model reads no transfer priorities."""
-  reads_transfers = models.get(problem.model).reads_transfer_priority
+  transfer genes) where no decoded schedule depends on them (`reads_transfer_genes`)."""
   return chromosome_lib.Layout(padding.bucket_size(problem.graph.num_ops),
                                padding.bucket_size(problem.graph.num_tensors)
-                               if reads_transfers else 0,
+                               if reads_transfer_genes(problem, decoder) else 0,
                                problem.devices.num_devices)
 
 

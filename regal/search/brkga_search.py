@@ -171,14 +171,16 @@ class PaddedShape:
   capacity: int
 
 
-def padded_shape(problem: performance.Problem) -> PaddedShape:
-  return PaddedShape(performance.bucket_layout(problem),
+def padded_shape(problem: performance.Problem, decoder: str = "direct") -> PaddedShape:
+  """The problem's own shape for a search by `decoder` (which decides whether the chromosome
+  carries transfer genes: `performance.bucket_layout`)."""
+  return PaddedShape(performance.bucket_layout(problem, decoder),
                      local_moves.neighbour_capacity(problem.graph))
 
 
-def common_shape(problems) -> PaddedShape:
-  """The smallest shape every problem fits (same device count)."""
-  shapes = [padded_shape(p) for p in problems]
+def common_shape(problems, decoder: str = "direct") -> PaddedShape:
+  """The smallest shape every problem fits (same device count) for a search by `decoder`."""
+  shapes = [padded_shape(p, decoder) for p in problems]
   devices = {s.bucket.num_devices for s in shapes}
   if len(devices) != 1:
     raise ValueError(f"one padded shape needs one device count, got {sorted(devices)}")
@@ -189,7 +191,10 @@ def common_shape(problems) -> PaddedShape:
 
 
 def search_layout(problem: performance.Problem) -> chromosome_lib.Layout:
-  """The chromosome layout BRKGA evolves for `problem` (what default parameters depend on)."""
+  """The layout whose size the default parameters depend on: the chromosome BRKGA evolves for
+  `problem` under the direct decoder. A decoder that derives the transfer priorities
+  (`consumer`) evolves the same layout without its transfer genes (`padded_shape`) under the
+  same parameters, so the decoder changes which genes are searched, not the population."""
   return performance.bucket_layout(problem) if bucketed(problem) else problem.layout
 
 
@@ -428,7 +433,7 @@ def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga
   swaps = swap_fraction(problem, settings)
   if bucketed(problem):
     return _optimize_bucketed(problem, evals, seed, params, seeds, settings, swaps, time_limit,
-                              shape or padded_shape(problem), should_stop)
+                              shape or padded_shape(problem, settings.decoder), should_stop)
   seed_matrix = jnp.asarray(np.stack(list(seeds.values())), jnp.float32)
   fitness = performance.make_fitness_fn(problem, settings.decoder, settings.bias)
   seed_values = np.asarray(fitness(seed_matrix))
@@ -455,6 +460,9 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
                        time_limit: float | None, shape: PaddedShape,
                        should_stop: Callable[[], bool] | None = None) -> SearchResult:
   own, bucket, capacity = problem.layout, shape.bucket, shape.capacity
+  if bucket.num_tensors == 0 and performance.reads_transfer_genes(problem, settings.decoder):
+    raise ValueError(f"the {settings.decoder} decoder reads transfer genes, which the padded "
+                     f"shape {bucket} does not carry")
   seed_matrix = np.stack([chromosome_lib.to_bucket(own, bucket, np.asarray(c, np.float32),
                                                    fill=0.0) for c in seeds.values()])
   table = local_moves.move_table(problem.graph, bucket.num_ops, capacity)
