@@ -29,6 +29,26 @@ def test_compiled_equals_reference(graph, devices, seed):
     np.testing.assert_array_equal(derived[p], expected)
 
 
+@settings(max_examples=30, deadline=None)
+@given(dags(max_ops=12, max_outputs=2), device_sets, st.integers(0, 3), st.booleans(),
+       st.integers(0, 2**31))
+def test_bucket_decoder_equals_decoding_the_unpadded_chromosomes(graph, devices, extra_ops,
+                                                                 transfer_genes, seed):
+  """The one-pass decode of padded chromosomes gives the arrays of copying them back to the
+  graph's layout and decoding (coarse affinities: ties go to the lowest device, as argmax)."""
+  rng = np.random.default_rng(seed)
+  own = chromosome_lib.Layout(graph.num_ops, graph.num_tensors, devices.num_devices)
+  bucket = chromosome_lib.Layout(graph.num_ops + extra_ops,
+                                 (graph.num_tensors + 1) if transfer_genes else 0,
+                                 devices.num_devices)
+  chromosomes = (np.round(rng.random((4, bucket.size)) * 3) / 3).astype(np.float32)
+  got = consumer_transfers.bucket_decoder(graph, own, bucket)(chromosomes)
+  expected = consumer_transfers.decoder(graph, own)(
+      chromosome_lib.from_bucket_batch(own, bucket, chromosomes))
+  for name in ("placement", "op_priority", "transfer_priority"):
+    np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=name)
+
+
 def test_reference_on_a_small_graph():
   """Tensor 0 (op 0's output) is read by ops 1 and 2; tensor 1 (op 1's) by op 2."""
   from datasets.graph import GraphBuilder

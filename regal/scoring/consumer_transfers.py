@@ -86,3 +86,44 @@ def decoder(graph: Graph, layout: chromosome_lib.Layout):
         edges, placement, op_priority, layout.num_devices))
 
   return decode
+
+
+@numba.njit(nogil=True, cache=True)
+def _decode_bucket(chromosomes, num_ops, bucket_ops, num_devices, tensor, reader, placement,
+                   op_priority, transfer):
+  affinity_end = bucket_ops * num_devices
+  for p in range(chromosomes.shape[0]):
+    row = chromosomes[p]
+    for op in range(num_ops):
+      base = op * num_devices
+      best, best_value = 0, row[base]
+      for d in range(1, num_devices):
+        if row[base + d] > best_value:  # The first maximum, as argmax.
+          best, best_value = d, row[base + d]
+      placement[p, op] = best
+      op_priority[p, op] = row[affinity_end + op]
+  _transfer_priorities(tensor, reader, placement, op_priority, transfer)
+
+
+def bucket_decoder(graph: Graph, layout: chromosome_lib.Layout,
+                   bucket: chromosome_lib.Layout):
+  """`decoder` of chromosomes [P, bucket.size] in a padded layout (`chromosome.to_bucket`) in
+  one compiled pass: what a bucketed search's host scorer calls, so no batch is copied back to
+  the graph's layout first. The same arrays as `decoder(graph, layout)` of
+  `chromosome.from_bucket_batch`."""
+  edges = readers(graph)
+  num_ops, num_devices = layout.num_ops, layout.num_devices
+
+  def decode(chromosomes: np.ndarray) -> chromosome_lib.Decoded:
+    chromosomes = np.ascontiguousarray(chromosomes, np.float32)
+    if chromosomes.ndim != 2 or chromosomes.shape[1] != bucket.size:
+      raise ValueError(f"chromosomes must be [P, {bucket.size}], got {chromosomes.shape}")
+    population = chromosomes.shape[0]
+    placement = np.empty((population, num_ops), np.int32)
+    op_priority = np.empty((population, num_ops), np.float32)
+    transfer = np.empty((population, edges.num_tensors, num_devices), np.float32)
+    _decode_bucket(chromosomes, num_ops, bucket.num_ops, num_devices, edges.tensor,
+                   edges.reader, placement, op_priority, transfer)
+    return chromosome_lib.Decoded(placement, op_priority, transfer)
+
+  return decode

@@ -322,9 +322,14 @@ class registered_scorer:
     decode = host_decoder(problem, decoder, bias)
     own, bucket = problem.layout, bucket or bucket_layout(problem, decoder)
 
+    if decoder == "consumer":  # One compiled pass from the bucket layout.
+      decode_bucket = consumer_transfers.bucket_decoder(problem.graph, own, bucket)
+    else:
+      decode_bucket = lambda chromosomes: decode(chromosome_lib.from_bucket_batch(  # noqa: E731
+          own, bucket, np.asarray(chromosomes)))
+
     def scorer_of(score):  # Bucket-layout chromosomes, decoded on the host.
-      return lambda chromosomes: score(*decode(chromosome_lib.from_bucket_batch(
-          own, bucket, np.asarray(chromosomes))))
+      return lambda chromosomes: score(*decode_bucket(chromosomes))
 
     self.chromosome_entry = scorer_of(self.entry[0])
     self._objectives = scorer_of(objective)
