@@ -351,6 +351,12 @@ SEARCH_AB_CASES = [
     ("search_ab_out_is_a_file", ["--variant", "climbers=1", "--out", "a_file"], 2,
      "--out a_file: is a file; it names a folder"),
 ]
+SEARCH_PROFILE_CASES = [
+    ("search_profile_quick_with_seeds", ["--quick", "--seeds", "3", "--out", "profile"], 2,
+     "--quick fixes the graph, budget and seeds: drop --seeds"),
+    ("search_profile_tiny_budget", ["--evals", "10", "--out", "profile"], 2,
+     "--evals must be at least 2000"),
+]
 SWEEP_CASES = [
     ("negative_subsample", ["--sweep", "brkga_tuning", "--subsample=-3", "--out", "sweeps"],
      2, "--subsample must be 0 (every trial) or a positive count, got -3"),
@@ -453,6 +459,7 @@ def outcomes(tmp_path_factory, shared_graphs):
                         ("regal.train", TRAIN_CASES),
                         ("experiments.sweep", SWEEP_CASES),
                         ("experiments.search_ab", SEARCH_AB_CASES),
+                        ("experiments.bench.search_profile", SEARCH_PROFILE_CASES),
                         ("datasets.build", BUILD_CASES),
                         ("datasets.convert", CONVERT_CASES),
                         ("regal.execute.calibrate", CALIBRATE_CASES)):
@@ -474,7 +481,8 @@ TRAIN_IMPORT_CASES = [
     ("config_syntax_error", ["--config=bad_config.py", "--workdir", "run"], 2,
      "bad_config.py, line 1: invalid syntax (a config file)"),
 ]
-ALL_CASES = (OPTIMIZE_CASES + TRAIN_CASES + SWEEP_CASES + SEARCH_AB_CASES + SHARDED_CASES
+ALL_CASES = (OPTIMIZE_CASES + TRAIN_CASES + SWEEP_CASES + SEARCH_AB_CASES
+             + SEARCH_PROFILE_CASES + SHARDED_CASES
              + BUILD_CASES + CONVERT_CASES + CALIBRATE_CASES + TRAIN_IMPORT_CASES)
 
 

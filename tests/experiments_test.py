@@ -138,7 +138,21 @@ def test_doppler_scorer_quick(tmp_path):
   assert all(r["speedup"] > 1 for r in data["rows"])
 
 
-def test_doppler_episodes_quick(tmp_path):
+def test_search_profile_quick(tmp_path):
+  """Both buckets searched, every second accounted for, the inert genes' bucket the larger."""
+  out = str(tmp_path)
+  run_quick("experiments.bench.search_profile", out)
+  markdown, data = read_report(out, "search_profile")
+  default, kept = (data["runs"][label] for label in (
+      "default (no transfer genes)", "inert transfer genes kept"))
+  assert kept[0]["bucket_genes"] > default[0]["bucket_genes"]
+  for row in default + kept:
+    assert 4000 < row["evaluations"] <= 5000 and row["event_loop_seconds"] > 0
+    assert row["jax_and_callback_seconds"] > 0 and row["other_host_seconds"] >= 0
+  assert "Median search seconds with the inert transfer genes kept / without them" in markdown
+
+
+
   out = str(tmp_path)
   run_quick("experiments.bench.doppler_episodes", out)
   markdown, data = read_report(out, "doppler_episodes")
