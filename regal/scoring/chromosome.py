@@ -127,8 +127,8 @@ def order_priorities(order: np.ndarray) -> np.ndarray:
 def to_bucket(layout: Layout, bucket: Layout,
               genes: np.ndarray, fill: float = 1.0) -> np.ndarray:
   """Per-gene values on a graph's layout, placed into the bucket layout (padding: fill). A
-  bucket without transfer genes (a model that reads none) drops them; `from_bucket` gives
-  them back as `UNSET_TRANSFER`."""
+  bucket without transfer genes (no schedule reads them: `performance.reads_transfer_genes`)
+  drops them; `from_bucket` gives them back as `UNSET_TRANSFER`."""
   genes = np.asarray(genes)
   out = np.full(bucket.size, fill, genes.dtype)
   affinity = np.full((bucket.num_ops, bucket.num_devices), fill, genes.dtype)

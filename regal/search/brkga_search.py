@@ -96,7 +96,9 @@ class Memetic:
   # gave +0.17 points [-0.75, +1.17], and over all 240 pairs -0.10 [-0.60, +0.39], within 1%
   # 117 vs 122. Not shown to pay. With accept_worse 1e-3 (`python -m experiments.search_ab
   # --variant accept_worse=0.001,relabel_fraction=0.1 --seeds 50-69`, fresh seeds, 160 pairs):
-  # -0.40 [-1.42, +0.68] (graphs, then seeds resampled), within 1% 78 vs 76. Nor that.
+  # -0.40 [-1.42, +0.68] (graphs, then seeds resampled), within 1% 78 vs 76. Nor that. Nor on
+  # top of the consumer decoder (`--seeds 70-79`, 80 pairs: +0.56 [-0.66, +1.76], within 1%
+  # 47 vs 53; the report of that name now holds this run).
   relabel_fraction: float = 0.0
 
 
