@@ -66,13 +66,15 @@ def _timed(module, name: str, searching: bool = False) -> None:
   def timed(*args, **kwargs):
     if not (searching or _SEARCHING[0]):
       return function(*args, **kwargs)
-    _SEARCHING[0] = True
+    if searching:
+      _SEARCHING[0] = True
     start = time.perf_counter()
     try:
       return function(*args, **kwargs)
     finally:
       _SPENT[name] += time.perf_counter() - start
-      _SEARCHING[0] = _SEARCHING[0] and not searching
+      if searching:
+        _SEARCHING[0] = False
 
   setattr(module, name, timed)
 
@@ -81,12 +83,11 @@ def run_arm(problem: performance.Problem, guided: guides.Guidance, evals: int, s
             decoder_shape: str) -> dict:
   """One default search on the bucket the `decoder_shape` decoder would search, timed."""
   _SPENT.clear()
-  result = guides.run_guided(problem, evals, seed, guided,
-                             shape=brkga_search.padded_shape(problem, decoder_shape))
+  shape = brkga_search.padded_shape(problem, decoder_shape)
+  result = guides.run_guided(problem, evals, seed, guided, shape=shape)
   kernel = _SPENT["run_split"]
   host = _SPENT["score_registered_chromosomes"]
-  return {"seed": seed, "bucket_genes": brkga_search.padded_shape(
-              problem, decoder_shape).bucket.size,
+  return {"seed": seed, "bucket_genes": shape.bucket.size,
           "evaluations": result.evaluations, "objective": result.objective,
           "search_seconds": result.search_seconds, "event_loop_seconds": kernel,
           "other_host_seconds": host - kernel, "jax_and_callback_seconds":

@@ -319,12 +319,11 @@ class registered_scorer:
                bucket: chromosome_lib.Layout | None = None):
     search, objective = _native_scorers(problem)
     self.entry = (search, problem.graph.num_ops, problem.graph.num_tensors)
-    decode = host_decoder(problem, decoder, bias)
     own, bucket = problem.layout, bucket or bucket_layout(problem, decoder)
-
     if decoder == "consumer":  # One compiled pass from the bucket layout.
       decode_bucket = consumer_transfers.bucket_decoder(problem.graph, own, bucket)
     else:
+      decode = host_decoder(problem, decoder, bias)
       decode_bucket = lambda chromosomes: decode(chromosome_lib.from_bucket_batch(  # noqa: E731
           own, bucket, np.asarray(chromosomes)))
 
