@@ -365,6 +365,54 @@ def test_climb_never_worsens_and_reports_true_values():
 
 
 
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 5), st.integers(0, 12), st.integers(0, 2**31))
+def test_climber_ranks_are_the_best_and_distinct_draws_from_the_pool(pops, count, pool, seed):
+  ranks = np.asarray(local_moves.climber_ranks(jax.random.key(seed), pops, count, pool))
+  assert ranks.shape == (pops, count)
+  if pool <= count:
+    np.testing.assert_array_equal(ranks, np.broadcast_to(np.arange(count), (pops, count)))
+  else:
+    assert np.all(ranks[:, 0] == 0) and np.all((ranks[:, 1:] >= 1) & (ranks[:, 1:] < pool))
+    assert all(len(set(row)) == count for row in ranks.tolist())
+
+
+def test_a_climber_pool_polishes_the_best_and_drawn_elites_only():
+  # Moves trade keys within a chromosome, so none changes this fitness, and climbers walk the
+  # plateau: exactly the climbers change. With a pool, they are the best and the drawn ranks;
+  # without one, the best `climbers`. Over many draws, every rank of the pool (and none
+  # beyond) climbs.
+  from datasets import synthetic
+  graph = synthetic.generate(np.random.default_rng(3),
+                             synthetic.SyntheticSpec(min_nodes=12, max_nodes=12))
+  layout = chromosome_lib.Layout(graph.num_ops, graph.num_tensors, 3)
+  fitness = lambda c: jnp.abs(c - 0.3).sum(axis=-1)  # noqa: E731
+  table = local_moves.move_table(graph)
+  population = jax.random.uniform(jax.random.key(2), (2, 10, layout.size))
+  values = fitness(population)
+  order = jnp.argsort(values, axis=1)
+  population = jnp.take_along_axis(population, order[..., None], axis=1)
+  values = jnp.take_along_axis(values, order, axis=1)
+  touched = np.zeros(10, bool)
+  for pool, expected in ((0, {0, 1}), (2, {0, 1}), (6, None)):
+    improve = local_moves.elite_improver(fitness, table, layout, 2, 3, 4, 0.3, 0.5,
+                                         climber_pool=pool)
+    for draw in range(20 if pool == 6 else 1):
+      key = jax.random.key(draw)
+      out, out_values, spent = improve(key, population, values, jnp.int32(10_000))
+      changed = np.any(np.asarray(out != population), axis=2)  # [pops, P]
+      climbed = np.zeros_like(changed)
+      climbed[np.arange(2)[:, None], np.asarray(local_moves.climber_ranks(key, 2, 2, pool))] = True
+      np.testing.assert_array_equal(changed, climbed)
+      np.testing.assert_array_equal(fitness(out), out_values)
+      assert int(spent) == 3 * 2 * 2 * 4
+      if expected is not None:
+        assert set(np.nonzero(climbed[0])[0]) == expected
+      else:
+        touched |= changed.any(axis=0)
+  assert touched[:6].all() and not touched[6:].any()
+
+
 def test_climbers_leave_a_strict_minimum_only_within_accept_worse():
   # Every move from c0 is worse (by 0.1%, and more the farther it goes), by less than 1%: a
   # climb that never accepts worse stays at c0; one accepting 1% worse walks away, never above

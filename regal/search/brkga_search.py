@@ -14,7 +14,10 @@ elites, 15% mutants, elite inheritance probability 0.7, one population, restarte
 `RESTART_PATIENCE` generations without progress (`restarts_for`: a search whose score breaks
 ties restarts sooner, from its seeds); a small budget caps the
 population so that the search still runs `brkga.BUDGET_GENERATIONS` generations (at 5,000
-evaluations on the synthetic training graphs, a population of 50 beat 200 on 7 of 9).
+evaluations on the synthetic training graphs, a population of 50 beat 200 on 7 of 9). On the WC
+training graphs at default budgets (`python -m experiments.search_ab --variant population_size=N
+--seeds 70-79`, 80 pairs) neither 100 (-0.07 points [-1.03, +0.75], 19 runs better and 21
+worse) nor 400 (+0.31 [-0.77, +1.37], 15 and 25) beat the 200 the rule gives there.
 
 With a native scoring engine (the CPU default), the search runs on the problem's layout padded
 to size buckets (`performance.bucket_layout`) and scores through a registered host scorer, so
@@ -42,8 +45,8 @@ from regal.search import local_moves
 @dataclasses.dataclass(frozen=True)
 class Memetic:
   """Local improvement inside BRKGA (`regal.search.local_moves`): after every `interval`-th
-  generation the best `climbers` chromosomes of each population climb `steps` steps of
-  `batch` moves each; `swap_fraction` of the moves are adjacent priority swaps (none when
+  generation the best `climbers` chromosomes of each population (or the best and others drawn
+  from the best `climber_pool`) climb `steps` steps of `batch` moves each; `swap_fraction` of the moves are adjacent priority swaps (none when
   the model ignores priorities under the direct decoder), the rest device moves, which go to
   a neighbour's device with probability `neighbour_device`; `cluster_fraction` of the
   device moves take the op's heavy-edge cluster along, and `exchange_fraction` of them (single
@@ -53,6 +56,13 @@ class Memetic:
   value) worse.
   `climbers = 0`: plain BRKGA."""
   climbers: int = 0
+  # The WC default's climb (2 climbers x 10 steps x 32 moves: 640 of a generation's ~800
+  # evaluations) against other shapes at the same evaluations per generation, on the WC
+  # training graphs (`python -m experiments.search_ab --variant ... --seeds 70-79`, 80 pairs
+  # each; the default's mean gap 2.73%, 44 runs within 1%): climbers=4,climb_steps=5 +0.76
+  # points [-0.31, +1.81] (16 runs better, 35 worse); climbers=1,climb_steps=20 -0.14 [-1.12,
+  # +0.71] (28 / 26); climb_batch=16,climb_steps=20 +1.00 [-0.55, +2.73] (19 / 34). None shown
+  # to pay.
   steps: int = 10
   batch: int = 32
   # Only the WC model's climbers read priorities by default, and WC orders each device's own
@@ -65,6 +75,8 @@ class Memetic:
   # all (0): -1.02 [-2.23, +0.17] on 50 pairs. Swapping with the op's next op on its own device
   # instead did not pay (-0.29 [-1.04, +0.43] on 160 pairs: some graphs better, some worse).
   swap_fraction: float = 0.1
+  # 0.75 against 0.5 on the WC training graphs (`--variant neighbour_device=0.75 --seeds
+  # 70-79`, 80 pairs): +0.33 points [-0.77, +1.41], 22 runs better and 32 worse. Not kept.
   neighbour_device: float = 0.5
   interval: int = 1
   cluster_fraction: float = 0.5
@@ -100,6 +112,12 @@ class Memetic:
   # top of the consumer decoder (`--seeds 70-79`, 80 pairs: +0.56 [-0.66, +1.76], within 1%
   # 47 vs 53; the report of that name now holds this run).
   relabel_fraction: float = 0.0
+  # The climbers: the best and `climbers` - 1 drawn each generation from the best
+  # `climber_pool` (0, or at most `climbers`: the best `climbers`), so the climb polishes more
+  # of the elites than the two nearly equal best. Off by default: on the WC training graphs
+  # (`--variant climber_pool=8 --seeds 70-79`, 80 pairs) +0.55 points [-0.66, +1.74], 28 runs
+  # better and 26 worse, within 1% 40 vs 44 (2d Llama layer x8 8.30% vs 5.82%).
+  climber_pool: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +137,8 @@ class SearchSettings:
             and memetic.batch >= 1 and memetic.interval >= 1
             and 0 <= memetic.swap_fraction <= 1 and 0 <= memetic.neighbour_device <= 1
             and 0 <= memetic.cluster_fraction <= 1 and 0 <= memetic.exchange_fraction <= 1
-            and 0 <= memetic.accept_worse < 1 and 0 <= memetic.relabel_fraction <= 1):
+            and 0 <= memetic.accept_worse < 1 and 0 <= memetic.relabel_fraction <= 1
+            and memetic.climber_pool >= 0):
       raise ValueError(f"out of range: {self}")
     return self
 
@@ -369,7 +388,7 @@ def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
                                            memetic.neighbour_device,
                                            memetic.cluster_fraction,
                                            memetic.exchange_fraction, memetic.accept_worse,
-                                           memetic.relabel_fraction)
+                                           memetic.relabel_fraction, memetic.climber_pool)
     return brkga.run(fitness, rng, params, evals, num_genes, seeds=seeds, improve=improve,
                      improve_interval=memetic.interval, stop=_stop_fn(token))
 
