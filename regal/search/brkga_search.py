@@ -87,6 +87,8 @@ class Memetic:
   # x4, FFNN at 300 flops/byte x4 / x8; seeds 0-19, 170 pairs) the mean gap to the best of all
   # runs 5.82% -> 3.90%, 95% CI of the difference [-2.90, -0.97] points, seeds within 1%
   # 60 -> 91; on the Doppler training graphs the mean of every graph went down (5 seeds each).
+  # More exchanges did not pay: 0.75 (`--variant exchange_fraction=0.75 --seeds 70-79`, 80
+  # pairs) +0.97 points [-0.44, +2.46], 20 runs better and 38 worse, within 1% 40 vs 44.
   exchange_fraction: float = 0.5
   # Threshold accepting: a climber may take a move up to this fraction worse than itself, so
   # it can leave a shallow basin instead of re-sampling its neighbourhood until a restart (the
