@@ -46,7 +46,8 @@ from regal.search import local_moves
 class Memetic:
   """Local improvement inside BRKGA (`regal.search.local_moves`): after every `interval`-th
   generation the best `climbers` chromosomes of each population (or the best and others drawn
-  from the best `climber_pool`) climb `steps` steps of `batch` moves each; `swap_fraction` of the moves are adjacent priority swaps (none when
+  from the best `climber_pool`) climb `steps` steps of `batch` moves each; `swap_fraction` of
+  the moves are adjacent priority swaps (none when
   the model ignores priorities under the direct decoder), the rest device moves, which go to
   a neighbour's device with probability `neighbour_device`; `cluster_fraction` of the
   device moves take the op's heavy-edge cluster along, and `exchange_fraction` of them (single
