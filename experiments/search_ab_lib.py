@@ -22,7 +22,7 @@ TRAINING_GRAPHS = (
     ("llama_layer", 4, {"grid_style": "2d"}), ("ffnn", 8, {"flops_per_byte": 300.0}))
 QUICK_GRAPHS = (("ffnn", 4, {"flops_per_byte": 300.0}), ("chain_mm", 4, {"grid_style": "2d"}))
 QUICK_EVALS = 3_000
-ENGINE_KEYS = ("population_size", "restart_patience")
+ENGINE_KEYS = ("population_size", "num_populations", "restart_patience")
 BASELINE = "default"
 WITHIN = 0.01
 
@@ -81,6 +81,8 @@ def arm_settings(problem: performance.Problem, evals: int, variant: dict[str, An
     population = engine["population_size"]
     params = params.replace(population_size=population, num_elites=max(1, int(0.2 * population)),
                             num_mutants=int(0.15 * population))
+  if "num_populations" in engine:
+    params = params.replace(num_populations=engine["num_populations"])
   if "restart_patience" in engine:
     params = params.replace(restart_patience=engine["restart_patience"])
   try:

@@ -37,16 +37,20 @@ def test_the_variant_arm_differs_from_the_default_only_in_what_it_names(problem)
   default_settings = brkga_presets.search_settings(brkga_presets.DEFAULT, model="wc")
   assert settings == default_settings
   changed_params, changed = search_ab_lib.arm_settings(
-      problem, evals, {"relabel_fraction": 0.1, "population_size": 40, "restart_patience": 7})
+      problem, evals, {"relabel_fraction": 0.1, "population_size": 40, "restart_patience": 7,
+                        "num_populations": 2})
   assert changed == dataclasses.replace(
       default_settings, memetic=dataclasses.replace(default_settings.memetic,
                                                     relabel_fraction=0.1))
   assert (changed_params.population_size, changed_params.num_elites,
-          changed_params.num_mutants, changed_params.restart_patience) == (40, 8, 6, 7)
+          changed_params.num_mutants, changed_params.restart_patience,
+          changed_params.num_populations) == (40, 8, 6, 7, 2)
   assert changed_params.replace(population_size=params.population_size,
                                 num_elites=params.num_elites, num_mutants=params.num_mutants,
-                                restart_patience=params.restart_patience) == params
-  for bad in ({"relabel_fraction": 2.0}, {"population_size": 1}, {"decoder": "nonsense"}):
+                                restart_patience=params.restart_patience,
+                                num_populations=params.num_populations) == params
+  for bad in ({"relabel_fraction": 2.0}, {"population_size": 1}, {"decoder": "nonsense"},
+              {"num_populations": 0}):
     with pytest.raises(errors.ConfigError):
       search_ab_lib.arm_settings(problem, evals, bad)
   with pytest.raises(errors.ConfigError, match="unknown search settings bogus"):

@@ -312,7 +312,10 @@ RESTART_PATIENCE = 100
 # flops/byte on WC x8, llama_layer 2d x4; seeds 0-9, against 100 and 50 keeping the best,
 # and 30 from the seeds): mean gap to the best of all runs 6.52% -> 5.42%, seeds within 1%
 # 19/50 -> 24/50, 19 runs better and 8 worse. On Doppler-model graphs it was neutral (within
-# 0.2%), so those keep the setting above.
+# 0.2%), so those keep the setting above. Two independent islands of 100 instead of one
+# population of 200 (the heuristic seeds start the first; `--variant
+# population_size=100,num_populations=2 --seeds 70-79`, 80 pairs) did not pay there either:
+# +0.99 points [-0.52, +2.66], 15 runs better and 34 worse.
 TIE_BREAKING_RESTARTS = (50, brkga.SEEDS)
 DEFAULT_RESTARTS = (RESTART_PATIENCE, brkga.BEST)
 
