@@ -619,3 +619,82 @@ def test_only_a_default_budget_run_is_bounded_by_the_default_search_seconds(monk
     assert d["settings"]["brkga"]["time_limit"] == given.get("time_limit")
     assert not d["settings"]["brkga"]["stopped_early"]
     assert budget - 200 < d["evaluations"] <= budget  # Whole generations of at most 200.
+
+
+# ----- cost-weighted op draws ----------------------------------------------------------------
+def _cost_draw_reference(cost: list[float], u: float) -> int:
+  """The op a draw `u` in [0, 1) takes in proportion to compute cost, slowly: the first op
+  whose running share of the total cost exceeds u (ops alike where nothing computes)."""
+  total = sum(cost)
+  weights = cost if total > 0 else [1.0] * len(cost)
+  running = 0.0
+  for op, weight in enumerate(weights):
+    running += weight / sum(weights)
+    if u < running:
+      return op
+  return len(cost) - 1
+
+
+@settings(max_examples=20, deadline=None)
+@given(dags(max_ops=10), st.integers(0, 2**31))
+def test_cost_draws_follow_the_cumulated_compute_cost(graph, seed):
+  # Draws away from a share's boundary (float32 against float64 there) take the reference's
+  # op; no draw takes a padded op, nor one that computes nothing while another computes.
+  padded_ops = graph.num_ops + 3
+  table = local_moves.move_table(graph, padded_ops)
+  cost = np.asarray(graph.compute_cost, np.float64).tolist()
+  u = np.random.default_rng(seed).random(512).astype(np.float32)
+  drawn = np.asarray(local_moves.cost_drawn_op(jnp.asarray(u), table))
+  assert drawn.max() < graph.num_ops
+  if sum(cost) > 0:
+    assert all(cost[v] > 0 for v in drawn)
+  bounds = np.cumsum(cost) / sum(cost) if sum(cost) > 0 else (
+      np.arange(1, graph.num_ops + 1) / graph.num_ops)
+  clear = np.min(np.abs(u[:, None] - bounds[None]), axis=1) > 1e-5
+  expected = [_cost_draw_reference(cost, float(x)) for x in u[clear]]
+  np.testing.assert_array_equal(drawn[clear], expected)
+
+
+def test_cost_bias_mixes_cost_and_uniform_draws_from_one_number():
+  # 0: the uniform draw, bit for bit (the default search unchanged); 1: the cost draw; in
+  # between, each op's share of a fine grid of draws is the mixture of the two.
+  from datasets import synthetic
+  graph = synthetic.generate(np.random.default_rng(5),
+                             synthetic.SyntheticSpec(min_nodes=15, max_nodes=15))
+  table = local_moves.move_table(graph, graph.num_ops + 2)
+  grid = jnp.asarray((np.arange(20_000) + 0.5) / 20_000, jnp.float32)
+  uniform = np.asarray(local_moves._drawn_index(grid, table.num_ops))
+  np.testing.assert_array_equal(local_moves.drawn_op(grid, table, 0.0), uniform)
+  np.testing.assert_array_equal(local_moves.drawn_op(grid, table, 1.0),
+                                local_moves.cost_drawn_op(grid, table))
+  cost = np.asarray(graph.compute_cost, np.float64)
+  for bias in (0.3, 0.7):
+    share = np.bincount(np.asarray(local_moves.drawn_op(grid, table, bias)),
+                        minlength=graph.num_ops) / grid.shape[0]
+    expected = bias * cost / cost.sum() + (1 - bias) / graph.num_ops
+    np.testing.assert_allclose(share, expected, atol=2e-3)
+
+
+def test_a_cost_biased_climb_moves_only_ops_that_compute():
+  # Device moves only (no clusters, exchanges or swaps): with cost_bias 1 every proposal
+  # moves an op that computes; uniform draws also move the ones that do not.
+  from datasets import synthetic
+  graph = synthetic.generate(np.random.default_rng(4),
+                             synthetic.SyntheticSpec(min_nodes=20, max_nodes=20))
+  cost = np.array(graph.compute_cost)
+  cost[::2] = 0.0  # Half the ops compute nothing.
+  graph = graph.replace(compute_cost=cost)
+  layout = chromosome_lib.Layout(graph.num_ops, graph.num_tensors, 3)
+  table = local_moves.move_table(graph)
+  rng = np.random.default_rng(0)
+  chromosome = jnp.asarray(rng.random(layout.size), jnp.float32)
+  uniform = jnp.asarray(rng.random((local_moves.PROPOSAL_DRAWS, 256)), jnp.float32)
+  before = chromosome_lib.decode(chromosome, layout).placement
+  for bias, only_computing in ((1.0, True), (0.0, False)):
+    proposals = local_moves.propose(uniform, chromosome, table, layout, 0.0, 0.5,
+                                    cost_bias=bias)
+    placements = np.asarray(jax.vmap(lambda c: chromosome_lib.decode(c, layout).placement)(
+        proposals))
+    moved = np.nonzero(placements != np.asarray(before)[None])[1]
+    assert len(moved) == 256
+    assert np.all(cost[moved] > 0) == only_computing

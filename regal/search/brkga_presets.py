@@ -36,7 +36,7 @@ DEFAULT = "default"
 # Search settings (`regal.search.SearchSettings`): the decoder and its bias, local improvement.
 SEARCH_KEYS = ("decoder", "bias", "climbers", "climb_steps", "climb_batch", "swap_fraction",
                "neighbour_device", "improve_interval", "cluster_fraction", "exchange_fraction",
-               "accept_worse", "relabel_fraction", "climber_pool")
+               "accept_worse", "relabel_fraction", "climber_pool", "cost_bias")
 
 
 def load_all(path: str | None = None) -> dict[str, dict[str, Any]]:
@@ -83,7 +83,8 @@ def builtin_search_values() -> dict[str, Any]:
           "exchange_fraction": builtin.memetic.exchange_fraction,
           "accept_worse": builtin.memetic.accept_worse,
           "relabel_fraction": builtin.memetic.relabel_fraction,
-          "climber_pool": builtin.memetic.climber_pool}
+          "climber_pool": builtin.memetic.climber_pool,
+          "cost_bias": builtin.memetic.cost_bias}
 
 
 def search_settings(name: str, path: str | None = None, decoder: str | None = None,
@@ -119,7 +120,8 @@ def settings_from_values(values: dict[str, Any]):
           exchange_fraction=float(values["exchange_fraction"]),
           accept_worse=float(values["accept_worse"]),
           relabel_fraction=float(values["relabel_fraction"]),
-          climber_pool=int(values["climber_pool"]))).validate()
+          climber_pool=int(values["climber_pool"]),
+          cost_bias=float(values["cost_bias"]))).validate()
 
 
 def setting(name: str, path: str | None = None) -> dict[str, Any] | None:

@@ -52,7 +52,8 @@ class Memetic:
   a neighbour's device with probability `neighbour_device`; `cluster_fraction` of the
   device moves take the op's heavy-edge cluster along, and `exchange_fraction` of them (single
   or cluster) bring an op of the target device (with its cluster) back; `relabel_fraction` of
-  all moves are relabellings instead (two devices trade a stretch of the topological order).
+  all moves are relabellings instead (two devices trade a stretch of the topological order);
+  `cost_bias` of the moved ops are drawn in proportion to compute cost, the rest uniformly.
   A step takes its best move when that is at most `accept_worse` (a fraction of the climber's
   value) worse.
   `climbers = 0`: plain BRKGA."""
@@ -121,6 +122,12 @@ class Memetic:
   # (`--variant climber_pool=8 --seeds 70-79`, 80 pairs) +0.55 points [-0.66, +1.74], 28 runs
   # better and 26 worse, within 1% 40 vs 44 (2d Llama layer x8 8.30% vs 5.82%).
   climber_pool: int = 0
+  # The share of moves whose op is drawn in proportion to its compute cost (the rest: every
+  # op alike), so the climb spends more of its moves on the ops that fill the devices. Off by
+  # default: on the WC training graphs (`--variant cost_bias=0.5 --seeds 70-79`, 80 pairs)
+  # +0.86 points [-0.44, +2.20], 25 runs better and 30 worse, within 1% 39 vs 44 (2d Llama
+  # layer x8 9.63% vs 5.82%): moving the inputs, which compute nothing, pays there.
+  cost_bias: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +148,7 @@ class SearchSettings:
             and 0 <= memetic.swap_fraction <= 1 and 0 <= memetic.neighbour_device <= 1
             and 0 <= memetic.cluster_fraction <= 1 and 0 <= memetic.exchange_fraction <= 1
             and 0 <= memetic.accept_worse < 1 and 0 <= memetic.relabel_fraction <= 1
-            and memetic.climber_pool >= 0):
+            and memetic.climber_pool >= 0 and 0 <= memetic.cost_bias <= 1):
       raise ValueError(f"out of range: {self}")
     return self
 
@@ -394,7 +401,8 @@ def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
                                            memetic.neighbour_device,
                                            memetic.cluster_fraction,
                                            memetic.exchange_fraction, memetic.accept_worse,
-                                           memetic.relabel_fraction, memetic.climber_pool)
+                                           memetic.relabel_fraction, memetic.climber_pool,
+                                           memetic.cost_bias)
     return brkga.run(fitness, rng, params, evals, num_genes, seeds=seeds, improve=improve,
                      improve_interval=memetic.interval, stop=_stop_fn(token))
 
@@ -425,7 +433,8 @@ def _bucketed_search(bucket: chromosome_lib.Layout, params: brkga.Params, evals:
       neighbours=jax.ShapeDtypeStruct((capacity,), jnp.int32),
       cluster=jax.ShapeDtypeStruct((bucket.num_ops, local_moves.CLUSTER_KINDS,
                                      local_moves.CLUSTER_SIZE), jnp.int32),
-      topo_rank=jax.ShapeDtypeStruct((bucket.num_ops,), jnp.int32))
+      topo_rank=jax.ShapeDtypeStruct((bucket.num_ops,), jnp.int32),
+      cost_cdf=jax.ShapeDtypeStruct((bucket.num_ops,), jnp.float32))
   start = time.perf_counter()
   compiled = jax.jit(search).lower(
       jax.random.key(0), jax.ShapeDtypeStruct((num_seeds, bucket.size), jnp.float32), table,

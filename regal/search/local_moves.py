@@ -25,6 +25,8 @@ chooses them:
   add that consumes it, between the two NVLink groups reaches 3.4 (the best known), where
   none of its single device moves or exchanges of two ops does;
 * an adjacent priority swap (a fraction `swap_fraction` of the moves);
+* the op a move takes is drawn uniformly, or, for a fraction `cost_bias` of the moves, in
+  proportion to its compute cost (`drawn_op`; off by default);
 * a relabelling (a fraction `relabel_fraction` of the moves, in place of the move drawn): two
   devices trade every op of a stretch of the topological order (`relabelled`), so each
   device keeps its load and only the transfers across the stretch's ends change; a sharded
@@ -62,6 +64,9 @@ class MoveTable:
   neighbours: jnp.ndarray  # [K] int32 (K >= 1; padding repeats op 0)
   cluster: jnp.ndarray  # [O, CLUSTER_KINDS, CLUSTER_SIZE] int32 op's clusters, itself first
   topo_rank: jnp.ndarray  # [O] int32 each op's position in a topological order (padding: O)
+  # [O] float32 the real ops' compute costs, cumulated and normalized (the last real op's
+  # 1; every op alike where no op computes); padding 2, beyond any draw (`cost_drawn_op`).
+  cost_cdf: jnp.ndarray
 
 
 # Larger clusters did not pay: 16 (sizes 2..16 drawn alike) against 8 on the WC training graphs
@@ -156,7 +161,40 @@ def move_table(graph: Graph, num_ops: int | None = None, capacity: int | None = 
   return MoveTable(num_ops=jnp.asarray(graph.num_ops, jnp.int32),
                    neighbour_ptr=jnp.asarray(ptr), neighbours=jnp.asarray(flat),
                    cluster=jnp.asarray(_clusters(weight, num_ops, CLUSTER_SIZE)),
-                   topo_rank=jnp.asarray(rank))
+                   topo_rank=jnp.asarray(rank), cost_cdf=jnp.asarray(cost_cdf(graph, num_ops)))
+
+
+def cost_cdf(graph: Graph, num_ops: int) -> np.ndarray:
+  """`MoveTable.cost_cdf`: [num_ops] float32."""
+  cost = np.asarray(graph.compute_cost, np.float64)
+  total = cost.sum()
+  real = (np.cumsum(cost) / total if total > 0
+          else np.arange(1, graph.num_ops + 1) / max(graph.num_ops, 1))
+  cdf = np.full(num_ops, 2.0, np.float32)
+  cdf[:graph.num_ops] = real
+  if graph.num_ops:
+    cdf[graph.num_ops - 1] = 1.0  # No rounding may leave a draw past the last real op.
+  return cdf
+
+
+def cost_drawn_op(u: jnp.ndarray, table: MoveTable) -> jnp.ndarray:
+  """The op whose share of the cumulated compute cost holds `u` in [0, 1): op v with
+  probability cost[v] / total cost (ops alike where none computes); never a padded op."""
+  drawn = jnp.searchsorted(table.cost_cdf, u, side="right").astype(jnp.int32)
+  return jnp.minimum(drawn, jnp.maximum(table.num_ops - 1, 0))
+
+
+def drawn_op(u: jnp.ndarray, table: MoveTable, cost_bias: float) -> jnp.ndarray:
+  """The op a move takes, read off one uniform `u` [batch]: with probability `cost_bias` in
+  proportion to compute cost (`cost_drawn_op`), else uniformly. `u` below `cost_bias` picks the
+  first and, rescaled, is uniform again, so one draw serves both choices; at 0 this is the
+  uniform draw itself."""
+  if cost_bias <= 0:
+    return _drawn_index(u, table.num_ops)
+  weighted = u < cost_bias
+  rest = (u - cost_bias) / (1 - cost_bias) if cost_bias < 1 else jnp.zeros_like(u)
+  return jnp.where(weighted, cost_drawn_op(u / cost_bias, table),
+                   _drawn_index(rest, table.num_ops))
 
 
 def _widened(writes, width: int, size: int):
@@ -175,18 +213,19 @@ def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
             layout: chromosome_lib.Layout, swap_fraction: float,
             neighbour_device: float, cluster_fraction: float = 0.0,
             exchange_fraction: float = 0.0, exchange_uniform: jnp.ndarray | None = None,
-            relabel_fraction: float = 0.0, relabel_uniform: jnp.ndarray | None = None
-            ) -> jnp.ndarray:
+            relabel_fraction: float = 0.0, relabel_uniform: jnp.ndarray | None = None,
+            cost_bias: float = 0.0) -> jnp.ndarray:
   """`batch` neighbours [batch, n] of one chromosome, chosen by `uniform` [PROPOSAL_DRAWS,
   batch] numbers in [0, 1): each a device move (a cluster move with probability
   `cluster_fraction`; either one an exchange with probability `exchange_fraction`, drawn by
   `exchange_uniform` [EXCHANGE_DRAWS, batch]) or, with probability `swap_fraction` (and at
   least two real ops), an adjacent priority swap; with probability `relabel_fraction` (drawn
-  by `relabel_uniform` [RELABEL_DRAWS, batch]) a relabelling instead (`relabelled`)."""
+  by `relabel_uniform` [RELABEL_DRAWS, batch]) a relabelling instead (`relabelled`). A device
+  move's op is drawn in proportion to compute cost with probability `cost_bias` (`drawn_op`)."""
   num_devices = layout.num_devices
   kind, op_u, pick_u, other_u, use_u, swap_u, cluster_u, size_u = uniform
   swap = (kind < swap_fraction) & (table.num_ops > 1)
-  ops = _drawn_index(op_u, table.num_ops)
+  ops = drawn_op(op_u, table, cost_bias)
   placement = chromosome_lib.decode(chromosome, layout).placement
   start, stop = table.neighbour_ptr[ops], table.neighbour_ptr[ops + 1]
   degree = stop - start
@@ -309,7 +348,7 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
           layout: chromosome_lib.Layout, steps, batch: int, swap_fraction: float,
           neighbour_device: float, max_steps: int | None = None,
           cluster_fraction: float = 0.0, exchange_fraction: float = 0.0,
-          accept_worse: float = 0.0, relabel_fraction: float = 0.0
+          accept_worse: float = 0.0, relabel_fraction: float = 0.0, cost_bias: float = 0.0
           ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """`steps` (may be traced, at most the static `max_steps`) climb steps of every climber
   [C, n] with fitness [C]: one fitness call of C * batch chromosomes per step. A step takes
@@ -330,7 +369,8 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
     climbers, values = carry
     candidates = jax.vmap(lambda u, e, r, c: propose(u, c, table, layout, swap_fraction,
                                                      neighbour_device, cluster_fraction,
-                                                     exchange_fraction, e, relabel_fraction, r)
+                                                     exchange_fraction, e, relabel_fraction, r,
+                                                     cost_bias)
                           )(uniform[i], exchange[i], relabel[i], climbers)
     scored = fitness_fn(candidates.reshape(count * batch, -1)).reshape(count, batch)
     winner = jnp.argmin(scored, axis=1)
@@ -361,7 +401,7 @@ def elite_improver(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], table: Move
                    swap_fraction: float, neighbour_device: float,
                    cluster_fraction: float = 0.0, exchange_fraction: float = 0.0,
                    accept_worse: float = 0.0, relabel_fraction: float = 0.0,
-                   climber_pool: int = 0):
+                   climber_pool: int = 0, cost_bias: float = 0.0):
   """A `brkga.run` improve hook: `climbers` chromosomes of each population climb `steps` steps
   (fewer when the budget left does not cover them): the best `climbers`, or, with a
   `climber_pool` larger than that, the best and `climbers` - 1 drawn anew each time from the
@@ -380,7 +420,7 @@ def elite_improver(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], table: Move
                          swap_fraction, neighbour_device, max_steps=steps,
                          cluster_fraction=cluster_fraction,
                          exchange_fraction=exchange_fraction, accept_worse=accept_worse,
-                         relabel_fraction=relabel_fraction)
+                         relabel_fraction=relabel_fraction, cost_bias=cost_bias)
     population = population.at[rows, ranks].set(tops.reshape(pops, count, genes))
     fitness = fitness.at[rows, ranks].set(values.reshape(pops, count))
     return population, fitness, affordable * per_step
