@@ -9,10 +9,11 @@ Both arms run the default search (`regal.optimize`'s, heuristic seeds included) 
 default budget (`brkga_search.default_evals`, passed explicitly, so no wall-clock guard ends a
 run and the rows do not depend on the machine's load); the variant arm changes only the named
 settings: any search setting of the presets (`brkga_presets.SEARCH_KEYS`) and the engine's
-`population_size` (20% elites and 15% mutants, as Goncalves & Resende's rule sizes them),
-`num_populations` (independent islands of that size; the heuristic seeds start the first) and
-`restart_patience`. The graphs are the sharded workloads in shapes the test graphs
-(`experiments.seed_spread`, `experiments.search_targets`) do not use.
+`population_size` (with `elite_fraction` and `mutant_fraction`, by default 20% elites and 15%
+mutants, as Goncalves & Resende's rule sizes them), `rho`, `num_populations` (independent
+islands of that size; the heuristic seeds start the first) and `restart_patience`. The
+graphs are the sharded workloads in shapes the test graphs (`experiments.seed_spread`,
+`experiments.search_targets`) do not use.
 
 Gap = objective / the best objective any run in the rows file reached on that graph - 1, so
 a report's gaps move as more runs are added. The report gives, over (graph, seed) pairs, both
@@ -43,7 +44,8 @@ from regal.search import brkga_search
 
 _VARIANT = flags.DEFINE_list("variant", [], "The variant arm's settings, KEY=VALUE each: "
                              "search settings (brkga_presets.SEARCH_KEYS), population_size, "
-                             "num_populations, restart_patience.")
+                             "elite_fraction, mutant_fraction, rho, num_populations, "
+                             "restart_patience.")
 _SEEDS = flags.DEFINE_string("seeds", "20-29", "Seeds of both arms: FIRST-LAST or a,b,c.")
 _QUICK = flags.DEFINE_bool("quick", False, "2 small graphs, seeds 0-1, 3,000 evaluations.")
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "search_ab"),

@@ -22,7 +22,11 @@ TRAINING_GRAPHS = (
     ("llama_layer", 4, {"grid_style": "2d"}), ("ffnn", 8, {"flops_per_byte": 300.0}))
 QUICK_GRAPHS = (("ffnn", 4, {"flops_per_byte": 300.0}), ("chain_mm", 4, {"grid_style": "2d"}))
 QUICK_EVALS = 3_000
-ENGINE_KEYS = ("population_size", "num_populations", "restart_patience")
+# The engine's settings a variant may change, and their types.
+ENGINE_TYPES = {"population_size": int, "elite_fraction": float, "mutant_fraction": float,
+                "rho": float, "num_populations": int, "restart_patience": int}
+ENGINE_KEYS = tuple(ENGINE_TYPES)
+DEFAULT_ELITE_FRACTION, DEFAULT_MUTANT_FRACTION = 0.2, 0.15  # Goncalves & Resende's.
 BASELINE = "default"
 WITHIN = 0.01
 
@@ -55,7 +59,7 @@ def parse_variant(items: Sequence[str]) -> dict[str, Any]:
     if key in variant:
       raise errors.ConfigError(f"--variant names {key} twice")
     if key in ENGINE_KEYS:
-      kind = int
+      kind = ENGINE_TYPES[key]
     elif key in brkga_presets.SEARCH_KEYS:
       kind = type(brkga_presets.builtin_search_values()[key])  # str, int or float.
     else:
@@ -77,10 +81,17 @@ def arm_settings(problem: performance.Problem, evals: int, variant: dict[str, An
   checked before any run, so a bad value fails at once."""
   params = guides.search_params(problem, evals)
   engine = {k: v for k, v in variant.items() if k in ENGINE_KEYS}
-  if "population_size" in engine:
-    population = engine["population_size"]
-    params = params.replace(population_size=population, num_elites=max(1, int(0.2 * population)),
-                            num_mutants=int(0.15 * population))
+  for key in ("elite_fraction", "mutant_fraction", "rho"):
+    if key in engine and not 0 < engine[key] < 1:
+      raise errors.ConfigError(f"--variant {key} must be in (0, 1), got {engine[key]}")
+  if {"population_size", "elite_fraction", "mutant_fraction"} & set(engine):
+    population = engine.get("population_size", params.population_size)
+    elites = engine.get("elite_fraction", DEFAULT_ELITE_FRACTION)
+    mutants = engine.get("mutant_fraction", DEFAULT_MUTANT_FRACTION)
+    params = params.replace(population_size=population, num_elites=max(1, int(elites * population)),
+                            num_mutants=int(mutants * population))
+  if "rho" in engine:
+    params = params.replace(rho=engine["rho"])
   if "num_populations" in engine:
     params = params.replace(num_populations=engine["num_populations"])
   if "restart_patience" in engine:

@@ -23,8 +23,9 @@ def problem():
 
 def test_parse_variant_types_each_setting_and_refuses_unknown_or_repeated_keys():
   assert search_ab_lib.parse_variant(["relabel_fraction=0.1", "climbers=4", "decoder=list",
-                                  "population_size=40"]) == {
-      "relabel_fraction": 0.1, "climbers": 4, "decoder": "list", "population_size": 40}
+                                  "population_size=40", "rho=0.6"]) == {
+      "relabel_fraction": 0.1, "climbers": 4, "decoder": "list", "population_size": 40,
+      "rho": 0.6}
   for bad in (["no_such=1"], ["climbers"], ["climbers="], ["climbers=1.5"],
               ["accept_worse=1e-3", "accept_worse=0"]):
     with pytest.raises(errors.ConfigError):
@@ -49,8 +50,15 @@ def test_the_variant_arm_differs_from_the_default_only_in_what_it_names(problem)
                                 num_elites=params.num_elites, num_mutants=params.num_mutants,
                                 restart_patience=params.restart_patience,
                                 num_populations=params.num_populations) == params
+  fractions, _ = search_ab_lib.arm_settings(
+      problem, evals, {"mutant_fraction": 0.3, "elite_fraction": 0.1, "rho": 0.6})
+  assert (fractions.num_elites, fractions.num_mutants, fractions.rho) == (
+      int(0.1 * params.population_size), int(0.3 * params.population_size), 0.6)
+  assert fractions.replace(num_elites=params.num_elites, num_mutants=params.num_mutants,
+                           rho=params.rho) == params
   for bad in ({"relabel_fraction": 2.0}, {"population_size": 1}, {"decoder": "nonsense"},
-              {"num_populations": 0}):
+              {"num_populations": 0}, {"rho": 1.0}, {"elite_fraction": 0.0},
+              {"mutant_fraction": 0.9}):
     with pytest.raises(errors.ConfigError):
       search_ab_lib.arm_settings(problem, evals, bad)
   with pytest.raises(errors.ConfigError, match="unknown search settings bogus"):

@@ -17,7 +17,9 @@ population so that the search still runs `brkga.BUDGET_GENERATIONS` generations 
 evaluations on the synthetic training graphs, a population of 50 beat 200 on 7 of 9). On the WC
 training graphs at default budgets (`python -m experiments.search_ab --variant population_size=N
 --seeds 70-79`, 80 pairs) neither 100 (-0.07 points [-1.03, +0.75], 19 runs better and 21
-worse) nor 400 (+0.31 [-0.77, +1.37], 15 and 25) beat the 200 the rule gives there.
+worse) nor 400 (+0.31 [-0.77, +1.37], 15 and 25) beat the 200 the rule gives there; nor did
+30% mutants (`--variant mutant_fraction=0.3`: +0.34 [-0.79, +1.50], 16 and 24) or an elite
+inheritance probability of 0.6 (`--variant rho=0.6`: +0.49 [-0.52, +1.47], 14 and 19).
 
 With a native scoring engine (the CPU default), the search runs on the problem's layout padded
 to size buckets (`performance.bucket_layout`) and scores through a registered host scorer, so
