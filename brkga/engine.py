@@ -85,6 +85,7 @@ class Params:
 
 
 BUDGET_GENERATIONS = 100
+ELITE_FRACTION, MUTANT_FRACTION = 0.2, 0.15  # Of the population, in `goncalves_resende`.
 
 
 def goncalves_resende(num_genes: int, population_factor: int = 1,
@@ -98,8 +99,8 @@ def goncalves_resende(num_genes: int, population_factor: int = 1,
   if evals is not None:
     population = min(population, max(evals // BUDGET_GENERATIONS, 20))
   population = int(population)
-  return Params(population_size=population, num_elites=max(1, int(0.2 * population)),
-                num_mutants=int(0.15 * population), rho=0.7).validate()
+  return Params(population_size=population, num_elites=max(1, int(ELITE_FRACTION * population)),
+                num_mutants=int(MUTANT_FRACTION * population), rho=0.7).validate()
 
 
 @struct.dataclass

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+import brkga
 from datasets import errors
 from experiments import paired_stats, report
 from regal.scoring import performance
@@ -26,7 +27,6 @@ QUICK_EVALS = 3_000
 ENGINE_TYPES = {"population_size": int, "elite_fraction": float, "mutant_fraction": float,
                 "rho": float, "num_populations": int, "restart_patience": int}
 ENGINE_KEYS = tuple(ENGINE_TYPES)
-DEFAULT_ELITE_FRACTION, DEFAULT_MUTANT_FRACTION = 0.2, 0.15  # Goncalves & Resende's.
 BASELINE = "default"
 WITHIN = 0.01
 
@@ -86,8 +86,8 @@ def arm_settings(problem: performance.Problem, evals: int, variant: dict[str, An
       raise errors.ConfigError(f"--variant {key} must be in (0, 1), got {engine[key]}")
   if {"population_size", "elite_fraction", "mutant_fraction"} & set(engine):
     population = engine.get("population_size", params.population_size)
-    elites = engine.get("elite_fraction", DEFAULT_ELITE_FRACTION)
-    mutants = engine.get("mutant_fraction", DEFAULT_MUTANT_FRACTION)
+    elites = engine.get("elite_fraction", brkga.ELITE_FRACTION)
+    mutants = engine.get("mutant_fraction", brkga.MUTANT_FRACTION)
     params = params.replace(population_size=population, num_elites=max(1, int(elites * population)),
                             num_mutants=int(mutants * population))
   if "rho" in engine:
