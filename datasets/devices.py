@@ -149,6 +149,32 @@ def nvlink_two_groups(group_size: int = 4, memory_capacity: float | None = None,
       latency=np.where(same, intra_latency, inter_latency), name=f"nvlink_two_groups{num}")
 
 
+def link_groups(spec: DeviceSpec) -> np.ndarray:
+  """Each device's group [num_devices], numbered by first device: devices joined, directly or
+  through others, by the fastest links (the highest bandwidth between two distinct devices,
+  at the lowest latency any such link has). One group where every link is alike; the two
+  groups of `nvlink_two_groups`."""
+  num = spec.num_devices
+  distinct = ~np.eye(num, dtype=bool)
+  group = np.full(num, -1)
+  if num == 1:
+    return np.zeros(1, int)
+  fastest = distinct & (spec.bandwidth == spec.bandwidth[distinct].max())
+  fast = fastest & (spec.latency == spec.latency[fastest].min())
+  fast = fast | fast.T  # A group is what a fast link joins, either way round.
+  for first in range(num):
+    if group[first] >= 0:
+      continue
+    group[first] = label = group.max() + 1
+    frontier = [first]
+    while frontier:
+      device = frontier.pop()
+      for other in np.flatnonzero(fast[device] & (group < 0)):
+        group[other] = label
+        frontier.append(int(other))
+  return group
+
+
 MAX_DEVICES = 1024  # Candidates hold D x D link and channel state: past this, memory runs out.
 
 

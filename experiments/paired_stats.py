@@ -3,6 +3,8 @@ guide) for `experiments.learning_table`, and one default run's seeds against the
 `experiments.seed_spread`; kept apart from their flags so tests and other tables import them."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 BOOTSTRAP = 10_000
@@ -66,13 +68,15 @@ def spread_key(row: dict) -> tuple:
 
 
 def spread_rows(rows: list[dict], labels: list[str], seeds: list[int],
-                  reference_seeds: list[int], reference_evals: int) -> list[dict]:
-  """The rows this report measures: default runs of `seeds` and reference runs of
-  `reference_seeds` with `reference_evals`, on the graphs named `labels`."""
+                reference_seeds: list[int], reference_evals: int,
+                split_seeds: Sequence[int] = ()) -> list[dict]:
+  """The rows this report measures: default runs of `seeds`, and reference runs of
+  `reference_seeds` and split references of `split_seeds` with `reference_evals`, on the
+  graphs named `labels`."""
+  wanted = {"reference": reference_seeds, "split reference": split_seeds}
   return [r for r in rows if r["graph"] in labels and
           (r["kind"] == "default" and r["seed"] in seeds or
-           r["kind"] == "reference" and r["seed"] in reference_seeds
-           and spread_budget(r) == reference_evals)]
+           r["seed"] in wanted.get(r["kind"], ()) and spread_budget(r) == reference_evals)]
 
 
 def earlier_bests(earlier_report: dict) -> dict[str, dict]:
@@ -100,6 +104,8 @@ def spread_summary(rows: list[dict], labels: list[str], tolerance: float,
       continue
     best = min(mine, key=lambda r: r["objective"])
     best_from = f"{best['kind']} seed {best['seed']} ({best['evals']:,} evals)"
+    if "split_from" in best:
+      best_from += f" from {best['split_from']}'s group split"
     if earlier and label in earlier:
       # Objectives and the model's units differ by a fixed factor (`Model.in_units`).
       objective = earlier[label]["in_units"] * best["objective"] / best["in_units"]

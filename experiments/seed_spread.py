@@ -1,6 +1,6 @@
 r"""Does the default run depend on its seed? Each seed's answer against the best known.
 
-  python -m experiments.seed_spread            # ~20 minutes on 2 cores
+  python -m experiments.seed_spread            # ~60 minutes on 2 cores
   python -m experiments.seed_spread --quick    # two graphs, two seeds, small references
 
 Graphs (issue 37's targets): the four shared Doppler files (Doppler model, 4 identical
@@ -10,8 +10,14 @@ them). Per graph: `regal.optimize`'s default run (no budget flag) for each of `-
 reference runs of the same search with `--reference_evals` evaluations for each of
 `--reference_seeds`. The best known is the lowest objective any of these runs reached; each
 default seed's gap to it is reported, with the worst gap per graph and the share of graphs
-where every seed is within `--tolerance_pct`. Rows are appended to a JSONL file beside the
-report, so a killed run resumes where it stopped.
+where every seed is within `--tolerance_pct`. On devices in more than one link group (the
+NVLink x8 graphs), split references follow for each of `--split_reference_seeds`: the same
+search with `--reference_evals` evaluations started from one chromosome only, the group of
+every op in the best run so far (the device inside it drawn by the seed;
+`search.guides.GroupSplit`): which ops share a group decides those graphs' basins, so the best
+known comes from a run that starts in the best basin found. Rows (each run's placement
+included) are appended to a JSONL file beside the report, so a killed run resumes where it
+stopped.
 """
 from __future__ import annotations
 
@@ -30,7 +36,9 @@ from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from experiments import paired_stats, report  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
-from regal.scoring import models  # noqa: E402
+from regal.scoring import chromosome as chromosome_lib  # noqa: E402
+from regal.scoring import models, performance  # noqa: E402
+from regal.search import guides  # noqa: E402
 
 DOPPLER_FILES = ("chain_mm_112nodes", "ffnn_192nodes", "transformer_block_215nodes",
                  "full_transformer_layer_261nodes")
@@ -38,6 +46,9 @@ DOPPLER_FILES = ("chain_mm_112nodes", "ffnn_192nodes", "transformer_block_215nod
 _QUICK = flags.DEFINE_bool("quick", False, "Two graphs, seeds 0-1, references of 20,000.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2", "3", "4"], "Seeds of the default run.")
 _REFERENCE_SEEDS = flags.DEFINE_list("reference_seeds", ["0", "1"], "Seeds of the references.")
+_SPLIT_SEEDS = flags.DEFINE_list("split_reference_seeds", ["0", "1"],
+                                  "Seeds of the split references (devices in link groups only; "
+                                  "none: no split reference).")
 _REFERENCE_EVALS = flags.DEFINE_integer("reference_evals", 1_000_000,
                                         "Evaluations of each reference run.")
 _TOLERANCE = flags.DEFINE_float("tolerance_pct", 1.0, "A seed within this gap passes.")
@@ -69,7 +80,27 @@ def run_one(label: str, graph, devices, model: str, seed: int, evals: int | None
           "budget": evals, "evals": data["evaluations"], "objective": data["objective"],
           "in_units": float(models.get(model).in_units(data["objective"])),
           "search_seconds": data["wall_seconds"]["search"],
-          "seconds": time.perf_counter() - started}
+          "seconds": time.perf_counter() - started,
+          "placement": [entry["device"] for entry in data["placement"]]}
+
+
+def run_split(label: str, graph, devices, model: str, seed: int, evals: int,
+              source: dict) -> dict:
+  """A split reference: the default search with `evals` evaluations, its only seed the group
+  split of `source`'s placement (`guides.GroupSplit`), scored by the reference model as
+  `regal.optimize` scores its answer."""
+  started = time.perf_counter()
+  problem = performance.Problem(graph, devices, model=model)
+  guided = guides.guidance(problem, seed, [guides.GroupSplit(tuple(source["placement"]))])
+  result = guides.run_guided(problem, evals, seed, guided)
+  objective = float(performance.score_reference(problem, result.best_chromosome)[0])
+  placement, _ = chromosome_lib.assignment(result.best_chromosome, problem.layout)
+  return {"graph": label, "kind": "split reference", "seed": seed, "budget": evals,
+          "evals": int(result.evaluations), "objective": objective,
+          "in_units": float(models.get(model).in_units(objective)),
+          "search_seconds": float(result.search_seconds),
+          "seconds": time.perf_counter() - started, "placement": placement.tolist(),
+          "split_from": f"{source['kind']} seed {source['seed']}"}
 
 
 def _earlier_bests(mode: str) -> dict[str, dict]:
@@ -92,14 +123,18 @@ def main(argv: Sequence[str]) -> None:
   try:
     seeds = [int(s) for s in _SEEDS.value]
     reference_seeds = [int(s) for s in _REFERENCE_SEEDS.value]
+    split_seeds = [int(s) for s in _SPLIT_SEEDS.value]
   except ValueError as error:
-    raise errors.ConfigError(f"--seeds and --reference_seeds take integers: {error}") from None
+    raise errors.ConfigError(f"--seeds, --reference_seeds and --split_reference_seeds take "
+                             f"integers: {error}") from None
   if not seeds or _REFERENCE_EVALS.value < 1 or _TOLERANCE.value < 0:
     raise errors.ConfigError("--seeds must name a seed, --reference_evals be positive and "
                              "--tolerance_pct at least 0")
   every = list(targets())
   if _QUICK.value:
-    every, seeds, reference_seeds = [every[0], every[4]], seeds[:2], reference_seeds[:1]
+    # A Doppler file, and a graph on NVLink groups (its split reference runs too).
+    every, seeds = [every[0], every[9]], seeds[:2]
+    reference_seeds, split_seeds = reference_seeds[:1], split_seeds[:1]
   reference_evals = 20_000 if _QUICK.value else _REFERENCE_EVALS.value
   mode = "quick" if _QUICK.value else "full"
   earlier = _earlier_bests(mode) if _CARRY.value else {}  # Read before any work.
@@ -117,17 +152,36 @@ def main(argv: Sequence[str]) -> None:
       cli.exit_if_stopped()
       atomic.append_json_line(path, row)
       done[key] = row
-      print(f"{label}: {row['kind']} seed {seed}: {row['in_units']:.6g} "
-            f"({row['evals']:,} evals, {row['seconds']:.1f} s)", flush=True)
+      _progress(label, row)
+    if devices_lib.link_groups(devices).max() == 0:
+      continue  # One group: a split says nothing.
+    measured = paired_stats.spread_rows(list(done.values()), [label], seeds, reference_seeds,
+                                        reference_evals)
+    for seed in split_seeds:
+      key = (label, "split reference", seed, reference_evals)
+      if key in done:
+        continue
+      source = min(measured, key=lambda r: r["objective"])
+      if "placement" not in source:
+        raise errors.ConfigError(f"{path}: its rows predate placements, which split references "
+                                 f"start from; move it away to measure afresh")
+      row = run_split(label, graph, devices, model, seed, reference_evals, source)
+      cli.exit_if_stopped()
+      atomic.append_json_line(path, row)
+      done[key] = row
+      _progress(label, row)
   labels = [label for label, *_ in every]
   rows = paired_stats.spread_rows(list(done.values()), labels, seeds, reference_seeds,
-                                  reference_evals)
+                                  reference_evals, split_seeds)
   summary = paired_stats.spread_summary(rows, labels, _TOLERANCE.value, earlier)
   lines, facts = report.header("Seed spread of the default run against the best known",
                                "experiments.seed_spread", mode)
   body = [f"Default run: `regal.optimize`'s defaults (no budget flag), seeds "
           f"{', '.join(map(str, seeds))}. References: the same search with "
-          f"{reference_evals:,} evaluations, seeds {', '.join(map(str, reference_seeds))}. "
+          f"{reference_evals:,} evaluations, seeds {', '.join(map(str, reference_seeds))}; "
+          f"on the graphs of two NVLink groups also split references, seeds "
+          f"{', '.join(map(str, split_seeds)) or 'none'}: the same budget, started only from "
+          f"the group of each op in the best of those runs (devices inside the groups drawn). "
           f"Best known: the lowest objective of all these runs and of the best known the previous "
           f"report carried (its run and date named; runs on another CPU can end elsewhere) "
           f"(Doppler units for the doppler model, seconds-like cost units for WC). "
@@ -144,6 +198,11 @@ def main(argv: Sequence[str]) -> None:
            f"{len(summary)} graphs."]
   report.publish(_OUT_DIR.value, "seed_spread", lines, body,
                  {**facts, "summary": summary, "rows_file": os.path.basename(path)})
+
+
+def _progress(label: str, row: dict) -> None:
+  print(f"{label}: {row['kind']} seed {row['seed']}: {row['in_units']:.6g} "
+        f"({row['evals']:,} evals, {row['seconds']:.1f} s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from datasets import analysis, devices, errors
 
@@ -92,3 +94,50 @@ def test_flags(tmp_path):
   values(["prog", "--device_spec=", "--devices=0"])
   with pytest.raises(errors.DeviceSpecError, match="got 0"):
     devices.from_flags(values)
+
+
+def _groups_by_closure(bandwidth, latency):
+  """Readable reference of `link_groups`: two devices share a group when a chain of fastest
+  links (highest bandwidth, then lowest latency, between distinct devices) joins them."""
+  num = len(bandwidth)
+  pairs = [(i, j) for i in range(num) for j in range(num) if i != j]
+  top = max(bandwidth[i][j] for i, j in pairs)
+  low = min(latency[i][j] for i, j in pairs if bandwidth[i][j] == top)
+  linked = [[i == j or (bandwidth[i][j] == top and latency[i][j] == low) or
+             (bandwidth[j][i] == top and latency[j][i] == low) for j in range(num)]
+            for i in range(num)]
+  for via in range(num):  # Warshall's transitive closure.
+    for i in range(num):
+      for j in range(num):
+        linked[i][j] = linked[i][j] or (linked[i][via] and linked[via][j])
+  labels, out = {}, []
+  for i in range(num):
+    first = min(j for j in range(num) if linked[i][j])
+    out.append(labels.setdefault(first, len(labels)))
+  return out
+
+
+def test_link_groups_of_the_presets():
+  assert devices.link_groups(devices.homogeneous(4)).tolist() == [0, 0, 0, 0]
+  assert devices.link_groups(devices.homogeneous(1)).tolist() == [0]
+  assert devices.link_groups(devices.nvlink_two_groups(3)).tolist() == [0, 0, 0, 1, 1, 1]
+  # Equal bandwidth everywhere, but two pairs have no latency: those pairs are the groups.
+  latency = np.ones((4, 4))
+  latency[0, 2] = latency[2, 0] = latency[1, 3] = latency[3, 1] = 0.0
+  spec = devices.DeviceSpec(memory_capacity=np.inf, speed=np.ones(4), bandwidth=1.0,
+                            latency=latency, name="pairs")
+  assert devices.link_groups(spec).tolist() == [0, 1, 0, 1]
+
+
+@given(st.integers(2, 6).flatmap(lambda n: st.tuples(
+    st.lists(st.lists(st.sampled_from([1.0, 2.0]), min_size=n, max_size=n), min_size=n,
+             max_size=n),
+    st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=n, max_size=n), min_size=n,
+             max_size=n))))
+@settings(max_examples=150, deadline=None)
+def test_link_groups_match_the_transitive_closure_of_the_fastest_links(links):
+  bandwidth, latency = links
+  spec = devices.DeviceSpec(memory_capacity=np.inf, speed=np.ones(len(bandwidth)),
+                            bandwidth=bandwidth, latency=latency, name="random")
+  expected = _groups_by_closure(spec.bandwidth.tolist(), spec.latency.tolist())
+  assert devices.link_groups(spec).tolist() == expected

@@ -14,6 +14,7 @@ from regal.app import methods, optimize_lib
 from regal.learning import checkpoint, policy_runner, reinforce, train_lib
 from regal.learning import policy as policy_lib
 from regal.learning.configs import default as default_config
+from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 from regal.search import guides
 
@@ -82,3 +83,31 @@ def test_a_guides_evaluations_come_out_of_the_budget():
   assert result.evaluations == alone.evaluations + spent <= 2000
   with pytest.raises(errors.ConfigError, match="leaves 10 evaluations for BRKGA"):
     guides.run_guided(problem, 2000, 1, dataclasses.replace(seeded, evaluations=1990))
+
+
+def test_a_group_split_keeps_each_ops_group_and_draws_the_device_inside_it():
+  """`GroupSplit`'s seed: every op on the given placement's link group, the device inside
+  drawn by the seed (each device of a group used somewhere, different seeds differing),
+  priorities in topological order; it spends nothing; a placement of the wrong size or with
+  an unknown device is refused."""
+  graph = sized_graph(60, seed=3)
+  problem = performance.Problem(graph, devices_lib.nvlink_two_groups(3), model="wc")
+  placement = np.random.default_rng(7).integers(0, 6, graph.num_ops)
+  guide = guides.GroupSplit(tuple(int(d) for d in placement))
+  assert guide.planned_evaluations(problem) == 0
+  drawn = {}
+  for seed in (0, 1):
+    guided = guides.guidance(problem, seed, [guides.HeuristicSeeds(("single_device",)), guide])
+    assert set(guided.seeds) == {"single_device", "group_split"} and guided.evaluations == 0
+    devices, order = chromosome_lib.assignment(guided.seeds["group_split"], problem.layout)
+    np.testing.assert_array_equal(devices // 3, placement // 3)
+    np.testing.assert_array_equal(order, graph.topological_order)
+    assert set(devices.tolist()) == set(range(6))
+    drawn[seed] = devices
+  assert (drawn[0] != drawn[1]).any()
+  homogeneous = dataclasses.replace(problem, devices=devices_lib.homogeneous(6))
+  spread = guides.group_split_chromosome(homogeneous, placement, np.random.default_rng(0))
+  assert (chromosome_lib.assignment(spread, problem.layout)[0] != placement).any()
+  for bad in (placement[:-1], np.where(placement == 0, 6, placement), placement - 1.0):
+    with pytest.raises(errors.ConfigError, match="a group split needs a device"):
+      guides.group_split_chromosome(problem, bad, np.random.default_rng(0))

@@ -1,6 +1,6 @@
-"""experiments.seed_spread's summary (`paired_stats.spread_summary`): the best known is the lowest objective of any run, each
-default seed's gap is measured against it, and a graph passes only if every seed is within the
-tolerance."""
+"""experiments.seed_spread's summary (`paired_stats.spread_summary`): the best known is the
+lowest objective of any run, each default seed's gap is measured against it, and a graph passes
+only if every seed is within the tolerance."""
 import pytest
 
 from experiments import paired_stats
@@ -63,3 +63,22 @@ def test_a_best_known_from_an_earlier_report_stays_the_best_known():
   assert b["default_gaps_pct"] == pytest.approx([0.0, 4.0])
   assert c["best_known"] == 6.0 and c["best_from"].startswith("default seed 0")
   assert paired_stats.spread_summary(rows, ["a"], 1.0)[0]["best_from"].startswith("reference")
+
+
+def test_split_references_count_for_their_seeds_and_name_the_split_they_started_from():
+  """Split references of the report's split seeds and reference budget are measured (others
+  left out), and a best known from one names the run whose group split started it."""
+  split = {**_row("a", "split reference", 0, 80.0, evals=999_944), "budget": 1_000_000,
+           "split_from": "reference seed 1"}
+  other_seed = {**split, "seed": 5, "objective": 70.0}
+  other_budget = {**split, "budget": 20_000, "objective": 60.0}
+  rows = [_row("a", "default", 0, 100.0), _row("a", "reference", 1, 90.0, 10 ** 6), split,
+          other_seed, other_budget]
+  assert paired_stats.spread_rows(rows, ["a"], [0], [1], 1_000_000) == rows[:2]
+  measured = paired_stats.spread_rows(rows, ["a"], [0], [1], 1_000_000, split_seeds=[0])
+  assert measured == rows[:3]
+  (a,) = paired_stats.spread_summary(measured, ["a"], tolerance=1.0)
+  assert a["best_known"] == pytest.approx(8.0)
+  assert a["best_from"] == ("split reference seed 0 (999,944 evals) from reference seed 1's "
+                            "group split")
+  assert a["default_gaps_pct"] == pytest.approx([25.0])

@@ -8,13 +8,13 @@ the first population and its per-gene mutant distributions, on the bucketed comp
 (one compile per size bucket, guided or not).
 
 A guide turns a problem into `Guidance`: heuristic seeds (`HeuristicSeeds`: the list
-schedulers, GP, one device), the Doppler policy's assignments
-(`regal.doppler_policy.guide.DopplerSeeds`), the REGAL policy
+schedulers, GP, one device), a placement's group split (`GroupSplit`), the Doppler policy's
+assignments (`regal.doppler_policy.guide.DopplerSeeds`), the REGAL policy
 (`regal.learning.policy_runner.RegalGuide`: mutant distributions from a GNN over the graph and
-its seeds). Guides live beside what they wrap and import this module, never the reverse. Guides chain: each refines the
-guidance of the one before. Every model evaluation a guide spends is in
-`Guidance.evaluations` and comes out of the run's budget, so a guided search never evaluates
-more than an unguided one at the same `evals`.
+its seeds). Guides live beside what they wrap and import this module, never the reverse.
+Guides chain: each refines the guidance of the one before. Every model evaluation a guide
+spends is in `Guidance.evaluations` and comes out of the run's budget, so a guided search never
+evaluates more than an unguided one at the same `evals`.
 """
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ import numpy as np
 
 import brkga
 from datasets import cli, errors
+from datasets import devices as devices_lib
 from regal.baselines import heuristics
+from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 from regal.search import brkga_presets
 from regal.search import brkga_search
@@ -63,6 +65,42 @@ class HeuristicSeeds:
     del seed  # Deterministic.
     return dataclasses.replace(before, seeds={**before.seeds,
                                               **heuristics.seeds(problem, self.names)})
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupSplit:
+  """A placement's link group of every op (`devices.link_groups`) as one first-population
+  chromosome, the device inside each op's group drawn with the run's seed, priorities in
+  topological order. On devices in groups, which ops share a group is what separates the
+  basins of good and poor answers (issue 37's NVLink graphs); a search started from a good
+  answer's split finds the devices inside the groups itself. Spends no model evaluation."""
+  placement: tuple[int, ...]
+  name: str = "group_split"
+
+  def planned_evaluations(self, problem: performance.Problem) -> int:
+    del problem
+    return 0
+
+  def guide(self, problem: performance.Problem, seed: int, before: Guidance) -> Guidance:
+    chromosome = group_split_chromosome(problem, np.asarray(self.placement),
+                                        np.random.default_rng(seed))
+    return dataclasses.replace(before, seeds={**before.seeds, self.name: chromosome})
+
+
+def group_split_chromosome(problem: performance.Problem, placement: np.ndarray,
+                           rng: np.random.Generator) -> np.ndarray:
+  """`GroupSplit`'s chromosome: each op on a device drawn uniformly from `placement`'s group
+  of the op, in topological order."""
+  num_ops, devices = problem.graph.num_ops, problem.devices
+  placement = np.asarray(placement)
+  if placement.shape != (num_ops,) or not np.issubdtype(placement.dtype, np.integer) or (
+      num_ops and not 0 <= placement.min() <= placement.max() < devices.num_devices):
+    raise errors.ConfigError(f"a group split needs a device in 0..{devices.num_devices - 1} "
+                             f"for each of the {num_ops} ops")
+  group = devices_lib.link_groups(devices)
+  members = [np.flatnonzero(group == g) for g in range(group.max() + 1)]
+  drawn = np.array([rng.choice(members[group[d]]) for d in placement], dtype=int)
+  return chromosome_lib.encode(drawn, problem.graph.topological_order, problem.layout)
 
 
 def arm_of(seed_name: str) -> str:
