@@ -80,23 +80,41 @@ def spread_rows(rows: list[dict], labels: list[str], seeds: list[int],
 
 
 def earlier_bests(earlier_report: dict) -> dict[str, dict]:
-  """graph label -> {"in_units", "from"}: the best known of an earlier seed-spread report
-  (its JSON), with where it came from (that report's date and run, or what it carried)."""
+  """graph label -> {"in_units", "from"[, "placement"]}: the best known of an earlier
+  seed-spread report (its JSON), with where it came from (that report's date and run, or what
+  it carried) and its placement where the report kept it."""
   out = {}
   for entry in earlier_report.get("summary", []):
     source = entry["best_from"]
     if not source.startswith("earlier report"):
       source = f"earlier report of {earlier_report.get('date', '?')}: {source}"
     out[entry["graph"]] = {"in_units": float(entry["best_known"]), "from": source}
+    if entry.get("best_placement") is not None:
+      out[entry["graph"]]["placement"] = [int(d) for d in entry["best_placement"]]
   return out
+
+
+def split_source(rows: list[dict], carried: dict | None = None) -> dict | None:
+  """{"placement", "from"}: where a split reference starts, the best of `rows` (one graph's
+  measured runs), or the best known an earlier report carried (`earlier_bests`' entry) where
+  that is better and kept its placement; None if the best row has no placement (rows written
+  before placements were kept)."""
+  best = min(rows, key=lambda r: r["in_units"])
+  if carried and "placement" in carried and carried["in_units"] < best["in_units"] * (1 - 1e-9):
+    return {"placement": carried["placement"],
+            "from": f"the best known carried ({carried['from']})"}
+  if "placement" not in best:
+    return None
+  return {"placement": best["placement"], "from": f"{best['kind']} seed {best['seed']}"}
 
 
 def spread_summary(rows: list[dict], labels: list[str], tolerance: float,
                    earlier: dict[str, dict] | None = None) -> list[dict]:
   """Per graph label (in order; labels without default runs left out): the best known (the
   lowest objective of any row, default or reference, or of `earlier` bests: `earlier_bests`,
-  whose value in the model's units this run's rows convert), each default seed's gap to it in
-  %, the worst, and whether every seed is within `tolerance` %."""
+  whose value in the model's units this run's rows convert) with its placement where known
+  (`best_placement`, else None), each default seed's gap to it in %, the worst, and whether
+  every seed is within `tolerance` %."""
   out = []
   for label in labels:
     mine = [r for r in rows if r["graph"] == label]
@@ -105,16 +123,18 @@ def spread_summary(rows: list[dict], labels: list[str], tolerance: float,
     best = min(mine, key=lambda r: r["objective"])
     best_from = f"{best['kind']} seed {best['seed']} ({best['evals']:,} evals)"
     if "split_from" in best:
-      best_from += f" from {best['split_from']}'s group split"
+      best_from += f", started from the group split of {best['split_from']}"
     if earlier and label in earlier:
       # Objectives and the model's units differ by a fixed factor (`Model.in_units`).
       objective = earlier[label]["in_units"] * best["objective"] / best["in_units"]
       if objective < best["objective"] * (1.0 - 1e-9):  # Not the same value re-read.
-        best = {"objective": objective, "in_units": earlier[label]["in_units"]}
+        best = {"objective": objective, "in_units": earlier[label]["in_units"],
+                "placement": earlier[label].get("placement")}
         best_from = earlier[label]["from"]
     defaults = sorted((r for r in mine if r["kind"] == "default"), key=lambda r: r["seed"])
     gaps = [100.0 * (r["objective"] / best["objective"] - 1.0) for r in defaults]
     out.append({"graph": label, "best_known": best["in_units"], "best_from": best_from,
+                "best_placement": best.get("placement"),
                 "default_gaps_pct": gaps, "worst_gap_pct": max(gaps),
                 "all_within": max(gaps) <= tolerance,
                 "default_seconds": float(np.mean([r["seconds"] for r in defaults])),

@@ -13,11 +13,12 @@ default seed's gap to it is reported, with the worst gap per graph and the share
 where every seed is within `--tolerance_pct`. On devices in more than one link group (the
 NVLink x8 graphs), split references follow for each of `--split_reference_seeds`: the same
 search with `--reference_evals` evaluations started from one chromosome only, the group of
-every op in the best run so far (the device inside it drawn by the seed;
+every op in the best run so far, or in the best known the previous report carried where that
+is better and its placement was kept (the device inside each group drawn by the seed;
 `search.guides.GroupSplit`): which ops share a group decides those graphs' basins, so the best
-known comes from a run that starts in the best basin found. Rows (each run's placement
-included) are appended to a JSONL file beside the report, so a killed run resumes where it
-stopped.
+known comes from a run that starts in the best basin found. The report keeps each best
+known's placement. Rows (each run's placement included) are appended to a JSONL file beside
+the report, so a killed run resumes where it stopped.
 """
 from __future__ import annotations
 
@@ -87,8 +88,8 @@ def run_one(label: str, graph, devices, model: str, seed: int, evals: int | None
 def run_split(label: str, graph, devices, model: str, seed: int, evals: int,
               source: dict) -> dict:
   """A split reference: the default search with `evals` evaluations, its only seed the group
-  split of `source`'s placement (`guides.GroupSplit`), scored by the reference model as
-  `regal.optimize` scores its answer."""
+  split of `source`'s placement (`paired_stats.split_source`; `guides.GroupSplit`), scored by
+  the reference model as `regal.optimize` scores its answer."""
   started = time.perf_counter()
   problem = performance.Problem(graph, devices, model=model)
   guided = guides.guidance(problem, seed, [guides.GroupSplit(tuple(source["placement"]))])
@@ -100,7 +101,7 @@ def run_split(label: str, graph, devices, model: str, seed: int, evals: int,
           "in_units": float(models.get(model).in_units(objective)),
           "search_seconds": float(result.search_seconds),
           "seconds": time.perf_counter() - started, "placement": placement.tolist(),
-          "split_from": f"{source['kind']} seed {source['seed']}"}
+          "split_from": source["from"]}
 
 
 def _earlier_bests(mode: str) -> dict[str, dict]:
@@ -161,8 +162,8 @@ def main(argv: Sequence[str]) -> None:
       key = (label, "split reference", seed, reference_evals)
       if key in done:
         continue
-      source = min(measured, key=lambda r: r["objective"])
-      if "placement" not in source:
+      source = paired_stats.split_source(measured, earlier.get(label))
+      if source is None:
         raise errors.ConfigError(f"{path}: its rows predate placements, which split references "
                                  f"start from; move it away to measure afresh")
       row = run_split(label, graph, devices, model, seed, reference_evals, source)
@@ -181,7 +182,8 @@ def main(argv: Sequence[str]) -> None:
           f"{reference_evals:,} evaluations, seeds {', '.join(map(str, reference_seeds))}; "
           f"on the graphs of two NVLink groups also split references, seeds "
           f"{', '.join(map(str, split_seeds)) or 'none'}: the same budget, started only from "
-          f"the group of each op in the best of those runs (devices inside the groups drawn). "
+          f"the group of each op in the best of those runs or in the carried best known, if "
+          f"better (devices inside the groups drawn). "
           f"Best known: the lowest objective of all these runs and of the best known the previous "
           f"report carried (its run and date named; runs on another CPU can end elsewhere) "
           f"(Doppler units for the doppler model, seconds-like cost units for WC). "

@@ -79,6 +79,43 @@ def test_split_references_count_for_their_seeds_and_name_the_split_they_started_
   assert measured == rows[:3]
   (a,) = paired_stats.spread_summary(measured, ["a"], tolerance=1.0)
   assert a["best_known"] == pytest.approx(8.0)
-  assert a["best_from"] == ("split reference seed 0 (999,944 evals) from reference seed 1's "
-                            "group split")
+  assert a["best_from"] == ("split reference seed 0 (999,944 evals), started from the group "
+                            "split of reference seed 1")
   assert a["default_gaps_pct"] == pytest.approx([25.0])
+
+
+def test_the_best_known_keeps_its_placement_through_earlier_reports():
+  """The summary keeps the best run's placement; an earlier report's best known that stays the
+  best carries the placement that report kept (none where it kept none), so a later report's
+  split references can start from it."""
+  rows = [{**_row("a", "default", 0, 100.0), "placement": [0, 1, 1]},
+          {**_row("a", "reference", 0, 95.0, 10 ** 6), "placement": [1, 1, 0]}]
+  (first,) = paired_stats.spread_summary(rows, ["a"], 1.0)
+  assert first["best_placement"] == [1, 1, 0]
+  earlier = paired_stats.earlier_bests({"date": "2026-11-28", "summary": [
+      {**first, "best_known": 9.0, "best_placement": [2, 2, 3]},
+      {"graph": "b", "best_known": 4.0, "best_from": "default seed 0 (1,000 evals)"}]})
+  assert earlier["a"]["placement"] == [2, 2, 3] and "placement" not in earlier["b"]
+  rows += [{**_row("b", "default", 0, 50.0), "placement": [0, 0, 0]}]
+  a, b = paired_stats.spread_summary(rows, ["a", "b"], 1.0, earlier)
+  assert a["best_known"] == 9.0 and a["best_placement"] == [2, 2, 3]
+  assert b["best_known"] == 4.0 and b["best_placement"] is None
+  rows[2].update(objective=30.0, in_units=3.0)  # Better than the best the earlier one carried.
+  assert paired_stats.spread_summary(rows, ["b"], 1.0, earlier)[0]["best_placement"] == [0, 0, 0]
+
+
+def test_a_split_reference_starts_from_the_best_run_or_the_better_carried_best():
+  rows = [{**_row("a", "default", 0, 100.0), "placement": [0, 1]},
+          {**_row("a", "reference", 1, 90.0, 10 ** 6), "placement": [1, 0]}]
+  assert paired_stats.split_source(rows) == {"placement": [1, 0], "from": "reference seed 1"}
+  carried = {"in_units": 8.5, "from": "earlier report of 2026-11-28: default seed 2",
+             "placement": [1, 1]}
+  assert paired_stats.split_source(rows, carried) == {
+      "placement": [1, 1],
+      "from": "the best known carried (earlier report of 2026-11-28: default seed 2)"}
+  # A carried best without its placement, or not better, leaves the best run as the source.
+  assert paired_stats.split_source(rows, {**carried, "in_units": 9.0})["from"] == (
+      "reference seed 1")
+  assert paired_stats.split_source(rows, {k: v for k, v in carried.items()
+                                          if k != "placement"})["placement"] == [1, 0]
+  assert paired_stats.split_source([_row("a", "default", 0, 100.0)]) is None
