@@ -155,10 +155,10 @@ def link_groups(spec: DeviceSpec) -> np.ndarray:
   at the lowest latency any such link has). One group where every link is alike; the two
   groups of `nvlink_two_groups`."""
   num = spec.num_devices
-  distinct = ~np.eye(num, dtype=bool)
-  group = np.full(num, -1)
   if num == 1:
     return np.zeros(1, int)
+  distinct = ~np.eye(num, dtype=bool)
+  group = np.full(num, -1)
   fastest = distinct & (spec.bandwidth == spec.bandwidth[distinct].max())
   fast = fastest & (spec.latency == spec.latency[fastest].min())
   fast = fast | fast.T  # A group is what a fast link joins, either way round.
