@@ -73,16 +73,23 @@ def targets():
       yield f"sharded {workload} (wc x{count})", sharded.generate(workload, count), devices, "wc"
 
 
+def _row(label: str, kind: str, seed: int, budget: int | None, model: str, evals: int,
+         objective: float, search_seconds: float, started: float, placement) -> dict:
+  """One run's row (`started`: its perf_counter start)."""
+  return {"graph": label, "kind": kind, "seed": seed, "budget": budget, "evals": int(evals),
+          "objective": float(objective),
+          "in_units": float(models.get(model).in_units(objective)),
+          "search_seconds": float(search_seconds), "seconds": time.perf_counter() - started,
+          "placement": [int(d) for d in placement]}
+
+
 def run_one(label: str, graph, devices, model: str, seed: int, evals: int | None) -> dict:
   started = time.perf_counter()
   data = optimize_lib.run(graph, devices, methods.RunConfig(model=model, evals=evals,
                                                             seed=seed)).data
-  return {"graph": label, "kind": "default" if evals is None else "reference", "seed": seed,
-          "budget": evals, "evals": data["evaluations"], "objective": data["objective"],
-          "in_units": float(models.get(model).in_units(data["objective"])),
-          "search_seconds": data["wall_seconds"]["search"],
-          "seconds": time.perf_counter() - started,
-          "placement": [entry["device"] for entry in data["placement"]]}
+  return _row(label, "default" if evals is None else "reference", seed, evals, model,
+              data["evaluations"], data["objective"], data["wall_seconds"]["search"], started,
+              [entry["device"] for entry in data["placement"]])
 
 
 def run_split(label: str, graph, devices, model: str, seed: int, evals: int,
@@ -94,14 +101,10 @@ def run_split(label: str, graph, devices, model: str, seed: int, evals: int,
   problem = performance.Problem(graph, devices, model=model)
   guided = guides.guidance(problem, seed, [guides.GroupSplit(tuple(source["placement"]))])
   result = guides.run_guided(problem, evals, seed, guided)
-  objective = float(performance.score_reference(problem, result.best_chromosome)[0])
+  objective = performance.score_reference(problem, result.best_chromosome)[0]
   placement, _ = chromosome_lib.assignment(result.best_chromosome, problem.layout)
-  return {"graph": label, "kind": "split reference", "seed": seed, "budget": evals,
-          "evals": int(result.evaluations), "objective": objective,
-          "in_units": float(models.get(model).in_units(objective)),
-          "search_seconds": float(result.search_seconds),
-          "seconds": time.perf_counter() - started, "placement": placement.tolist(),
-          "split_from": source["from"]}
+  return {**_row(label, "split reference", seed, evals, model, result.evaluations, objective,
+                 result.search_seconds, started, placement), "split_from": source["from"]}
 
 
 def _earlier_bests(mode: str) -> dict[str, dict]:
