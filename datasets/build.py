@@ -13,7 +13,8 @@ from typing import Sequence
 
 from datasets import cli, errors
 
-cli.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
 
 from absl import flags  # noqa: E402
 

@@ -1,13 +1,15 @@
 """What every command-line entry point shares: one-line errors, signals, --help.
 
-`run_cli` runs an absl main: a `datasets.errors.RegalError` (and a bad flag, and
-ml_collections' config errors, `exit_bad_config`) becomes one stderr line + exit 2, `--help`
-prints the module's flags by topic (its `FLAG_GROUPS`) + exit 0, and SIGINT / SIGTERM exit 130
-/ 143. `watch_signals`, the first line of every CLI module (so imports are covered), starts a
-thread that takes each signal at once; inside a `stoppable` block (BRKGA's search) the first
-signal only asks the block to stop (`stop_requested`). The interrupt line names
-`note_progress`'s last note and `set_resume_hint`'s advice; `at_interrupt` cleanups run first
-(e.g. stopping a local Ray cluster).
+`run_cli` runs an absl main: a `datasets.errors.RegalError` (and a bad flag, a float flag that
+is not finite, and ml_collections' config errors, `exit_bad_config`) becomes one stderr line +
+exit 2, `--help` prints the module's flags by topic (its `FLAG_GROUPS`) + exit 0, and SIGINT /
+SIGTERM exit 130 / 143. `watch_signals`, the first line of every CLI module (so imports are
+covered), starts a thread that takes each signal at once; inside a `stoppable` block (BRKGA's
+search, CP-SAT) the first signal only asks the block to stop (`stop_requested`), unless the
+command runs with `stop_searches_early=False`. The interrupt line names `note_progress`'s last
+note and `set_resume_hint`'s advice; `at_interrupt` cleanups run first (e.g. stopping a local
+Ray cluster). Other exits: 3 infeasible (`exit_infeasible`), 4 / 5 some / all of a sweep's
+trials failed (`exit_if_failed`).
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from datasets.errors import RegalError
 
 EXIT_BAD_INPUT = 2
 EXIT_INFEASIBLE = 3  # regal.optimize: no solution found meets the memory limit.
+EXIT_SOME_FAILED = 4  # A sweep or experiment finished, but some trials or graphs failed.
+EXIT_ALL_FAILED = 5  # A sweep or experiment ran, and every trial or graph failed.
 EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number.
 
 
@@ -33,6 +37,10 @@ _watching = False
 _progress = ""  # Where a long run is, for the interrupt line (`note_progress`).
 _resume_hint = ""  # How to go on after an interrupt (`set_resume_hint`).
 _cleanups: list[Callable[[], None]] = []  # Run before exiting on a signal (`at_interrupt`).
+# Whether a signal inside a `stoppable` block stops the block (the command then reports what
+# it has) or the process: commands that write one report at the end must not report runs a
+# signal cut short (`run_cli(..., stop_searches_early=False)`).
+_stop_searches_early = True
 
 
 def note_progress(text: str) -> None:
@@ -72,11 +80,12 @@ def stoppable():
   """Marks a block that polls `stop_requested()` and then ends early with what it has (BRKGA
   at a generation boundary): the first signal during it stops the block, not the process."""
   global _stoppable_depth
-  _stoppable_depth += 1
+  step = 1 if _stop_searches_early else 0
+  _stoppable_depth += step
   try:
     yield
   finally:
-    _stoppable_depth -= 1
+    _stoppable_depth -= step
 
 
 def _watch_signals(read_fd: int) -> None:
@@ -117,11 +126,31 @@ def watch_signals() -> None:
 
 def _exit_with(message: str, code: int = EXIT_BAD_INPUT) -> None:
   print("error: " + " ".join(message.split()), file=sys.stderr)
+  _ignore_signals_from_here()
   sys.exit(code)
+
+
+def _ignore_signals_from_here() -> None:
+  """The command has done and said all it will: a signal now changes nothing, so it is
+  ignored. Left to Python, interpreter shutdown resets a handled signal to its default
+  action, and one arriving during the seconds of teardown (JAX, Ray, numba) killed the
+  finished command with no line and no documented exit code; Python leaves an ignored
+  signal ignored."""
+  if _watching and threading.current_thread() is threading.main_thread():
+    for signum in EXIT_ON_SIGNAL:
+      signal.signal(signum, signal.SIG_IGN)
 
 
 def exit_infeasible(message: str) -> None:
   _exit_with(message, EXIT_INFEASIBLE)
+
+
+def exit_if_failed(failed: int, total: int, what: str) -> None:
+  """Ends a sweep or experiment whose `failed` of `total` trials or graphs failed: exit 5 when
+  all did (and there were any), 4 when some did, with one line; returns when none did."""
+  if failed and total:
+    _exit_with(f"{failed} of {total} {what} failed (the summary names them)",
+               EXIT_ALL_FAILED if failed == total else EXIT_SOME_FAILED)
 
 
 _exiting = threading.Lock()  # Held by the one thread that ends the process on a signal.
@@ -199,7 +228,7 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
     print(flags.FLAGS.get_help())
     sys.exit(0)
   try:
-    return flags.FLAGS(argv)
+    rest = flags.FLAGS(argv)
   except flags.Error as error:
     message = str(error)
     if "Traceback (most recent call last)" in message:  # A config file raised: its last line.
@@ -210,6 +239,18 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
     _exit_with(str(error))
   except (AttributeError, KeyError, SyntaxError) as error:  # ml_collections' config file.
     exit_bad_config(error, argv)
+  _refuse_non_finite(flags.FLAGS)
+  return rest
+
+
+def _refuse_non_finite(flag_values) -> None:
+  """No float flag takes NaN or infinity: absl's bounds let NaN through (every comparison
+  with it is false), and no budget, time limit or tolerance means anything at infinity."""
+  import math
+  for name in flag_values:
+    value = flag_values[name].value
+    if isinstance(value, float) and not math.isfinite(value):
+      _exit_with(f"--{name} must be a finite number, got {value} (--help lists the flags)")
 
 
 def exit_bad_config(error: Exception, argv: Sequence[str]) -> None:
@@ -227,14 +268,18 @@ def exit_bad_config(error: Exception, argv: Sequence[str]) -> None:
 _help_module = None  # The module whose --help `_parse_flags` prints (run_cli sets it).
 
 
-def run_cli(main: Callable[[Sequence[str]], None], argv: Sequence[str] | None = None) -> None:
+def run_cli(main: Callable[[Sequence[str]], None], argv: Sequence[str] | None = None,
+            stop_searches_early: bool = True) -> None:
   """Runs an absl main function: a `RegalError` becomes one line on stderr and exit 2; SIGINT
   or SIGTERM one line and exit 130 or 143 (inside a `stoppable` block, the first one ends the
-  block early and main reports what it has before that exit); `--help` shows the flags of
-  main's module, grouped by its `FLAG_GROUPS` if it has them, and exits 0."""
+  block early and main reports what it has before that exit, unless `stop_searches_early` is
+  False: a command that writes one report at the end then stops at once, writing nothing);
+  `--help` shows the flags of main's module, grouped by its `FLAG_GROUPS` if it has them, and
+  exits 0."""
   from absl import app  # Deferred: library users need not import absl.
-  global _help_module
+  global _help_module, _stop_searches_early
   _help_module = sys.modules.get(main.__module__)
+  _stop_searches_early = stop_searches_early
 
   def guarded_main(argv: Sequence[str]) -> None:
     # JAX logs at INFO that it found no TPU on every machine without one: noise, not news.
@@ -250,5 +295,6 @@ def run_cli(main: Callable[[Sequence[str]], None], argv: Sequence[str] | None = 
     if _signals:
       _exit_on_signal(f"interrupted by {signal.Signals(_signals[0]).name}: stopped early, the "
                       f"best found so far is reported above")
+    _ignore_signals_from_here()
 
   app.run(guarded_main, argv=None if argv is None else list(argv), flags_parser=_parse_flags)

@@ -269,7 +269,8 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 def _check_costs(graph: Graph) -> None:
   for field, owner in (("compute_cost", "op"), ("extra_memory", "op"), ("tensor_size", "tensor")):
     values = getattr(graph, field)
-    total = float(np.sum(values, dtype=np.float64)) if np.isfinite(values).all() else 0.0
+    with np.errstate(over="ignore"):  # A sum past float64 is inf: refused below, no warning.
+      total = float(np.sum(values, dtype=np.float64)) if np.isfinite(values).all() else 0.0
     if total > FLOAT32_MAX:  # The models sum them in float32: the sum would be inf.
       raise errors.InvalidCostError(
           f"graph {graph.name!r}: the {field.replace('_', ' ')}s add up to {total:.3g}, beyond "

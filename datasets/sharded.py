@@ -298,6 +298,13 @@ def main(argv: Sequence[str]) -> None:
   flag = flags.FLAGS
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  readers = {"size": ("chain_mm",), "ffnn_batch": ("ffnn",), "ffnn_width": ("ffnn",),
+             "seq_len": ("llama_block", "llama_layer"), "hidden": ("llama_block", "llama_layer"),
+             "heads": ("llama_block", "llama_layer"), "mlp": ("llama_layer",)}
+  for name, workloads in readers.items():
+    if flag[name].present and flag.workload not in workloads:
+      raise errors.ConfigError(f"--{name} would do nothing here: --workload {flag.workload} "
+                               f"does not read it (only {', '.join(workloads)} do)")
   if flag.out:
     from datasets import atomic
     atomic.check_output(flag.out, "--out")

@@ -268,6 +268,13 @@ def main(argv: Sequence[str]) -> None:
   flag = flags.FLAGS
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  for name, readers in (("seq_len", ("bert_base", "llama_block")), ("layers", ("bert_base",))):
+    if flag[name].present and flag.model not in readers:
+      raise errors.ConfigError(f"--{name} would do nothing here: --model {flag.model} does not "
+                               f"read it (only {', '.join(readers)} do)")
+  if flag.out:
+    from datasets import atomic
+    atomic.check_output(flag.out, "--out")
   graph = model_graph(flag.model, flag.batch, flag.seq_len, flag.layers, flag.backward,
                       flag.inline, flag.flops_per_byte)
   print(f"{graph.name}: {graph.num_ops} ops, {graph.num_tensors} tensors, "
@@ -278,14 +285,18 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
+  cli.watch_signals()
   from absl import flags as _flags
   _flags.DEFINE_enum("model", "resnet50", list(MODELS), "Zoo model.")
-  _flags.DEFINE_integer("batch", 1, "Batch size.")
-  _flags.DEFINE_integer("seq_len", 128, "Sequence length (bert_base, llama_block).")
-  _flags.DEFINE_integer("layers", 12, "Encoder layers (bert_base).")
+  _flags.DEFINE_integer("batch", 1, "Batch size.", lower_bound=1, upper_bound=1_000_000)
+  _flags.DEFINE_integer("seq_len", 128, "Sequence length (bert_base, llama_block).",
+                        lower_bound=1, upper_bound=1_000_000)
+  _flags.DEFINE_integer("layers", 12, "Encoder layers (bert_base).", lower_bound=1,
+                        upper_bound=1000)
   _flags.DEFINE_bool("backward", False, "Trace forward + backward.")
   _flags.DEFINE_bool("inline", True, "Inline jit / custom_jvp bodies into their primitives.")
   _flags.DEFINE_float("flops_per_byte", DEFAULT_FLOPS_PER_BYTE,
-                      "Device FLOP rate over link byte rate (cost scale).")
+                      "Device FLOP rate over link byte rate (cost scale).", lower_bound=1e-6,
+                      upper_bound=1e12)
   _flags.DEFINE_string("out", None, "Write the graph here (format by extension).")
-  cli.run_cli(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -16,7 +16,12 @@ under `--out` (default: experiments/results/baselines_table).
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -29,9 +34,9 @@ from absl import flags, logging  # noqa: E402
 from datasets import benchmarks  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from datasets import cli, errors
+from datasets import cli, errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from experiments import report as report_lib  # noqa: E402
+from experiments import command, report as report_lib  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import models  # noqa: E402
 
@@ -41,11 +46,14 @@ DOPPLER_FILES = {"chain_mm": "chain_mm_112nodes.txt", "ffnn": "ffnn_192nodes.txt
                  "llama_layer": "full_transformer_layer_261nodes.txt"}
 
 _METHODS = flags.DEFINE_list("methods", list(methods.METHODS), "Methods to run.")
-_SYNTHETIC = flags.DEFINE_integer("synthetic", 10, "Synthetic test graphs to include.")
+_SYNTHETIC = flags.DEFINE_integer("synthetic", 10, "Synthetic test graphs to include.",
+                                  lower_bound=0, upper_bound=1000)
 _DOPPLER_DIR = flags.DEFINE_string("doppler_dir", DOPPLER_DIR, "Folder of the Doppler graphs.")
-_EVALS = flags.DEFINE_integer("evals", 5000, "Budget of the search methods.")
-_TIME_LIMIT = flags.DEFINE_float("time_limit", 10.0, "CP-SAT seconds per graph.")
-_SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
+_EVALS = flags.DEFINE_integer("evals", 5000, "Budget of the search methods.",
+                              lower_bound=1, upper_bound=1_000_000_000)
+_TIME_LIMIT = flags.DEFINE_float("time_limit", 10.0, "CP-SAT seconds per graph.",
+                                 lower_bound=0.001, upper_bound=86400.0)
+_SEED = flags.DEFINE_integer("seed", 0, "Random seed.", lower_bound=0, upper_bound=errors.MAX_SEED)
 _OUT = flags.DEFINE_string("out", os.path.join(report_lib.RESULTS_DIR, "baselines_table"),
                            "Report folder.")
 
@@ -116,8 +124,7 @@ def markdown(results: list[dict], method_names: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  command.check(argv)
   unknown = [m for m in _METHODS.value if m not in methods.METHODS]
   if unknown:
     raise errors.ConfigError(f"unknown method {unknown[0]!r}; known: "
@@ -133,4 +140,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  cli.run_cli(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -32,7 +32,12 @@ budget and against critical path. Writes `doppler_table.md`, `.json` under `--ou
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -46,10 +51,10 @@ from absl import flags  # noqa: E402
 from datasets import analysis  # noqa: E402
 from datasets import benchmarks  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from datasets import cli, errors
+from datasets import cli, errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from datasets import sharded  # noqa: E402
-from experiments import report  # noqa: E402
+from experiments import command, report  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import models, performance  # noqa: E402
 from regal.doppler_policy import method as doppler_method  # noqa: E402
@@ -68,13 +73,17 @@ _QUICK = flags.DEFINE_bool("quick", False, "measured4 on ChainMM and FFNN only, 
                            "evaluations, 256 Doppler episodes, transfer FFNN -> Llama block.")
 _SUITES = flags.DEFINE_list("suites", list(SUITES), "Suites to run.")
 _DOPPLER_DIR = flags.DEFINE_string("doppler_dir", DOPPLER_DIR, "Folder of the Doppler graphs.")
-_EVALS = flags.DEFINE_integer("evals", 5000, "Evaluations per method and graph.")
-_DOPPLER_EVALS = flags.DEFINE_integer("doppler_evals", 1024, "Episodes of the Doppler seed arm.")
-_FEW_SHOT = flags.DEFINE_integer("few_shot", 512, "Episodes of few-shot transfer.")
-_REPEATS = flags.DEFINE_integer("repeats", 5, "Timed runs per executed assignment.")
+_EVALS = flags.DEFINE_integer("evals", 5000, "Evaluations per method and graph.",
+                              lower_bound=1, upper_bound=1_000_000_000)
+_DOPPLER_EVALS = flags.DEFINE_integer("doppler_evals", 1024, "Episodes of the Doppler seed arm.",
+                                      lower_bound=1, upper_bound=1_000_000_000)
+_FEW_SHOT = flags.DEFINE_integer("few_shot", 512, "Episodes of few-shot transfer.",
+                                 lower_bound=1, upper_bound=1_000_000_000)
+_REPEATS = flags.DEFINE_integer("repeats", 5, "Timed runs per executed assignment.",
+                                lower_bound=1, upper_bound=1000)
 _REGAL_POLICY = flags.DEFINE_string("regal_policy", None, "A regal.train workdir for the REGAL "
                                     "column (suites with its device count).")
-_SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
+_SEED = flags.DEFINE_integer("seed", 0, "Random seed.", lower_bound=0, upper_bound=errors.MAX_SEED)
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "doppler_table"),
                            "Folder of the report.")
 
@@ -237,8 +246,7 @@ def markdown(suites: list[dict], transfer: dict | None, settings: dict) -> list[
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  command.check(argv)
   quick = _QUICK.value
   present = lambda name: flags.FLAGS[name].present
   suites = ["measured4"] if quick and not present("suites") else _SUITES.value
@@ -273,4 +281,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  cli.run_cli(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 from datasets import cli, errors
 
-cli.watch_signals()
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
 
 from absl import flags  # noqa: E402
 
@@ -149,11 +150,17 @@ def main(argv: Sequence[str]) -> None:
   if not _WRITE.value:
     print(table)
     return
+  # Every target checked before any is written: a README without its markers (or one that
+  # cannot be read) leaves every README as it was.
+  texts = {}
   for path in READMES:
     with open(path) as f:
-      text = f.read()
-    updated = with_table(text, table, path)
-    if updated != text:
+      texts[path] = f.read()
+  updates = {path: with_table(text, table, path) for path, text in texts.items()}
+  for path in READMES:
+    atomic.check_output(path, "--write")
+  for path, updated in updates.items():
+    if updated != texts[path]:
       atomic.write_text(path, updated)
       print(f"wrote {path}")
     else:
@@ -161,4 +168,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  cli.run_cli(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -22,24 +22,30 @@ The report gives each variant's latency per workload and seed, its ratio to the 
 """
 from __future__ import annotations
 
-import os
-import time
-from typing import Any, Sequence
+from datasets import cli
 
-import numpy as np
-from absl import app, flags
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
 
-from datasets import benchmarks
-from datasets.formats import profiled
-from experiments import report
-from regal.baselines import pipeline_linear, pipeline_local_search
-from regal.scoring import blocks
+import os  # noqa: E402
+import time  # noqa: E402
+from typing import Any, Sequence  # noqa: E402
+
+import numpy as np  # noqa: E402
+from absl import flags  # noqa: E402
+
+from datasets import benchmarks, errors  # noqa: E402
+from datasets.formats import profiled  # noqa: E402
+from experiments import command, report  # noqa: E402
+from regal.baselines import pipeline_linear, pipeline_local_search  # noqa: E402
+from regal.scoring import blocks  # noqa: E402
 
 LATENCY = os.path.join(benchmarks.SHARED_GRAPHS, "profiled", "latency")
 DEFAULT = "contiguous_moves+order_cut"
 
 _QUICK = flags.DEFINE_bool("quick", False, "Seeds 0-1 and 0.5 s a run.")
-_SECONDS = flags.DEFINE_float("seconds", 3.0, "Wall time of each run (without --quick).")
+_SECONDS = flags.DEFINE_float("seconds", 3.0, "Wall time of each run (without --quick).",
+                              lower_bound=0.01, upper_bound=3600.0)
 _WORKLOADS = flags.DEFINE_list("workloads", None, "Names of the latency workloads to run "
                                "(default: all of them).")
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "latency_rounds"),
@@ -52,7 +58,8 @@ def measure(quick: bool, seconds: float, names: Sequence[str] | None) -> dict[st
   known = sorted(f[:-5] for f in os.listdir(LATENCY) if f.endswith(".json"))
   unknown = sorted(set(names or ()) - set(known))
   if unknown:
-    raise app.UsageError(f"unknown latency workloads {unknown}; known: {', '.join(known)}")
+    raise errors.ConfigError(f"--workloads: unknown {', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(known)}")
   for name in [n for n in known if names is None or n in names]:
     workload = profiled.load_workload(os.path.join(LATENCY, name + ".json"))
     start = pipeline_linear.for_latency(workload).device
@@ -103,7 +110,7 @@ def markdown(data: dict[str, Any]) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> None:
-  del argv
+  command.check(argv, quick_overrides=("seconds",))
   data = measure(_QUICK.value, 0.5 if _QUICK.value else _SECONDS.value, _WORKLOADS.value)
   header, facts = report.header("Latency search rounds: decoder or repair",
                                 "experiments.latency_rounds", "quick" if _QUICK.value else "full")
@@ -111,4 +118,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run_cli(main, stop_searches_early=False)

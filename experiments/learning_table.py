@@ -24,7 +24,12 @@ Writes `learning_table[_<family>].md` / `.json` and a per-graph plot under `--ou
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -39,9 +44,9 @@ from absl import flags  # noqa: E402
 from datasets import benchmarks  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from datasets import cli, errors
+from datasets import cli, errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from experiments import report  # noqa: E402
+from experiments import command, report  # noqa: E402
 from experiments.paired_stats import first_match, summarize  # noqa: E402
 from regal.learning import policy_runner, train_lib  # noqa: E402
 from regal.scoring import performance  # noqa: E402
@@ -61,7 +66,7 @@ _LONG_FACTOR = flags.DEFINE_integer("long_factor", 20, "Budget multiple of the u
                                     "that joins the best known.", lower_bound=1,
                                     upper_bound=1000)
 _MAX_GRAPHS = flags.DEFINE_integer("max_graphs", 0, "At most this many graphs (0: all).",
-                                   lower_bound=0)
+                                   lower_bound=0, upper_bound=100_000)
 _QUICK = flags.DEFINE_bool("quick", False, "6 graphs, 3 seeds, long runs at 5x.")
 _SHARED = flags.DEFINE_string("shared", SHARED, "The shared graphs folder (zero-shot families).")
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "learning_table"),
@@ -155,8 +160,7 @@ def plot(rows: list[dict], path: str, title: str) -> None:
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  command.check(argv)
   if not _POLICY.value:
     raise errors.ConfigError("--policy names a trained regal.train workdir")
   budgets = [b.strip() for b in _EVALS.value]
@@ -214,4 +218,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  cli.run_cli(main)
+  cli.run_cli(main, stop_searches_early=False)

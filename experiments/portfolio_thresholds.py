@@ -16,7 +16,12 @@ often the solver's answer beats the search's, by size.
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -25,11 +30,11 @@ import time  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from datasets import benchmarks  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
-from experiments import report  # noqa: E402
+from experiments import command, report  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.baselines import exact, heuristics  # noqa: E402
 from regal.scoring import chromosome as chromosome_lib  # noqa: E402
@@ -95,7 +100,7 @@ def summarize(rows: list[dict]) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> None:
-  del argv
+  command.check(argv)
   sizes = (10, 50) if _QUICK.value else SIZES
   rows = []
   for size in sizes:
@@ -114,4 +119,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run_cli(main, stop_searches_early=False)

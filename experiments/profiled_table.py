@@ -26,23 +26,28 @@ A method's figure is reported only for a split that meets every constraint of th
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import time
-from typing import Any, Sequence
+from datasets import cli
 
-import numpy as np
-from absl import app, flags
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
 
-from datasets import benchmarks, errors
-from datasets.formats import profiled
-from experiments import report
-from regal.app import pipeline_lib
-from regal.baselines import pipeline_dp, pipeline_linear
-from regal.scoring import blocks, pipeline
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from typing import Any, Sequence  # noqa: E402
+
+import numpy as np  # noqa: E402
+from absl import flags  # noqa: E402
+
+from datasets import benchmarks, errors  # noqa: E402
+from datasets.formats import profiled  # noqa: E402
+from experiments import command, report  # noqa: E402
+from regal.app import pipeline_lib  # noqa: E402
+from regal.baselines import pipeline_dp, pipeline_linear  # noqa: E402
+from regal.scoring import blocks, pipeline  # noqa: E402
 
 PROFILED = os.path.join(benchmarks.SHARED_GRAPHS, "profiled")
 # The README's published figures (their code): DP, PipeDream, their local search (max-load),
@@ -72,9 +77,12 @@ _QUICK = flags.DEFINE_bool("quick", False, "Seeds 0-1, search budgets a tenth, D
                            "no scale section.")
 _SECTIONS = flags.DEFINE_list("sections", ["throughput", "latency", "expert_latency", "scale"],
                               "What to measure.")
-_SEEDS = flags.DEFINE_integer("seeds", 5, "Seeds of the default search (0..N-1).")
-_DP_SECONDS = flags.DEFINE_float("dp_seconds", 90.0, "Time limit of our contiguous DP.")
-_CPSAT_SECONDS = flags.DEFINE_float("cpsat_seconds", 10.0, "Time limit of CP-SAT (max-load).")
+_SEEDS = flags.DEFINE_integer("seeds", 5, "Seeds of the default search (0..N-1).",
+                              lower_bound=1, upper_bound=1000)
+_DP_SECONDS = flags.DEFINE_float("dp_seconds", 90.0, "Time limit of our contiguous DP.",
+                                 lower_bound=0.001, upper_bound=86400.0)
+_CPSAT_SECONDS = flags.DEFINE_float("cpsat_seconds", 10.0, "Time limit of CP-SAT (max-load).",
+                                    lower_bound=0.001, upper_bound=86400.0)
 CPSAT_MAX_CLASSES = 200  # Above this, building the model alone takes CP-SAT's whole budget.
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "profiled_table"),
                            "Report folder.")
@@ -374,12 +382,16 @@ def markdown(results: dict[str, Any]) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> None:
-  del argv
+  command.check(argv, quick_overrides=("seeds", "dp_seconds", "cpsat_seconds"))
   sections = {"throughput": throughput_section, "latency": latency_section,
               "expert_latency": expert_latency_section, "scale": scale_section}
   unknown = [s for s in _SECTIONS.value if s not in sections]
   if unknown:
-    raise app.UsageError(f"unknown sections {unknown}; known: {', '.join(sections)}")
+    raise errors.ConfigError(f"--sections: unknown {', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(sections)}")
+  if _QUICK.value and "scale" in _SECTIONS.value and flags.FLAGS["sections"].present:
+    raise errors.ConfigError("--sections scale would do nothing here: --quick skips the scale "
+                             "section")
   started = time.perf_counter()
   results = {name: sections[name]() for name in _SECTIONS.value
              if not (_QUICK.value and name == "scale")}
@@ -390,4 +402,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run_cli(main, stop_searches_early=False)

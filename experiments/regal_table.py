@@ -38,7 +38,12 @@ improvement over uniform BRKGA at evaluation limits 1K..50K (quick: 1K, 2K). Wri
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -50,8 +55,8 @@ import ml_collections  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags, logging  # noqa: E402
 
-from datasets import cli, errors
-from experiments import report  # noqa: E402
+from datasets import cli, errors  # noqa: E402
+from experiments import command, report  # noqa: E402
 from regal import baselines  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.learning import train_lib  # noqa: E402
@@ -68,12 +73,14 @@ _OBJECTIVE = flags.DEFINE_enum("objective", "runtime", ["runtime", "memory"],
                                "The task of the policy --quick trains (REGAL trains one policy "
                                "per task; with --policy the workdir's task is used).")
 _MAX_GRAPHS = flags.DEFINE_integer("max_graphs", 0, "Use at most this many kept test graphs "
-                                   "(0: all).")
-_TIME_LIMIT = flags.DEFINE_float("time_limit", 10.0, "CP-SAT seconds per graph.")
+                                   "(0: all).", lower_bound=0, upper_bound=100_000)
+_TIME_LIMIT = flags.DEFINE_float("time_limit", 10.0, "CP-SAT seconds per graph.",
+                                 lower_bound=0.001, upper_bound=86400.0)
 _LIMITS = flags.DEFINE_list("limits", ["1000", "2000", "5000", "10000", "20000", "50000"],
                             "Figure 3's evaluation limits.")
 _LONG_FACTOR = flags.DEFINE_integer("long_factor", 4, "Budget multiple of the long runs of hill "
-                                    "climb and our search that join the best known (quick: 2).")
+                                    "climb and our search that join the best known (quick: 2).",
+                                    lower_bound=1, upper_bound=1000)
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "regal_table"),
                            "Folder of the report and plots.")
 
@@ -273,12 +280,8 @@ def markdown(result: dict, config, stem: str = "regal_table") -> list[str]:
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  try:
-    limits = [int(v) for v in _LIMITS.value]
-  except ValueError:
-    raise errors.ConfigError(f"--limits must be integers, got {_LIMITS.value}") from None
+  command.check(argv)
+  limits = command.integers("limits", _LIMITS.value, 1, 1_000_000_000)
   quick = _QUICK.value
   time_limit = 2.0 if quick and not flags.FLAGS["time_limit"].present else _TIME_LIMIT.value
   if quick and not flags.FLAGS["limits"].present:
@@ -310,4 +313,4 @@ def main(argv: Sequence[str]) -> None:
                  {**facts, **result})
 
 if __name__ == "__main__":
-  cli.run_cli(main)
+  cli.run_cli(main, stop_searches_early=False)

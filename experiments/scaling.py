@@ -18,7 +18,12 @@ backend picks: on a CPU the WC model's native loop) on one compiled call per pop
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -31,7 +36,7 @@ from absl import flags  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import cli, errors, zoo  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
-from experiments import report  # noqa: E402
+from experiments import command, report  # noqa: E402
 from experiments.bench import model_timing  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import performance  # noqa: E402
@@ -43,10 +48,12 @@ _QUICK = flags.DEFINE_bool("quick", False, "100 and 1,000 ops, 1000 evaluations,
                            "64 and 256.")
 _SIZES = flags.DEFINE_list("sizes", ["100", "1000", "10000"], "Graph sizes (ops): 100, 1000, "
                            "10000.")
-_EVALS = flags.DEFINE_integer("evals", 5000, "BRKGA's budget per graph.")
+_EVALS = flags.DEFINE_integer("evals", 5000, "BRKGA's budget per graph.",
+                              lower_bound=1, upper_bound=1_000_000_000)
 _POPULATIONS = flags.DEFINE_list("populations", ["64", "256", "1024"],
                                  "Population sizes of the throughput part.")
-_DEVICES = flags.DEFINE_integer("devices", 4, "Homogeneous devices.")
+_DEVICES = flags.DEFINE_integer("devices", 4, "Homogeneous devices.",
+                                lower_bound=1, upper_bound=1024)
 _SKIP = flags.DEFINE_list("skip", [], "Rows to leave out, as family:size:coarsen (e.g. "
                           "synthetic:10000:auto); the report lists them.")
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "scaling"),
@@ -145,17 +152,14 @@ def plot(optimize: list[dict], throughput: list[dict], path: str) -> None:
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  command.check(argv)
   quick = _QUICK.value
   present = lambda name: flags.FLAGS[name].present
-  try:
-    sizes = [int(s) for s in (["100", "1000"] if quick and not present("sizes")
-                              else _SIZES.value)]
-    populations = [int(p) for p in (["64", "256"] if quick and not present("populations")
-                                    else _POPULATIONS.value)]
-  except ValueError:
-    raise errors.ConfigError("--sizes and --populations take integers") from None
+  sizes = command.integers("sizes", ["100", "1000"] if quick and not present("sizes")
+                           else _SIZES.value, 1, max(ZOO_SIZES))
+  populations = command.integers("populations", ["64", "256"] if quick and
+                                 not present("populations") else _POPULATIONS.value, 1,
+                                 1_000_000)
   unknown = [s for s in sizes if s not in ZOO_SIZES]
   if unknown:
     raise errors.ConfigError(f"size {unknown[0]} has no zoo graph; sizes: "
@@ -197,4 +201,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  cli.run_cli(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -26,21 +26,25 @@ Seed-to-seed noise is several percent: compare on fresh seeds before trusting a 
 """
 from __future__ import annotations
 
-import os
-import time
-from typing import Sequence
+from datasets import cli
 
-from absl import flags
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
 
-from datasets import atomic, cli, errors, sharded
-from datasets import devices as devices_lib
-from experiments import report
-from experiments.search_ab_lib import (BASELINE, QUICK_EVALS, QUICK_GRAPHS, TRAINING_GRAPHS,
-                                       arm_name, arm_settings, graph_label, markdown,
-                                       parse_seeds, parse_variant, run_one, settings_key,
-                                       summarize)
-from regal.scoring import performance
-from regal.search import brkga_search
+import os  # noqa: E402
+import time  # noqa: E402
+from typing import Sequence  # noqa: E402
+
+from absl import flags  # noqa: E402
+
+from datasets import atomic, cli, errors, sharded  # noqa: E402
+from datasets import devices as devices_lib  # noqa: E402
+from experiments import command, report  # noqa: E402
+from experiments.search_ab_lib import (  # noqa: E402
+    BASELINE, QUICK_EVALS, QUICK_GRAPHS, TRAINING_GRAPHS, arm_name, arm_settings, graph_label,
+    markdown, parse_seeds, parse_variant, run_one, settings_key, summarize)
+from regal.scoring import performance  # noqa: E402
+from regal.search import brkga_search  # noqa: E402
 
 _VARIANT = flags.DEFINE_list("variant", [], "The variant arm's settings, KEY=VALUE each: "
                              "search settings (brkga_presets.SEARCH_KEYS), population_size, "
@@ -53,8 +57,7 @@ _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "search_ab"),
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  command.check(argv)
   variant = parse_variant(_VARIANT.value)
   if not variant:
     raise errors.ConfigError("--variant must name at least one setting to compare")

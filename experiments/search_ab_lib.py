@@ -35,17 +35,32 @@ def graph_label(workload: str, count: int, arguments: dict[str, Any]) -> str:
   return " ".join([workload, f"x{count}"] + [f"{k}={v}" for k, v in sorted(arguments.items())])
 
 
+MAX_SEEDS = 10_000  # Seeds of one command: each runs whole searches, so more is a typo.
+
+
 def parse_seeds(text: str) -> list[int]:
+  """FIRST-LAST or a,b,c: at least one seed, at most `MAX_SEEDS`, each in [0, MAX_SEED]."""
+  span = "-" in text.strip("-")
   try:
-    if "-" in text.strip("-"):
-      first, last = text.split("-", 1)
-      seeds = list(range(int(first), int(last) + 1))
-    else:
-      seeds = [int(s) for s in text.split(",") if s.strip()]
+    parts = [int(s) for s in (text.split("-", 1) if span else text.split(",")) if s.strip()]
+    if span and len(parts) != 2:
+      raise ValueError(text)
   except ValueError:
-    raise errors.ConfigError(f"--seeds takes FIRST-LAST or a,b,c, got {text!r}") from None
+    raise errors.ConfigError(f"--seeds takes FIRST-LAST or a,b,c, got "
+                             f"{errors.brief(text)}") from None
+  if span:
+    first, last = parts
+    if last - first + 1 > MAX_SEEDS:  # Before the list is built: it could exhaust memory.
+      raise errors.ConfigError(f"--seeds {errors.brief(text)} names {last - first + 1:,} "
+                               f"seeds; at most {MAX_SEEDS:,}")
+    seeds = list(range(first, last + 1))
+  else:
+    seeds = parts
   if not seeds or min(seeds) < 0:
-    raise errors.ConfigError(f"--seeds names no seed, or a negative one: {text!r}")
+    raise errors.ConfigError(f"--seeds names no seed, or a negative one: {errors.brief(text)}")
+  if len(seeds) > MAX_SEEDS or max(seeds) > errors.MAX_SEED:
+    raise errors.ConfigError(f"--seeds takes at most {MAX_SEEDS:,} seeds, each at most "
+                             f"{errors.MAX_SEED}: {errors.brief(text)}")
   return seeds
 
 

@@ -18,7 +18,12 @@ Writes `search_targets.md` and `.json` under `--out`.
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -27,15 +32,15 @@ import time  # noqa: E402
 from typing import Any, Sequence  # noqa: E402
 
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
-from datasets import analysis  # noqa: E402
+from datasets import analysis, errors  # noqa: E402
 from datasets import benchmarks  # noqa: E402
 from datasets import sharded  # noqa: E402
 from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from experiments import report  # noqa: E402
+from experiments import command, report  # noqa: E402
 from regal import baselines  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import models, performance  # noqa: E402
@@ -47,7 +52,8 @@ DOPPLER_FILES = ("chain_mm_112nodes", "ffnn_192nodes", "transformer_block_215nod
 _QUICK = flags.DEFINE_bool("quick", False, "Two Doppler graphs, two sharded workloads, three "
                            "synthetic graphs, budgets capped at 3,000.")
 _SECTIONS = flags.DEFINE_list("sections", ["doppler", "wc", "synthetic"], "What to measure.")
-_SYNTHETIC_GRAPHS = flags.DEFINE_integer("synthetic_graphs", 16, "Test-split graphs (all: 16).")
+_SYNTHETIC_GRAPHS = flags.DEFINE_integer("synthetic_graphs", 16, "Test-split graphs (all: 16).",
+                                         lower_bound=1, upper_bound=16)
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "search_targets"),
                            "Report folder.")
 
@@ -176,8 +182,12 @@ def markdown(results: dict[str, Any]) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> None:
-  del argv
+  command.check(argv, quick_overrides=("synthetic_graphs",))
   sections = {"doppler": doppler_section, "wc": wc_section, "synthetic": synthetic_section}
+  unknown = [s for s in _SECTIONS.value if s not in sections]
+  if unknown:
+    raise errors.ConfigError(f"--sections: unknown {', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(sections)}")
   started = time.perf_counter()
   results = {name: sections[name]() for name in _SECTIONS.value}
   header, facts = report.header("Search targets: ours vs the strongest simple baselines",
@@ -187,4 +197,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -22,7 +22,12 @@ the report, so a killed run resumes where it stopped.
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -35,7 +40,7 @@ from absl import flags  # noqa: E402
 from datasets import atomic, benchmarks, cli, errors, sharded  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
-from experiments import paired_stats, report  # noqa: E402
+from experiments import command, paired_stats, report  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import chromosome as chromosome_lib  # noqa: E402
 from regal.scoring import models, performance  # noqa: E402
@@ -51,8 +56,10 @@ _SPLIT_SEEDS = flags.DEFINE_list("split_reference_seeds", ["0", "1"],
                                   "Seeds of the split references (devices in link groups only; "
                                   "none: no split reference).")
 _REFERENCE_EVALS = flags.DEFINE_integer("reference_evals", 1_000_000,
-                                        "Evaluations of each reference run.")
-_TOLERANCE = flags.DEFINE_float("tolerance_pct", 1.0, "A seed within this gap passes.")
+                                        "Evaluations of each reference run.",
+                                        lower_bound=1, upper_bound=1_000_000_000)
+_TOLERANCE = flags.DEFINE_float("tolerance_pct", 1.0, "A seed within this gap passes.",
+                                lower_bound=0.0, upper_bound=100.0)
 _CARRY = flags.DEFINE_bool("carry_best_known", True,
                            "Carry the best known of the report already in --out (of the same "
                            "mode) into this one, with where it came from: a best found by an "
@@ -122,8 +129,7 @@ def _earlier_bests(mode: str) -> dict[str, dict]:
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  command.check(argv, quick_overrides=("reference_evals",))
   try:
     seeds = [int(s) for s in _SEEDS.value]
     reference_seeds = [int(s) for s in _REFERENCE_SEEDS.value]
@@ -131,6 +137,9 @@ def main(argv: Sequence[str]) -> None:
   except ValueError as error:
     raise errors.ConfigError(f"--seeds, --reference_seeds and --split_reference_seeds take "
                              f"integers: {error}") from None
+  if any(not 0 <= s <= errors.MAX_SEED for s in seeds + reference_seeds + split_seeds):
+    raise errors.ConfigError(f"--seeds, --reference_seeds and --split_reference_seeds take "
+                             f"seeds from 0 to {errors.MAX_SEED}")
   if not seeds or _REFERENCE_EVALS.value < 1 or _TOLERANCE.value < 0:
     raise errors.ConfigError("--seeds must name a seed, --reference_evals be positive and "
                              "--tolerance_pct at least 0")

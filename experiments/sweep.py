@@ -12,7 +12,9 @@ r"""Runs a named parameter sweep as Ray tasks, resumably.
 
 Results: one JSON line per finished trial in `--out/<sweep>[-quick][-subsampleN].jsonl`, and a
 Markdown summary beside it (the best trials, the command and the date); rerunning skips
-the finished trials. Sweeps are defined in `experiments/sweeps.py`.
+the finished trials. Sweeps are defined in `experiments/sweeps.py`. Exit status: 0 when every
+trial finished, 4 when some failed and 5 when all did (the summary and one `error:` line say
+how many; `selftest` fails one on purpose, so it exits 4).
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from typing import Sequence
 
 from datasets import cli, errors
 
-cli.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
 
 from absl import flags  # noqa: E402
 
@@ -37,7 +40,7 @@ _RAY_ADDRESS = flags.DEFINE_string("ray_address", None, "Join this Ray cluster."
 _NUM_CPUS = flags.DEFINE_integer("num_cpus", None, "CPUs of the local Ray cluster "
                                  "(default: all).", lower_bound=1, upper_bound=4096)
 _SUBSAMPLE = flags.DEFINE_integer("subsample", 0, "Run this many of the settings, drawn at "
-                                  "random (0: all).")
+                                  "random (0: all).", lower_bound=0, upper_bound=1_000_000)
 _PRESETS_FILE = flags.DEFINE_string("presets_file", None, "Where --save_preset writes (default: "
                                     "regal/search/brkga_presets.json).")
 _SAVE_PRESET = flags.DEFINE_string("save_preset", None, "Save the best setting as this BRKGA "
@@ -107,6 +110,8 @@ def main(argv: Sequence[str]) -> None:
             f"{_PRESETS_FILE.value or brkga_presets.PRESETS_FILE}")
   elif _SAVE_PRESET.value:
     raise errors.ConfigError("no finished trial to save as a preset")
+  failed = sum(r["status"] != "ok" for r in records.values())
+  cli.exit_if_failed(failed, len(records), "trials")
 
 if __name__ == "__main__":
   cli.run_cli(main)

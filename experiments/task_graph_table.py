@@ -28,7 +28,12 @@ resumes where it stopped.
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -48,7 +53,7 @@ from datasets import devices as devices_lib  # noqa: E402
 from datasets import atomic, cli, errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from datasets.benchmarks import sinnen_instances, stg_instances, stratified  # noqa: E402,F401
-from experiments import report  # noqa: E402
+from experiments import command, report  # noqa: E402
 from regal import baselines, search  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.baselines import exact  # noqa: E402
@@ -68,13 +73,18 @@ _SETS = flags.DEFINE_list("sets", ["sinnen", "stg"], "Benchmark sets.")
 _METHODS = flags.DEFINE_list("methods", list(OURS) + [f"saga:{p}" for p in DEFAULT_PEERS],
                              "Methods: ours, and saga:NAME for anrg-saga's schedulers.")
 _EVALS = flags.DEFINE_integer("evals", None, "Budget of hill_climb and BRKGA (default: BRKGA's "
-                              "default budget for each graph, `regal.search.default_evals`).")
+                              "default budget for each graph, `regal.search.default_evals`).",
+                              lower_bound=64, upper_bound=1_000_000_000)
 _TIME_LIMIT = flags.DEFINE_float("time_limit", 2.0, "CP-SAT's seconds per instance (the "
-                                 "10-task graphs run to proven optimality, up to 120 s).")
-_SAMPLE = flags.DEFINE_integer("sample", 0, "Instances per set (stratified; 0: all).")
-_SEED = flags.DEFINE_integer("seed", 0, "Random seed of the searches.")
+                                 "10-task graphs run to proven optimality, up to 120 s).",
+                                 lower_bound=0.001, upper_bound=86400.0)
+_SAMPLE = flags.DEFINE_integer("sample", 0, "Instances per set (stratified; 0: all).",
+                               lower_bound=0, upper_bound=100_000)
+_SEED = flags.DEFINE_integer("seed", 0, "Random seed of the searches.",
+                             lower_bound=0, upper_bound=errors.MAX_SEED)
 _PEER_SECONDS = flags.DEFINE_float("peer_seconds", 20.0, "A peer taking longer on one instance "
-                                   "is stopped and left out of the table.")
+                                   "is stopped and left out of the table.",
+                                   lower_bound=0.001, upper_bound=86400.0)
 _SHARED = flags.DEFINE_string("shared", SHARED, "The shared graphs folder.")
 _OUT_DIR = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "task_graph_table"),
                                "Where the report and its resumable rows go.")
@@ -360,8 +370,7 @@ def markdown(summary: dict[str, Any], methods: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  command.check(argv, quick_overrides=("sample",))
   if (_EVALS.value is not None and
       _EVALS.value < 64) or _TIME_LIMIT.value <= 0 or _SAMPLE.value < 0:
     raise errors.ConfigError("--evals must be at least 64, --time_limit positive, --sample "

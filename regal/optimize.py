@@ -37,7 +37,8 @@ from __future__ import annotations
 
 from datasets import cli, errors
 
-cli.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
 
 from regal.scoring import parallel  # noqa: E402
 
@@ -67,7 +68,8 @@ _FORMAT = flags.DEFINE_enum("format", None, list(graph_io.FORMATS), "Graph forma
 _DATASET = flags.DEFINE_enum("dataset", None, ["synthetic"], "Take the graph from a dataset "
                              "(the default when --graph is not given).")
 _SPLIT = flags.DEFINE_enum("split", "test", list(dataset_lib.SPLITS), "Dataset split.")
-_INDEX = flags.DEFINE_integer("index", 0, "Graph index within the split.", lower_bound=0)
+_INDEX = flags.DEFINE_integer("index", 0, "Graph index within the split.",
+                              lower_bound=0, upper_bound=2**31 - 1)
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Dataset cache folder.")
 _MODEL = flags.DEFINE_enum("model", "wc", list(performance.MODELS) + [pipeline_lib.MODEL],
                            "Performance model. blocks: a profiled workload's single-sample "
@@ -323,9 +325,13 @@ def split_config() -> pipeline_lib.SplitConfig:
                                     time_limit=_TIME_LIMIT.value)
   pipeline_lib.check_config(config)
   reads = pipeline_lib.METHODS[method].reads
-  for name, value in (("evals", _EVALS.value), ("time_limit", _TIME_LIMIT.value)):
-    if value is not None and not (math.isfinite(value) and value > 0):
-      raise errors.ConfigError(f"--{name} must be a positive finite number, got {value}")
+  if _TIME_LIMIT.value is not None and not (math.isfinite(_TIME_LIMIT.value) and
+                                           _TIME_LIMIT.value > 0):
+    raise errors.ConfigError(f"--time_limit must be a positive finite number, got "
+                             f"{_TIME_LIMIT.value}")
+  if _EVALS.value is not None and not 1 <= _EVALS.value <= methods.MAX_EVALS:
+    raise errors.ConfigError(f"--evals must be between 1 and {methods.MAX_EVALS:,}, got "
+                             f"{errors.brief(_EVALS.value)}")
   for name in ("evals", "time_limit", "seed"):
     if _given(name) and name not in reads:
       readers = [m for m, spec in pipeline_lib.METHODS.items() if name in spec.reads]

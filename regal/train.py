@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from datasets import cli, errors
 
-cli.watch_signals()  # First: an interrupt while the libraries load ends in one line too.
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
 
 import json  # noqa: E402
 import os  # noqa: E402

@@ -86,6 +86,19 @@ def _inputs(folder, shared_graphs) -> dict[str, str]:
       "devices_one_fast.json": json.dumps({"num_devices": 1, "memory_capacity": 100.0,
                                            "speed": 4.0}),
       "profiled_negative.json": _profiled(fpgaLatency=-1.0),
+      "profiled_deep.json": '{"maxSizePerFPGA": 1, "nodes": ' + "[" * 100_000 + "]" * 100_000
+                            + "}",
+      "profiled_5000_digits.json": _profiled().replace('"maxSizePerFPGA": 10.0',
+                                                       '"maxSizePerFPGA": 1' + "0" * 5000),
+      "profiled_400_digits.json": _profiled().replace('"maxSizePerFPGA": 10.0',
+                                                      '"maxSizePerFPGA": 1' + "0" * 400),
+      "profiled_fpgas_1e300.json": _profiled(fpgas=1e300),
+      "profiled_fpgas_1e9.json": _profiled(fpgas=10 ** 9),
+      "profiled_costs_1e308.json": _profiled().replace('"cost": 0.5', '"cost": 1e308'),
+      "profiled_cpu_latencies_1e308.json": _profiled(nodes=[
+          {"id": i, "supportedOnFpga": 1, "cpuLatency": 1e308, "fpgaLatency": 1.0,
+           "isBackwardNode": 0, "size": 2.0} for i in range(3)]),
+      "devices_speed_1e-308.json": json.dumps({"num_devices": 2, "speed": 1e-308}),
       "profiled_missing.json": _profiled(cpuLatency=None),
       "profiled_class_over_cap.json": _profiled(size=11.0),
       "profiled_needs_more.json": _profiled(cpus=0, fpgas=1, size=9.0),
@@ -233,10 +246,10 @@ OPTIMIZE_CASES = [
     ("memory_past_float32", ["--graph", "sizes_past_float32_memory.json"], 2,
      "in which the models track peak memory"),
     ("time_limit_inf", ["--graph", "good.json", "--time_limit", "inf"], 2,
-     "--time_limit must be a positive finite number, got inf"),
+     "--time_limit must be a finite number, got inf"),
     ("memory_limit_inf", ["--graph", "good.json", "--objective", "runtime_under_memory",
                           "--memory_limit", "inf"], 2,
-     "--memory_limit must be a positive finite number, got inf"),
+     "--memory_limit must be a finite number, got inf"),
     ("seed_2_to_the_64", ["--graph", "good.json", "--seed", str(2 ** 64)], 2,
      "is not an integer in the range [0, 4294967295]"),
     ("evals_1e30", ["--graph", "good.json", "--evals", "1e30"], 2, "flag --evals=1e30"),
@@ -283,6 +296,35 @@ OPTIMIZE_CASES = [
     ("profiled_needs_more_accelerators", ["--graph", "profiled_needs_more.json", "--objective",
                                           "throughput", "--out", "refused.json"], 2,
      "need at least 2 accelerators, and maxFPGAs is 1"),
+    ("profiled_nested_100k_deep", ["--graph", "profiled_deep.json", "--objective",
+                                   "throughput", "--out", "refused.json"], 2,
+     "profiled_deep.json: not a profiled workload (nested too deeply)"),
+    ("profiled_5000_digits", ["--graph", "profiled_5000_digits.json", "--objective",
+                              "throughput", "--out", "refused.json"], 2,
+     "a number has more digits than Python reads"),
+    ("profiled_400_digits", ["--graph", "profiled_400_digits.json", "--objective",
+                             "throughput", "--out", "refused.json"], 2,
+     "maxSizePerFPGA is 100000000000... (401 characters), beyond float64's range"),
+    ("profiled_fpgas_1e300", ["--graph", "profiled_fpgas_1e300.json", "--objective",
+                              "throughput", "--out", "refused.json"], 2,
+     "maxFPGAs is 1e+300, above the 1024 devices the models can hold"),
+    ("profiled_fpgas_past_memory", ["--graph", "profiled_fpgas_1e9.json", "--objective",
+                                    "throughput", "--out", "refused.json"], 2,
+     "maxFPGAs is 1000000000, above the 1024 devices"),
+    ("profiled_costs_1e308", ["--graph", "profiled_costs_1e308.json", "--objective",
+                              "throughput", "--out", "refused.json"], 2,
+     "the edge costs add up to more than float64 holds"),
+    ("profiled_cpu_latencies_1e308", ["--graph", "profiled_cpu_latencies_1e308.json",
+                                      "--objective", "throughput", "--out", "refused.json"], 2,
+     "the cpuLatency values add up to more than float64 holds"),
+    ("profiled_on_a_speed_of_1e-308", ["--graph", "profiled_good.json", "--objective",
+                                       "throughput", "--method", "pipedream", "--device_spec",
+                                       "devices_speed_1e-308.json", "--out", "refused.json"], 2,
+     "the accelerator latencies divided by the speed add up to more than float64 holds"),
+    ("throughput_evals_past_the_counters", ["--graph", "profiled_good.json", "--objective",
+                                            "throughput", "--evals", str(10 ** 20), "--out",
+                                            "refused.json"], 2,
+     "--evals must be between 1 and 1,000,000,000"),
     ("throughput_of_a_graph_without_profile", ["--graph", "good.json", "--objective",
                                                "throughput", "--out", "refused.json"], 2,
      "has no profile"),
@@ -348,6 +390,9 @@ SEARCH_AB_CASES = [
                                     "--out", "ab"], 2, "--quick runs seeds 0-1"),
     ("search_ab_bad_seeds", ["--variant", "climbers=1", "--seeds", "9-2", "--out", "ab"], 2,
      "--seeds names no seed"),
+    ("search_ab_seeds_past_memory", ["--variant", "climbers=1", "--seeds", "0-100000000000",
+                                     "--out", "ab"], 2,
+     "--seeds '0-100000000000' names 100,000,000,001 seeds; at most 10,000"),
     ("search_ab_out_is_a_file", ["--variant", "climbers=1", "--out", "a_file"], 2,
      "--out a_file: is a file; it names a folder"),
 ]
@@ -355,11 +400,11 @@ SEARCH_PROFILE_CASES = [
     ("search_profile_quick_with_seeds", ["--quick", "--seeds", "3", "--out", "profile"], 2,
      "--quick fixes the graph, budget and seeds: drop --seeds"),
     ("search_profile_tiny_budget", ["--evals", "10", "--out", "profile"], 2,
-     "--evals must be at least 2000"),
+     "flag --evals=10: 10 is not an integer in the range [2000, 1000000000]"),
 ]
 SWEEP_CASES = [
     ("negative_subsample", ["--sweep", "brkga_tuning", "--subsample=-3", "--out", "sweeps"],
-     2, "--subsample must be 0 (every trial) or a positive count, got -3"),
+     2, "flag --subsample=-3: -3 is not an integer in the range [0, 1000000]"),
     ("local_with_ray_address", ["--sweep", "selftest", "--local", "--ray_address", "auto",
                                 "--out", "sweeps"], 2, "--ray_address would do nothing here"),
     ("local_with_num_cpus", ["--sweep", "selftest", "--local", "--num_cpus", "2", "--out",
@@ -379,6 +424,15 @@ SHARDED_CASES = [
     ("a_million_devices", ["--devices", "1000000"], 2, "device count must be between 1 and 1024"),
     ("size_of_201_digits", ["--size", "1" + "0" * 200], 2,
      "size must be at most 2147483647 (2^31 - 1), got 100000000000... (201 characters)"),
+    ("seq_len_of_chain_mm", ["--seq_len", "5"], 2,
+     "--seq_len would do nothing here: --workload chain_mm does not read it"),
+]
+ZOO_CASES = [
+    ("zoo_layers_of_resnet", ["--model", "resnet50", "--layers", "2"], 2,
+     "--layers would do nothing here: --model resnet50 does not read it"),
+    ("zoo_batch_zero", ["--batch", "0"], 2, "flag --batch=0"),
+    ("zoo_out_unwritable", ["--out", "/proc/regal_zoo.json"], 2,
+     "--out /proc/regal_zoo.json: cannot write there"),
 ]
 BUILD_CASES = [
     ("no_training_graphs", ["--num_train", "0"], 2, "flag --num_train=0"),
@@ -467,6 +521,7 @@ def outcomes(tmp_path_factory, shared_graphs):
     results.update(run_module(module, help_case + cases, folder))
   # One interpreter per case: these modules read their flags when they start.
   for module, case_id, args in [("datasets.sharded", *case[:2]) for case in SHARDED_CASES] + [
+      ("datasets.zoo", *case[:2]) for case in ZOO_CASES] + [
       ("regal.train", *case[:2]) for case in TRAIN_IMPORT_CASES]:
     run = subprocess.run([sys.executable, "-m", module, *args], cwd=folder,
                          capture_output=True, text=True, timeout=120)
@@ -482,7 +537,7 @@ TRAIN_IMPORT_CASES = [
      "bad_config.py, line 1: invalid syntax (a config file)"),
 ]
 ALL_CASES = (OPTIMIZE_CASES + TRAIN_CASES + SWEEP_CASES + SEARCH_AB_CASES
-             + SEARCH_PROFILE_CASES + SHARDED_CASES
+             + SEARCH_PROFILE_CASES + SHARDED_CASES + ZOO_CASES
              + BUILD_CASES + CONVERT_CASES + CALIBRATE_CASES + TRAIN_IMPORT_CASES)
 
 
@@ -548,6 +603,7 @@ def test_only_the_infeasible_result_was_written(outcomes):
   data = json.loads((folder / "infeasible.json").read_text())
   assert data["feasible"] is False and max(data["memory_excess"]) > 0
   assert data["objective"] > data["makespan"]  # The penalty score, not a runtime.
+  assert data["gap"] is None and data["proven_optimal"] is False  # No gap to a penalty.
   split = json.loads((folder / "infeasible_split.json").read_text())
   assert split["feasible"] is False and split["violations"] and split["gap"] is None
 

@@ -34,3 +34,17 @@ def test_the_table_reads_the_reports(reports):
   overall = changed["task_graph_table"]["summary"]["sinnen"]["overall"]
   overall["brkga"].update(mean_gap_pct=3.0, optimal_share=0.882, seconds_per_instance=0.71)
   assert "**3.00% / 88.2% / 0.71 s**" in headlines.headline_table(changed)
+
+
+def test_write_changes_no_readme_when_one_lacks_its_markers(tmp_path, monkeypatch):
+  """`--write` checks every target before it writes any: the first README was once rewritten
+  before the second was found without its markers (exit 2 with one file changed)."""
+  from datasets import errors
+  first, second = tmp_path / "README.md", tmp_path / "other.md"
+  first.write_text(f"intro\n{headlines.BEGIN}\nold table\n{headlines.END}\n")
+  second.write_text("no markers here\n")
+  monkeypatch.setattr(headlines, "READMES", (str(first), str(second)))
+  monkeypatch.setattr(headlines, "_WRITE", type("Flag", (), {"value": True}))
+  with pytest.raises(errors.ConfigError, match="no .* markers"):
+    headlines.main(["headlines"])
+  assert first.read_text() == f"intro\n{headlines.BEGIN}\nold table\n{headlines.END}\n"

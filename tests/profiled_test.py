@@ -780,6 +780,31 @@ def test_cpsat_counts_what_a_forced_split_receives():
   assert solved.lower_bound == pytest.approx(7.0, rel=1e-4)  # Rounded down, as documented.
 
 
+def test_cpsat_answers_no_worse_than_the_hint_it_started_from(shared_graphs):
+  """Stopped before it improves on it (a time limit, a signal), CP-SAT may return a split worse
+  than its hint (it once answered 312.23 from a hint of 72.87); the hint is an answer too."""
+  workload = profiled.load_workload(
+      str(shared_graphs / "profiled" / "throughput" / "op_bert_l-6_training.json"))
+  hint = pipeline_linear.partition(workload).device
+  solved = pipeline_cpsat.solve(workload, time_limit=3.0, hint=hint, workers=1)
+  assert solved.device is not None and solved.max_load <= pipeline.max_load(workload, hint)
+  assert solved.lower_bound <= solved.max_load and not solved.proven
+
+
+def test_a_split_cpsat_proves_optimal_is_reported_proven():
+  """Four ops whose latencies do not divide CP-SAT's time unit: its bound, rounded down, lies
+  a hair below the optimum it proves (4.89998 against 4.9); the result said proven_optimal
+  false."""
+  from regal.app import pipeline_lib
+  text = workload_text([node(i, 1.1 + 0.7 * i, cpu=4.3 + i, size=2.0) for i in range(4)],
+                       [edge(i, i + 1, 0.3) for i in range(3)], cap=10.0)
+  data = pipeline_lib.run(profiled.parse_workload(text),
+                          pipeline_lib.SplitConfig(method="cpsat"))
+  assert data["details"]["status"] == "OPTIMAL"
+  assert data["lower_bound"] < data["objective"] == pytest.approx(4.9)
+  assert data["proven_optimal"] is True and data["gap"] < 1e-4
+
+
 def brute_force_optimum(workload):
   """The least max-load over every feasible split (each class on each device)."""
   groups = workload.group_members()
@@ -810,6 +835,9 @@ def test_cpsat_finds_the_optimum_and_its_bound_never_exceeds_it(text):
     assert solved.max_load == pytest.approx(optimum, rel=1e-4, abs=1e-9)
     assert solved.lower_bound == pytest.approx(optimum, rel=1e-4, abs=1e-9)
     assert pipeline.violations(workload, solved.device) == []
+    # OPTIMAL, and above the bound by the rounding only: proven (a 4-op workload once said
+    # status OPTIMAL, proven_optimal false, its bound 4.69987 against 4.7).
+    assert solved.proven
 
 
 @settings(max_examples=60, deadline=None)

@@ -22,12 +22,13 @@ import dataclasses
 import json
 import math
 import os
+import sys
 from typing import Any
 
 import numpy as np
 
 from datasets import errors
-from datasets.devices import DeviceSpec
+from datasets.devices import MAX_DEVICES, DeviceSpec
 from datasets.graph import Graph, GraphBuilder
 
 FORMAT_NAME = "profiled"
@@ -73,6 +74,11 @@ class Workload:
 def _number(value: Any, what: str, source: str, integer: bool = False) -> float:
   if isinstance(value, bool) or not isinstance(value, (int, float)):
     raise errors.FormatError(f"{source}: {what} must be a number, got {value!r}"[:300])
+  try:
+    float(value)
+  except OverflowError:  # An integer past float64's range.
+    raise errors.FormatError(f"{source}: {what} is {errors.brief(value)}, beyond float64's "
+                             f"range") from None
   if not math.isfinite(value) or value < 0:
     raise errors.FormatError(f"{source}: {what} must be finite and non-negative, got {value!r}")
   if integer and value != int(value):
@@ -94,17 +100,46 @@ def _require(entry: Any, keys: tuple[str, ...], what: str, source: str) -> None:
     raise errors.FormatError(f"{source}: {what} lacks {', '.join(missing)}")
 
 
-def parse_workload(text: str, source: str = "<text>") -> Workload:
-  """A `Workload` from the format's text; one-line `FormatError`s name what is wrong."""
+def _json(text: str, source: str) -> Any:
+  """The file's JSON; one line for what `json` refuses, nesting past Python's stack and
+  integers of more digits than Python converts included."""
   try:
-    data = json.loads(text)
+    return json.loads(text)
   except json.JSONDecodeError as error:
     raise errors.FormatError(f"{source}: not valid JSON ({error.msg}, line {error.lineno})"
                              ) from None
+  except RecursionError:
+    raise errors.FormatError(f"{source}: not a profiled workload (nested too deeply)") from None
+  except ValueError:  # An integer of more digits than Python converts.
+    raise errors.FormatError(f"{source}: a number has more digits than Python reads "
+                             f"({sys.get_int_max_str_digits()})") from None
+
+
+def _count(value: Any, what: str, source: str) -> int:
+  """A device count of the file: a whole number up to `devices.MAX_DEVICES` (the search and
+  its models hold state per device: past it, memory runs out)."""
+  count = _number(value, what, source, integer=True)
+  if count > MAX_DEVICES:
+    raise errors.FormatError(f"{source}: {what} is {errors.brief(value)}, above the "
+                             f"{MAX_DEVICES} devices the models can hold")
+  return int(count)
+
+
+def _finite_total(values: list[float], what: str, source: str) -> None:
+  """The models add these up in float64: a total past its range would be inf."""
+  with np.errstate(over="ignore"):
+    total = float(np.sum(values, dtype=np.float64))
+  if not math.isfinite(total):
+    raise errors.FormatError(f"{source}: the {what} add up to more than float64 holds "
+                             f"({np.finfo(np.float64).max:.3g}); scale the units down")
+
+
+def parse_workload(text: str, source: str = "<text>") -> Workload:
+  """A `Workload` from the format's text; one-line `FormatError`s name what is wrong."""
+  data = _json(text, source)
   _require(data, _TOP_KEYS, "the workload", source)
   cap = _number(data["maxSizePerFPGA"], "maxSizePerFPGA", source)
-  accelerators = int(_number(data["maxFPGAs"], "maxFPGAs", source, integer=True))
-  cpus = int(_number(data["maxCPUs"], "maxCPUs", source, integer=True))
+  accelerators, cpus = (_count(data[key], key, source) for key in ("maxFPGAs", "maxCPUs"))
   nodes, edges = data["nodes"], data["edges"]
   if not isinstance(nodes, list) or not nodes:
     raise errors.FormatError(f"{source}: nodes must be a non-empty list")
@@ -137,6 +172,10 @@ def parse_workload(text: str, source: str = "<text>") -> Workload:
                                f"{color!r}")
     colors.append(("own", node_id) if color is None else ("class", color))
 
+  for field, what in (("fpga", "fpgaLatency values"), ("cpu", "cpuLatency values"),
+                      ("size", "sizes")):
+    _finite_total(fields[field], what, source)
+
   output_cost: dict[int, float] = {}
   pairs = []
   for k, edge in enumerate(edges):
@@ -152,6 +191,7 @@ def parse_workload(text: str, source: str = "<text>") -> Workload:
       raise errors.FormatError(f"{source}: edges leaving node {src} carry different costs "
                                f"({output_cost[src]} and {cost}); the format gives one per node")
     pairs.append((index[src], index[dst]))
+  _finite_total(list(output_cost.values()), "edge costs", source)
 
   # The profile beyond the graph rides in its metadata, so the workload survives a round trip
   # through the project's own JSON (`workload_from_graph`, `graph_to_text`).
@@ -230,10 +270,15 @@ def with_devices(workload: Workload, spec: DeviceSpec, source: str = "--device_s
   graph = workload.graph
   sends = np.zeros(workload.num_ops, bool)
   sends[graph.tensor_producer[graph.data_edge_tensor]] = True
-  moved = dataclasses.replace(
-      workload, accelerator_latency=workload.accelerator_latency / spec.speed[0],
-      output_cost=np.where(sends, latency + workload.output_cost / bandwidth, 0.0),
-      accelerator_memory=cap, max_accelerators=spec.num_devices)
+  with np.errstate(over="ignore", divide="ignore"):  # Past float64: refused below.
+    moved = dataclasses.replace(
+        workload, accelerator_latency=workload.accelerator_latency / spec.speed[0],
+        output_cost=np.where(sends, latency + workload.output_cost / bandwidth, 0.0),
+        accelerator_memory=cap, max_accelerators=spec.num_devices)
+  _finite_total(moved.accelerator_latency.tolist(), "accelerator latencies divided by the "
+                "speed", source)
+  _finite_total(moved.output_cost.tolist(), "transfer times (latency + cost / bandwidth)",
+                source)
   _check_groups(moved, source)
   return moved
 
@@ -289,6 +334,8 @@ def looks_like_profiled(text: str) -> bool:
     data = json.loads(text)
   except json.JSONDecodeError:
     return False
+  except (ValueError, RecursionError):  # Past what Python reads: `parse_workload` says so.
+    return True
   return isinstance(data, dict) and "maxSizePerFPGA" in data and "nodes" in data
 
 

@@ -17,7 +17,12 @@ draws, and hence its best, differ from the JAX engine's.
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -26,16 +31,18 @@ import time  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from datasets import atomic  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
+from experiments import command  # noqa: E402
 from regal import search  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 
-_SEEDS = flags.DEFINE_integer("seeds", 5, "Seeds to average over.")
-_EVALS = flags.DEFINE_integer("evals", 5000, "Evaluation budget per search.")
+_SEEDS = flags.DEFINE_integer("seeds", 5, "Seeds to average over.", lower_bound=1, upper_bound=1000)
+_EVALS = flags.DEFINE_integer("evals", 5000, "Evaluation budget per search.",
+                              lower_bound=1, upper_bound=1_000_000_000)
 _JSON = flags.DEFINE_string("json", None, "Also write the figures here as JSON.")
 _ENGINES = flags.DEFINE_list("engines", ["native", "jax"], "Our scoring engines to time (the "
                              "first is the headline).")
@@ -75,7 +82,10 @@ def library_search(problem: performance.Problem, params, budget: int, seed: int)
 
 
 def main(argv: Sequence[str]) -> None:
-  del argv
+  command.check(argv, out_flag=None)
+  command.choices("engines", _ENGINES.value, performance.ENGINES)
+  if _JSON.value:
+    atomic.check_output(_JSON.value, "--json")
   graph = sized_graph(200)
   problems = {engine: performance.Problem(graph, devices_lib.homogeneous(2), engine=engine)
               for engine in _ENGINES.value}
@@ -114,4 +124,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run_cli(main, stop_searches_early=False)

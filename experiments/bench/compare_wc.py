@@ -12,7 +12,12 @@ each, alternating; the ratio printed is the median of the per-round speed ratios
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -27,10 +32,11 @@ from typing import Sequence  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from datasets import devices as devices_lib  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
+from experiments import command  # noqa: E402
 from regal.scoring import chromosome as chromosome_lib  # noqa: E402
 from regal.scoring import models, performance  # noqa: E402
 
@@ -38,10 +44,13 @@ _BASELINE = flags.DEFINE_string("baseline", "HEAD", "Git revision of the baselin
 _BASELINE_MEMORY = flags.DEFINE_bool("baseline_memory", False,
                                      "Baseline scores with memory tracking.")
 _MEMORY = flags.DEFINE_bool("memory", False, "The working tree's model tracks memory.")
-_OPS = flags.DEFINE_integer("ops", 200, "Synthetic graph size (ops).")
+_OPS = flags.DEFINE_integer("ops", 200, "Synthetic graph size (ops).",
+                            lower_bound=2, upper_bound=100_000)
 _POPULATION = flags.DEFINE_integer("population", 160, "Chromosomes per call (BRKGA's 5K "
-                                   "default scores 160 per generation).")
-_ROUNDS = flags.DEFINE_integer("rounds", 12, "Timed calls per version.")
+                                   "default scores 160 per generation).",
+                                   lower_bound=1, upper_bound=1_000_000)
+_ROUNDS = flags.DEFINE_integer("rounds", 12, "Timed calls per version.",
+                               lower_bound=1, upper_bound=1000)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -66,7 +75,7 @@ def _fitness(problem, module, memory: bool, population: int):
 
 
 def main(argv: Sequence[str]) -> None:
-  del argv
+  command.check(argv, out_flag=None)
   source = subprocess.run(["git", "show", f"{_BASELINE.value}:regal/scoring/wc_model.py"], cwd=REPO,
                           capture_output=True, text=True)
   if source.returncode:
@@ -106,4 +115,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -22,7 +22,12 @@ times, against the target of 5,000 episodes on a 300-op graph in at most 20 s. T
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -42,7 +47,7 @@ from datasets import benchmarks, cli, errors  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
-from experiments import report  # noqa: E402
+from experiments import command, report  # noqa: E402
 from regal.doppler_policy import episode as episode_lib  # noqa: E402
 from regal.doppler_policy import method  # noqa: E402
 from regal.doppler_policy import training  # noqa: E402
@@ -50,14 +55,18 @@ from regal.scoring import doppler_sim, performance  # noqa: E402
 
 DEFAULT_GRAPH = os.path.join(benchmarks.DOPPLER_GRAPHS, "transformer_block_215nodes.txt")
 _GRAPH = flags.DEFINE_string("graph", DEFAULT_GRAPH, "Graph file.")
-_DEVICES = flags.DEFINE_integer("devices", 4, "Homogeneous devices.")
-_BATCH = flags.DEFINE_integer("batch", 64, "Episodes per batch.")
-_REPEATS = flags.DEFINE_integer("repeats", 10, "Timed batches.")
-_REFERENCE_CALLS = flags.DEFINE_integer("reference_calls", 40, "Timed SimPy simulator calls.")
+_DEVICES = flags.DEFINE_integer("devices", 4, "Homogeneous devices.", lower_bound=1, upper_bound=64)
+_BATCH = flags.DEFINE_integer("batch", 64, "Episodes per batch.", lower_bound=1, upper_bound=65_536)
+_REPEATS = flags.DEFINE_integer("repeats", 10, "Timed batches.", lower_bound=1, upper_bound=1000)
+_REFERENCE_CALLS = flags.DEFINE_integer("reference_calls", 40, "Timed SimPy simulator calls.",
+                                        lower_bound=1, upper_bound=100_000)
 _TRAIN_OPS = flags.DEFINE_integer("train_ops", 300, "Time the whole training on a synthetic "
-                                  "graph of this many ops (0: skip).")
-_TRAIN_EPISODES = flags.DEFINE_integer("train_episodes", 5000, "Episodes of that training.")
-_TRAIN_REPEATS = flags.DEFINE_integer("train_repeats", 3, "Timed trainings (medians kept).")
+                                  "graph of this many ops (0: skip).",
+                                  lower_bound=0, upper_bound=100_000)
+_TRAIN_EPISODES = flags.DEFINE_integer("train_episodes", 5000, "Episodes of that training.",
+                                       lower_bound=1, upper_bound=10_000_000)
+_TRAIN_REPEATS = flags.DEFINE_integer("train_repeats", 3, "Timed trainings (medians kept).",
+                                      lower_bound=1, upper_bound=1000)
 _TRAINING_ONLY = flags.DEFINE_bool("training_only", False, "Only time one training and print its "
                                    "figures as a JSON line (each timed training runs so, in a "
                                    "process of its own).")
@@ -131,8 +140,8 @@ def _training_lines(runs: list[dict], num_ops: int, episodes: int, devices: int)
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  command.check(argv, quick_overrides=("batch", "repeats", "reference_calls", "train_ops",
+                                       "train_episodes", "train_repeats"))
   quick = _QUICK.value
   batch = 16 if quick else _BATCH.value
   repeats = 2 if quick else _REPEATS.value
@@ -218,4 +227,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  cli.run_cli(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -17,32 +17,41 @@ it on a quiet machine.
 """
 from __future__ import annotations
 
-import collections
-import heapq
-import os
-import statistics
-import time
-from typing import Sequence
+from datasets import cli
 
-import numpy as np
-from absl import flags
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
 
-from datasets import benchmarks
-from datasets import devices as devices_lib
-from datasets import cli, errors
-from datasets import io as graph_io
-from datasets.synthetic import sized_graph
-from experiments import report
-from regal.baselines import list_scheduling, partition
-from regal import search
-from regal.scoring import doppler_sim, native_doppler, performance
+import collections  # noqa: E402
+import heapq  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from typing import Sequence  # noqa: E402
+
+import numpy as np  # noqa: E402
+from absl import flags  # noqa: E402
+
+from datasets import benchmarks  # noqa: E402
+from datasets import devices as devices_lib  # noqa: E402
+from datasets import cli, errors  # noqa: E402
+from datasets import io as graph_io  # noqa: E402
+from datasets.synthetic import sized_graph  # noqa: E402
+from experiments import command, report  # noqa: E402
+from regal.baselines import list_scheduling, partition  # noqa: E402
+from regal import search  # noqa: E402
+from regal.scoring import doppler_sim, native_doppler, performance  # noqa: E402
 
 _QUICK = flags.DEFINE_bool("quick", False, "Few assignments (a smoke run).")
-_CHECKED = flags.DEFINE_integer("checked", 2000, "Assignments per graph checked against SimPy.")
-_TIMED = flags.DEFINE_integer("timed", 20000, "Population the native scorer is timed on.")
-_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls per scorer (median kept).")
+_CHECKED = flags.DEFINE_integer("checked", 2000, "Assignments per graph checked against SimPy.",
+                                lower_bound=10, upper_bound=10_000_000)
+_TIMED = flags.DEFINE_integer("timed", 20000, "Population the native scorer is timed on.",
+                              lower_bound=1, upper_bound=10_000_000)
+_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls per scorer (median kept).",
+                                lower_bound=1, upper_bound=1000)
 _SEARCH_EVALS = flags.DEFINE_integer("search_evals", 200000, "Budget of the timed exact "
-                                     "Doppler search (367 ops, 8 devices).")
+                                     "Doppler search (367 ops, 8 devices).",
+                                     lower_bound=1, upper_bound=1_000_000_000)
 _OUT_DIR = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "doppler_scorer"),
                                "Where the report goes.")
 
@@ -228,8 +237,7 @@ def measure_search(graph, devices, evals: int, plain_checked: int, rounds: int =
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  command.check(argv, quick_overrides=("checked", "timed", "search_evals"))
   checked, timed = (200, 4000) if _QUICK.value else (_CHECKED.value, _TIMED.value)
   if checked < 10 or timed < 1 or _REPEATS.value < 1:
     raise errors.ConfigError("--checked must be at least 10, --timed and --repeats positive")
@@ -284,4 +292,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  cli.run_cli(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -13,7 +13,12 @@ as the runtime objective scores it, makespan only (no memory tracking).
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -23,11 +28,12 @@ import platform  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 import jax  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from datasets import atomic  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
+from experiments import command  # noqa: E402
 from experiments.bench.model_timing import time_batched, time_reference  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 
@@ -36,14 +42,23 @@ _POPULATIONS = flags.DEFINE_list("populations", ["64", "256", "1024"], "Populati
 _MODELS = flags.DEFINE_list("models", ["wc", "wc-ms", "sync"],
                             "Models to time (wc-ms: WC, makespan only).")
 _ENGINES = flags.DEFINE_list("engines", ["native", "jax"], "Scoring engines to time.")
-_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls per setting (best is kept).")
+_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls per setting (best is kept).",
+                                lower_bound=1, upper_bound=1000)
 _REFERENCE_SECONDS = flags.DEFINE_float("reference_seconds", 2.0,
-                                        "Time budget per reference measurement.")
+                                        "Time budget per reference measurement.",
+                                        lower_bound=0.01, upper_bound=3600.0)
 _JSON = flags.DEFINE_string("json", None, "Also write the figures here as JSON.")
 
 
 def main(argv: Sequence[str]) -> None:
-  del argv
+  command.check(argv, out_flag=None)
+  sizes = command.integers("sizes", _SIZES.value, 2, 100_000)
+  command.integers("populations", _POPULATIONS.value, 1, 1_000_000)
+  command.choices("models", _MODELS.value, [m + suffix for m in performance.MODELS
+                                            for suffix in ("", "-ms")])
+  command.choices("engines", _ENGINES.value, performance.ENGINES)
+  if _JSON.value:
+    atomic.check_output(_JSON.value, "--json")
   devices = devices_lib.homogeneous(2)
   rows = []
   print(f"JAX {jax.__version__} on {jax.default_backend()} with {jax.local_device_count()} "
@@ -51,7 +66,7 @@ def main(argv: Sequence[str]) -> None:
   header = (f"{'model':>5} {'engine':>6} {'ops':>5} {'edges':>6} {'pop':>5} {'evals/s':>9} "
             f"{'compile s':>9} {'ref evals/s':>11} {'ratio':>8}")
   print(header)
-  for size in map(int, _SIZES.value):
+  for size in sizes:
     graph = sized_graph(size)
     for model in _MODELS.value:
       # Objective "memory" makes the model track memory (and compute the makespan too).
@@ -79,4 +94,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -13,27 +13,35 @@ On one CPU device (no per-core sharding, so the figures are per core) it prints:
 """
 from __future__ import annotations
 
-import collections
-import glob
-import gzip
-import json
-import re
-import tempfile
-import time
-from typing import Sequence
+from datasets import cli
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from absl import app, flags
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
 
-from datasets import devices as devices_lib
-from datasets.synthetic import sized_graph
-from regal.scoring import models, performance, wc_model
+import collections  # noqa: E402
+import glob  # noqa: E402
+import gzip  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from typing import Sequence  # noqa: E402
 
-_OPS = flags.DEFINE_integer("ops", 200, "Synthetic graph size (ops).")
-_POPULATION = flags.DEFINE_integer("population", 512, "Chromosomes per call.")
-_TOP = flags.DEFINE_integer("top", 15, "Fusions to list.")
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from absl import flags  # noqa: E402
+
+from datasets import devices as devices_lib  # noqa: E402
+from datasets.synthetic import sized_graph  # noqa: E402
+from experiments import command  # noqa: E402
+from regal.scoring import models, performance, wc_model  # noqa: E402
+
+_OPS = flags.DEFINE_integer("ops", 200, "Synthetic graph size (ops).",
+                            lower_bound=2, upper_bound=100_000)
+_POPULATION = flags.DEFINE_integer("population", 512, "Chromosomes per call.",
+                                   lower_bound=1, upper_bound=1_000_000)
+_TOP = flags.DEFINE_integer("top", 15, "Fusions to list.", lower_bound=1, upper_bound=1000)
 
 
 def _best_seconds(fn, *args, repeats: int = 3) -> float:
@@ -136,7 +144,7 @@ def gather_element_ns(population: int, table_width: int, per_lane: int,
 
 
 def main(argv: Sequence[str]) -> None:
-  del argv
+  command.check(argv, out_flag=None)
   graph = sized_graph(_OPS.value)
   problem = performance.Problem(graph, devices_lib.homogeneous(2))
   sim = jax.tree_util.tree_map(jnp.asarray, performance.sim_graph_for(problem))
@@ -173,4 +181,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -19,7 +19,12 @@ answers differ (other random draws, the same search in distribution).
 """
 from __future__ import annotations
 
-from regal.scoring import parallel
+from datasets import cli
+
+if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
+  cli.watch_signals()
+
+from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
@@ -36,7 +41,7 @@ from absl import flags  # noqa: E402
 
 from datasets import cli, errors, sharded  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
-from experiments import report, search_ab_lib  # noqa: E402
+from experiments import command, report, search_ab_lib  # noqa: E402
 from regal.scoring import native_common, performance  # noqa: E402
 from regal.search import brkga_search, guides  # noqa: E402
 
@@ -44,9 +49,11 @@ _QUICK = flags.DEFINE_bool("quick", False, "Sharded ChainMM x4, 5,000 evaluation
 _WORKLOAD = flags.DEFINE_enum("workload", "llama_layer", sharded.WORKLOADS, "Sharded workload.")
 _DEVICES = flags.DEFINE_enum("devices", "8", ["4", "8"], "4 identical devices, or 8 in two "
                              "NVLink groups of 4 (as experiments.seed_spread places them).")
-_EVALS = flags.DEFINE_integer("evals", 100_000, "Evaluations of each search.")
+_EVALS = flags.DEFINE_integer("evals", 100_000, "Evaluations of each search.",
+                              lower_bound=2000, upper_bound=1_000_000_000)
 _SEEDS = flags.DEFINE_string("seeds", "0-2", "Seeds (FIRST-LAST or a,b,c); each runs both arms.")
-_ROUND_TRIPS = flags.DEFINE_integer("round_trips", 200, "Callbacks timed per layout size.")
+_ROUND_TRIPS = flags.DEFINE_integer("round_trips", 200, "Callbacks timed per layout size.",
+                                    lower_bound=1, upper_bound=1_000_000)
 _OUT_DIR = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "search_profile"),
                                "Where the report goes.")
 
@@ -120,8 +127,7 @@ def _median(rows: list[dict], key: str) -> float:
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+  command.check(argv)
   fixed_by_quick = [f"--{f.name}" for f in (_WORKLOAD, _DEVICES, _EVALS, _SEEDS) if f.present]
   if _QUICK.value and fixed_by_quick:
     raise errors.ConfigError(f"--quick fixes the graph, budget and seeds: drop "
@@ -173,4 +179,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  cli.run_cli(main)
+  cli.run_cli(main, stop_searches_early=False)

@@ -123,6 +123,7 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   lower_bound, bound_source = bounds.lower_bound(problem, float(best_value), solver_bound)
   seed_scores = {name: value for name, (value, _) in scored.items() if name != method}
   placement, order = chromosome_lib.assignment(chosen, problem.layout)
+  feasibility = report_lib.feasibility(problem, schedule)
   total = time.perf_counter() - start
   data = {
       "format": report_lib.RESULT_FORMAT, "version": 1,
@@ -138,9 +139,11 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
       "objective": best_value,
       "lower_bound": lower_bound,
       "bound_source": bound_source,
-      "gap": bounds.gap(float(best_value), lower_bound),
-      "proven_optimal": bounds.proven_optimal(float(best_value), lower_bound),
-      **report_lib.feasibility(problem, schedule),
+      # Over its memory limit the objective is a penalty score, not a runtime: no gap to it.
+      "gap": bounds.gap(float(best_value), lower_bound) if feasibility["feasible"] else None,
+      "proven_optimal": bool(feasibility["feasible"] and
+                             bounds.proven_optimal(float(best_value), lower_bound)),
+      **feasibility,
       "interrupted": cli.stop_requested(),
       "makespan": float(schedule.makespan),
       "peak_memory": report_lib.none_for_nan(schedule.peak_memory),

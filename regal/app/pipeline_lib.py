@@ -133,7 +133,10 @@ def _cpsat(workload, config, deadline):
                                 hint=hint, seed=config.seed)
   device = solved.device if solved.device is not None else start.device
   return device, {"status": solved.status, "lower_bound": solved.lower_bound,
-                  "seconds": solved.seconds, "hint": "pipedream" if hint is not None else None}
+                  "seconds": solved.seconds, "hint": "pipedream" if hint is not None else None,
+                  "answer": "hint" if solved.from_hint or solved.device is None else "solver",
+                  "resolution": solved.resolution,
+                  "proven_optimal": solved.device is not None and solved.proven}
 
 
 METHODS: dict[str, SplitMethod] = {m.name: m for m in (
@@ -225,7 +228,8 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
       "objective": value,
       "lower_bound": bound, "bound_source": bound_source,
       "gap": bounds.gap(value, bound) if answer["feasible"] else None,
-      "proven_optimal": bool(answer["feasible"] and bounds.proven_optimal(value, bound)),
+      "proven_optimal": bool(answer["feasible"] and (bounds.proven_optimal(value, bound)
+                                                     or details.get("proven_optimal", False))),
       **({"blocks": _block_rows(workload, device)} if config.objective == "latency" else {}),
       "feasible": answer["feasible"], "violations": answer["violations"],
       "interrupted": cli.stop_requested(),
@@ -262,11 +266,12 @@ def summary(data: dict[str, Any]) -> str:
   what = "max-load" if data["settings"]["objective"] == "throughput" else "latency"
   lines.append(f"{what} {data['objective']:.6g} ({data['settings']['method']}, {gap})")
   for name, baseline in data["baselines"].items():
-    shown = f"{baseline['objective']:.6g}" if baseline["feasible"] else \
-        f"infeasible ({baseline['violations'][0]})"
+    finite = baseline["feasible"] and baseline["objective"] is not None
+    shown = (f"{baseline['objective']:.6g}" if finite else "no finite value" if
+             baseline["feasible"] else f"infeasible ({baseline['violations'][0]})")
     lines.append(f"  {name}: {shown}"
                  + (f" ({report_lib.versus(data['objective'], baseline['objective'])})"
-                    if baseline["feasible"] else ""))
+                    if finite else ""))
   used = ", ".join(f"{100 * m / data['memory']['cap']:.0f}%" if data["memory"]["cap"] else "-"
                    for m in data["memory"]["accelerators"])
   if what == "max-load":

@@ -31,7 +31,7 @@ from datasets import analysis, errors
 from datasets import graph as graph_lib
 from datasets.analysis import CONTROL_ONLY, Dependencies
 from datasets.devices import DeviceSpec
-from regal.baselines import fusion, list_scheduling
+from regal.baselines import cpsat_solve, fusion, list_scheduling
 from regal.baselines.common import MethodResult, finish
 from regal.scoring import performance
 
@@ -125,7 +125,7 @@ def solve_delay_model(cost: np.ndarray, edges: list[tuple[int, int, float]],
   solver.parameters.max_time_in_seconds = float(time_limit)
   solver.parameters.num_workers = int(workers)
   solver.parameters.random_seed = int(seed)
-  status = solver.Solve(model)
+  status = cpsat_solve.solve(solver, model)
   if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
     return {"status": solver.StatusName(status), "lower_bound": float(
         solver.BestObjectiveBound() * unit), "time_unit": unit}

@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+import brkga
 from regal.baselines import heuristics
 from regal.scoring import performance
 from regal.search import brkga_presets
@@ -31,6 +32,7 @@ class Task:
   seed: int
   evals: int | None = None  # None: the worker's budget
   best: bool = False  # Return (objective, best chromosome on the graph's own layout).
+  params: brkga.Params | None = None  # In place of the preset's (a sweep trial's setting).
 
 
 class RolloutWorker:
@@ -62,7 +64,8 @@ class RolloutWorker:
     for task in tasks:
       guidance = guides.Guidance(self.seeds(task.graph_index), task.alpha, task.beta)
       result = guides.run_guided(self.problems[task.graph_index], task.evals or self.evals,
-                                 task.seed, guidance, self.preset, shape=self.shape)
+                                 task.seed, guidance, self.preset, shape=self.shape,
+                                 params=task.params)
       results.append((result.objective, result.best_chromosome) if task.best
                      else result.objective)
     return results
