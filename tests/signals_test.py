@@ -120,6 +120,23 @@ def test_sigint_stops_the_split_solver_and_writes_its_interrupted_answer(tmp_pat
   assert result["objective"] <= result["baselines"]["pipedream"]["objective"]
 
 
+def test_sigint_after_the_solver_beside_the_search_stops_the_search(tmp_path):
+  """The delay model's default run: CP-SAT beside the search for 5 s, unproven on this graph,
+  then the search alone. The solver had left SIGINT at its default action: a Ctrl-C then
+  killed the command (exit -2) with nothing written, though it had printed that SIGINT keeps
+  the best found."""
+  graph_io.save_graph(sized_graph(60), str(tmp_path / "g.json"))
+  code, stdout, stderr = _signalled(
+      "regal.optimize", ["--graph", "g.json", "--model", "delay", "--devices", "3", "--evals",
+                         "1000000000", "--time_limit", "60", "--out", "r.json"], tmp_path,
+      signal.SIGINT, after_seconds=10.0)
+  assert code == 130, (code, stderr[-2000:])
+  assert _error_lines(stderr) == ["error: interrupted by SIGINT: stopped early, the best found "
+                                  "so far is reported above"]
+  result = json.loads((tmp_path / "r.json").read_text())
+  assert result["interrupted"] is True and result["details"]["solver"]["status"] == "FEASIBLE"
+
+
 def test_latency_rounds_stops_in_one_line_and_writes_no_report(tmp_path):
   code, _, stderr = _signalled("experiments.latency_rounds", ["--quick", "--out", "out"],
                                tmp_path, signal.SIGINT, after_seconds=5.0)
