@@ -202,7 +202,7 @@ def enable_compilation_cache() -> None:
   cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
                        "regal", "jax")
   jax.config.update("jax_compilation_cache_dir", cache)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def _given(name: str) -> bool:

@@ -271,3 +271,38 @@ def test_many_graphs_check_each_graphs_device_count(tmp_path, capsys):
       methods.RunConfig(method="heft"))
   assert failures == 1
   assert "at most 2 devices can be used" in capsys.readouterr().err
+
+
+def _chain_and_a_speck(speck: float):
+  """Ten ops of 10 in a chain, and one independent op of `speck`: a second device gains at
+  most `speck` / 100 of the makespan."""
+  from datasets.graph import GraphBuilder
+  builder = GraphBuilder("chain_and_a_speck")
+  for i in range(10):
+    builder.add_op(f"c{i}", 10.0)
+    if i:
+      builder.add_data_edge(builder.add_tensor(f"c{i - 1}", 1.0), f"c{i}")
+  builder.add_op("speck", speck)
+  return builder.build()
+
+
+@pytest.mark.parametrize("speck, expect_one_device", [(1e-3, True), (5.0, False)])
+def test_an_answer_no_better_than_one_device_stays_on_one_device(speck, expect_one_device):
+  """The search moves the speck to the second device (1e-5 better): equal, to a user, to
+  keeping everything on one, which is what comes back, with the reason; a speck of 5 (5%) is
+  a real gain and stays spread."""
+  from datasets import devices as devices_lib
+  from regal.app import methods, optimize_lib
+  data = optimize_lib.run(_chain_and_a_speck(speck), devices_lib.homogeneous(2),
+                          methods.RunConfig(evals=2000)).data
+  used = {row["device"] for row in data["placement"]}
+  simplest = data["simplest_among_equals"]
+  if expect_one_device:
+    assert used == {0} and data["chosen"] == "single_device"
+    assert data["objective"] == data["baselines"]["single_device"]["objective"]
+    assert simplest["devices_used"] == {"chosen": 1, "best": 2}
+    assert simplest["objective"]["best"] < simplest["objective"]["chosen"] <= (
+        simplest["objective"]["best"] * (1 + optimize_lib.SAME_OBJECTIVE))
+  else:
+    assert used == {0, 1} and simplest is None
+    assert data["objective"] == pytest.approx(100.0)

@@ -41,7 +41,11 @@ Result JSON schema (`format: "regal.result"`, version 1):
   ops             [{op, name, device, start, end}]; transfers [{tensor, producer, src, dst,
                   start, end}] for the models that time transfers
   baselines       {single_device: {objective, makespan}, best_seed: {...}}
-  chosen          the candidate reported (the method's own answer, or a seed that was better)
+  chosen          the candidate reported (the method's own answer, or a seed that was better,
+                  or the one on the fewest devices among equals)
+  simplest_among_equals  null, or when a candidate on fewer devices is within `tolerance`
+                  (1e-4, relative) of the best found and reported instead: {chosen, best,
+                  devices_used {chosen, best}, objective {chosen, best}, tolerance}
   search_objective the method's own answer's objective (what the search found, seeds aside)
   improvement_pct over the single-device objective
   why_no_gain     (objective runtime, less than 1% better than one device) why, from the
@@ -235,6 +239,13 @@ def summary(report: Report) -> str:
                f"{wall['search']:.2f} s, total {wall['total']:.2f} s")
   if d.get("why_no_gain"):
     lines.append(f"no gain:       {d['why_no_gain']}")
+  if d.get("simplest_among_equals"):
+    s = d["simplest_among_equals"]
+    count = s["devices_used"]["chosen"]
+    lines.append(f"simplest:      kept on {count} device{'s' * (count != 1)} ({s['chosen']}): "
+                 f"the best found ({s['best']}, {s['objective']['best']:.6g} on "
+                 f"{s['devices_used']['best']} devices) is within {100 * s['tolerance']:g}% "
+                 f"of it")
   return "\n".join(lines)
 
 
