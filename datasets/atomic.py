@@ -1,9 +1,10 @@
 """Atomic file writes: a reader never sees a half-written output or checkpoint.
 
 A write goes to `.NAME.PID.RANDOM.tmp` beside the target (NAME cut so the temp name stays
-within the file system's limit) and is renamed onto it only when complete. A process killed
-midway leaves that temp file behind; the next write beside it removes temp files of processes
-that no longer run. Written files get the mode a plain `open()` would give (the umask's, or the
+within the file system's limit) and is renamed onto it only when complete. A command that
+SIGINT or SIGTERM ends midway removes its temp files on the way out; a process killed outright
+leaves its temp file behind, and the next write beside it removes temp files of processes that
+no longer run. Written files get the mode a plain `open()` would give (the umask's, or the
 mode of the file replaced), not mkstemp's 0600. As with `open()`, a symlink is written through
 (its target gets the new content; the link stays) and a device node or FIFO such as /dev/null
 is written in place, never replaced by a regular file. Errors name the path asked for, not the
@@ -19,12 +20,26 @@ import stat
 import tempfile
 from typing import IO, Iterator, Sequence
 
-from datasets import errors
+from datasets import cli, errors
 
 CHART_EXTENSIONS = ("png", "pdf", "svg")
 # ".NAME.PID.RANDOM.tmp" must fit NAME_MAX (255 bytes on Linux): PID up to 7 digits, mkstemp's
 # 8 random characters, three dots and ".tmp" leave this much of the name.
 _TEMP_NAME_BYTES = 255 - (1 + 7 + 1 + 8 + 4) - 8
+
+
+# Temp files being written now: a command that a signal ends mid-write removes them on its way
+# out (`datasets.cli.at_interrupt`), instead of leaving them for the next write to clear.
+_WRITING: set[str] = set()
+
+
+def _remove_temp_files_being_written() -> None:
+  for temp_path in list(_WRITING):
+    with contextlib.suppress(FileNotFoundError):
+      os.unlink(temp_path)
+
+
+cli.at_interrupt(_remove_temp_files_being_written)
 
 
 def _umask() -> int:
@@ -118,6 +133,7 @@ def open_for_write(path: str, mode: str = "w") -> Iterator[IO]:
     fd, temp_path = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")
   except OSError as error:
     raise _cannot_write(path, error) from None
+  _WRITING.add(temp_path)
   try:
     os.fchmod(fd, _target_mode(target))
     with os.fdopen(fd, mode) as f:
@@ -131,6 +147,8 @@ def open_for_write(path: str, mode: str = "w") -> Iterator[IO]:
     if isinstance(error, OSError) and error.filename in (None, temp_path):
       raise _cannot_write(path, error) from None
     raise
+  finally:
+    _WRITING.discard(temp_path)
 
 
 def cut_partial_line(path: str) -> bool:

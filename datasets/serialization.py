@@ -63,6 +63,7 @@ def graph_from_json_dict(data: Any, source: str = "<json>") -> Graph:
   if data.get("version") != JSON_VERSION:
     raise errors.FormatError(f"{source}: unsupported regal graph version "
                              f"{data.get('version')!r} (this build reads {JSON_VERSION})")
+  _known_keys(data, _TOP_KEYS, "the graph", source)
   metadata = data.get("metadata") or {}
   if not isinstance(metadata, dict):
     raise errors.FormatError(f"{source}: \"metadata\" must be a JSON object, got "
@@ -72,16 +73,26 @@ def graph_from_json_dict(data: Any, source: str = "<json>") -> Graph:
   try:
     for i, op in enumerate(_records(data, "ops", source)):
       where = f"ops[{i}]"
+      _known_keys(op, _RECORD_KEYS["ops"], where, source)
       builder.add_op(str(op["name"]), _number(op.get("compute_cost", 0.0)),
                      str(op.get("type", "")), _number(op.get("extra_memory", 0.0)))
     for i, tensor in enumerate(_records(data, "tensors", source)):
       where = f"tensors[{i}]"
-      builder.add_tensor(_name(tensor["producer"]), _number(tensor["size"]))
+      _known_keys(tensor, _RECORD_KEYS["tensors"], where, source)
+      index = builder.add_tensor(_name(tensor["producer"]), _number(tensor["size"]))
+      readers = tensor.get("consumers", [])
+      if not isinstance(readers, list):
+        raise errors.FormatError(f"{source}: {where}: \"consumers\" must be a list of op "
+                                 f"names")
+      for reader in readers:  # Shorthand for data_edges of this tensor (hand-written files).
+        builder.add_data_edge(index, _name(reader))
     for i, edge in enumerate(_records(data, "data_edges", source)):
       where = f"data_edges[{i}]"
+      _known_keys(edge, _RECORD_KEYS["data_edges"], where, source)
       builder.add_data_edge(_index(edge["tensor"]), _name(edge["consumer"]))
     for i, edge in enumerate(_records(data, "control_edges", source)):
       where = f"control_edges[{i}]"
+      _known_keys(edge, _RECORD_KEYS["control_edges"], where, source)
       builder.add_control_edge(_name(edge["src"]), _name(edge["dst"]))
   except KeyError as error:
     raise errors.FormatError(f"{source}: {where} lacks the key {error.args[0]!r}") from None
@@ -90,6 +101,22 @@ def graph_from_json_dict(data: Any, source: str = "<json>") -> Graph:
       raise type(error)(f"{source}: {where}: {error}") from None
     raise errors.FormatError(f"{source}: {where}: {error}") from None
   return _with_source(builder.build, source)
+
+
+_TOP_KEYS = ("format", "version", "name", "ops", "tensors", "data_edges", "control_edges",
+             "metadata")
+_RECORD_KEYS = {"ops": ("name", "type", "compute_cost", "extra_memory"),
+                "tensors": ("producer", "size", "consumers"),
+                "data_edges": ("tensor", "consumer"), "control_edges": ("src", "dst")}
+
+
+def _known_keys(record: dict, known: tuple[str, ...], where: str, source: str) -> None:
+  """A key the format does not have is a typo whose content would be dropped without a word
+  ("consumer" for "consumers": a graph without its edges, and a plan for the wrong graph)."""
+  unknown = [key for key in record if key not in known]
+  if unknown:
+    raise errors.FormatError(f"{source}: {where} has the key {errors.brief(unknown[0])}, "
+                             f"which the format does not have (its keys: {', '.join(known)})")
 
 
 def _with_source(build, source: str) -> Graph:

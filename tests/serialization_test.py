@@ -109,3 +109,32 @@ def test_save_is_atomic_and_leaves_no_partial_file(tmp_path):
   assert list(tmp_path.iterdir()) == []
   graph_io.save_graph(graph, str(target))
   assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_a_tensors_consumers_are_its_data_edges():
+  """The shorthand for hand-written files reads as the written form does."""
+  from datasets import serialization
+  ops = [{"name": name, "compute_cost": 1.0} for name in "abc"]
+  short = {"format": "regal.graph", "version": 1, "ops": ops,
+           "tensors": [{"producer": "a", "size": 2.0, "consumers": ["b", "c"]}]}
+  long = {"format": "regal.graph", "version": 1, "ops": ops,
+          "tensors": [{"producer": "a", "size": 2.0}],
+          "data_edges": [{"tensor": 0, "consumer": "b"}, {"tensor": 0, "consumer": "c"}]}
+  assert serialization.graph_to_json(serialization.graph_from_json_dict(short)) == \
+      serialization.graph_to_json(serialization.graph_from_json_dict(long))
+
+
+@pytest.mark.parametrize("where, key", [("tensors", "consumer"), ("ops", "computecost"),
+                                        ("top", "edges")])
+def test_a_key_the_format_lacks_is_refused_not_dropped(where, key):
+  """A misspelt key once vanished: `"consumer"` on a tensor gave a graph without its edges,
+  and a confident plan for the wrong graph."""
+  from datasets import errors, serialization
+  data = {"format": "regal.graph", "version": 1,
+          "ops": [{"name": "a", "compute_cost": 1.0}, {"name": "b", "compute_cost": 1.0}],
+          "tensors": [{"producer": "a", "size": 2.0}]}
+  record = data if where == "top" else data[where][0]
+  record[key] = ["b"]
+  with pytest.raises(errors.FormatError, match=f"has the key '{key}', which the format does "
+                                               f"not have"):
+    serialization.graph_from_json_dict(data, "g.json")
