@@ -678,6 +678,7 @@ def test_sigint_stops_the_search_and_writes_the_best_so_far(tmp_path):
   assert "best found so far" in stdout
   result = json.loads((tmp_path / "r.json").read_text())
   assert result["interrupted"] is True and result["evaluations"] < 1000000000
+  assert result["details"]["stopped"]["reason"] == "signal"
 
 
 def test_sigterm_outside_the_search_exits_at_once(tmp_path):

@@ -121,3 +121,65 @@ def test_a_model_that_reads_no_transfer_priorities_searches_without_transfer_gen
   assert reads or np.all(transfers == chromosome_lib.UNSET_TRANSFER)
   assert performance.score_reference(problem, result.best_chromosome)[0] == pytest.approx(
       result.objective, rel=1e-6)
+
+
+def test_the_live_line_is_rewritten_on_a_terminal_and_periodic_in_a_log():
+  import io
+  from regal.search import progress as search_progress
+  now = [0.0]
+
+  class Terminal(io.StringIO):
+    def isatty(self):
+      return True
+
+  for stream, interval in ((Terminal(), search_progress.TTY_INTERVAL),  # noqa: B007
+                           (io.StringIO(), search_progress.LOG_INTERVAL)):
+    now[0] = 0.0
+    live = search_progress.SearchProgress(96_000, 10.0, stream, clock=lambda: now[0])
+    live.compiling()
+    now[0] = 3.0
+    live.searching()
+    for generation in range(40):  # A generation every 0.1 s: 4 s in all.
+      now[0] = 3.0 + 0.1 * generation
+      live.generation(generation, 200 * (generation + 1), 5000.0 - generation)
+    live.close()
+    text = stream.getvalue()
+    shown = text.count("evaluations, best score")
+    # 4 s of generations: on a terminal about 4 / 0.2 rewrites, in a log the first line only.
+    assert (15 <= shown <= 21) if interval == search_progress.TTY_INTERVAL else shown == 1
+    assert "200 of 96,000 evaluations, best score 5000, 0.0 s of 10 s" in text
+    assert "compiling the search" in text
+    assert ("\r\033[K" in text) == isinstance(stream, Terminal) and text.endswith("\n")
+
+
+@pytest.mark.parametrize("config, reason", [
+    (dict(evals=400), "budget"), (dict(evals=10 ** 8, time_limit=0.5), "time_limit")])
+def test_the_result_says_why_the_search_stopped(config, reason):
+  from datasets import devices as devices_lib
+  from datasets.synthetic import sized_graph
+  from regal.app import methods, optimize_lib, report
+  data = optimize_lib.run(sized_graph(30), devices_lib.homogeneous(2),
+                          methods.RunConfig(**config)).data
+  stopped = data["details"]["stopped"]
+  assert stopped["reason"] == reason and stopped["budget"] == config["evals"]
+  line = report.stop_line(stopped)
+  assert line.startswith(report.search_progress.STOP_REASONS[reason])
+  assert (f"--time_limit 0.5 s" in line) == (reason == "time_limit")
+
+
+def test_a_stop_asked_by_the_caller_is_its_stop_reason():
+  """`should_stop` (the exact solver's proof beside the search) ends it at a generation
+  boundary, and the result says so; a search left alone spends its budget."""
+  from datasets import devices as devices_lib
+  from datasets.synthetic import sized_graph
+  from regal.scoring import performance
+  from regal.search import brkga_search
+  problem = performance.Problem(sized_graph(30), devices_lib.homogeneous(2))
+  asked = []
+
+  def proven() -> bool:
+    asked.append(True)
+    return len(asked) >= 3
+  stopped = brkga_search.optimize(problem, evals=10 ** 6, should_stop=proven)
+  assert stopped.stop_reason == "caller" and stopped.evaluations < 10 ** 6
+  assert brkga_search.optimize(problem, evals=500).stop_reason == "budget"

@@ -193,6 +193,10 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
                              config.progress, should_stop=solver and solver.proven.is_set)
   objective, schedule = scores(result.best_chromosome)
   settings["brkga"]["stopped_early"] = result.stopped_early
+  details["stopped"] = {"reason": result.stop_reason, "evaluations": result.evaluations,
+                        "budget": evals, "time_limit": time_limit,
+                        "default_time_limit": time_limit is not None and
+                        config.time_limit is None}
   details["winner_origin"] = None if result.origin is None else guides.arm_of(result.origin)
   if solver is not None:
     solver.finish(best=objective)

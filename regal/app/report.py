@@ -10,7 +10,9 @@ Result JSON schema (`format: "regal.result"`, version 1):
                   their preset name (for brkga), time_limit (for cpsat / quickp)
   details         method-specific facts (e.g. CP-SAT's status and lower bound; for brkga:
                   seed_arms {arm: best objective of its seeds}, arm_evaluations, winner_origin
-                  (the arm the winner descends from through elite parents, null: none);
+                  (the arm the winner descends from through elite parents, null: none),
+                  stopped {reason: budget | time_limit | signal | caller (the exact solver's
+                  proof), evaluations, budget, time_limit, default_time_limit};
                   for doppler: imitation agreement, episodes, episodes_per_second, and with
                   --reward measured stage3 {episodes, critical_path_seconds, best_seconds,
                   executions}; with --policy: policy, steered_genes (genes whose
@@ -72,6 +74,7 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.scoring import models, performance
 from regal.scoring.schedule import Schedule
+from regal.search import progress as search_progress
 
 RESULT_FORMAT = "regal.result"
 
@@ -161,6 +164,19 @@ def _chosen_note(d: dict) -> str:
   return f"  (the {d['chosen']} seed as it was)"
 
 
+def stop_line(stopped: dict[str, Any]) -> str:
+  """Why the search ended, in words: 'its time limit was reached (27,400 of 96,000
+  evaluations, the 10 s that a run without --evals searches at most)'."""
+  reason = stopped["reason"]
+  words = search_progress.STOP_REASONS.get(reason, reason)
+  facts = [f"{stopped['evaluations']:,} of {stopped['budget']:,} evaluations"]
+  if reason == "time_limit":
+    facts.append(f"the {stopped['time_limit']:g} s that a run without --evals searches at most"
+                 if stopped.get("default_time_limit") else
+                 f"--time_limit {stopped['time_limit']:g} s")
+  return f"{words} ({', '.join(facts)})"
+
+
 def summary(report: Report) -> str:
   d = report.data
   unit = d["time_units"]["name"]
@@ -234,6 +250,9 @@ def summary(report: Report) -> str:
                  f"[{excess}] bytes); the objective is the penalty score")
   if d["interrupted"]:
     lines.append("interrupted:   the search stopped early; this is the best found so far")
+  stopped = d["details"].get("stopped")
+  if stopped:
+    lines.append("stopped:       " + stop_line(stopped))
   lines.append(f"improvement {d['improvement_pct']:.2f}% over single device; "
                f"{d['evaluations']} evaluations; compile {wall['compile']:.2f} s, search "
                f"{wall['search']:.2f} s, total {wall['total']:.2f} s")

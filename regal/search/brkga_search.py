@@ -181,6 +181,9 @@ class SearchResult:
   seed_objectives: dict[str, float]
   origin: str | None = None  # The seed the best descends from through elite parents.
   stopped_early: bool = False  # A time limit ended the search before its budget.
+  # Why it ended: "budget", or what stopped it early: "time_limit", "signal" or "caller"
+  # (`should_stop`: the exact solver's proof); `progress.STOP_REASONS` says each in words.
+  stop_reason: str = "budget"
 
 
 def single_device_seed(problem: performance.Problem, device: int = 0) -> np.ndarray:
@@ -353,41 +356,60 @@ def default_params(problem: performance.Problem, evals: int | None = None) -> br
 
 
 _COMPILED: dict[Any, Any] = {}  # One compiled bucketed search per (bucket, settings).
-# Stop token -> (perf_counter deadline (inf: none), another reason to stop or None).
-_DEADLINES: dict[int, tuple[float, Callable[[], bool] | None]] = {}
+# Stop token -> (perf_counter deadline (inf: none), another reason to stop or None, the
+# search's live progress or None).
+_DEADLINES: dict[int, tuple[float, Callable[[], bool] | None, Any]] = {}
+_STOPPED: dict[int, str] = {}  # Stop token -> why `_time_up` stopped that search.
 
 
-def _time_up(token, generation) -> np.ndarray:
-  del generation  # An operand only so the check runs every generation.
-  deadline, should_stop = _DEADLINES.get(int(token), (np.inf, None))
-  return np.bool_(cli.stop_requested() or time.perf_counter() >= deadline
-                  or (should_stop is not None and should_stop()))
+def _time_up(token, generation, evaluations, best) -> np.ndarray:
+  """Once a generation, on the host: shows the search's progress and says whether to stop
+  (and records why)."""
+  token = int(token)
+  deadline, should_stop, progress = _DEADLINES.get(token, (np.inf, None, None))
+  if progress is not None:
+    progress.generation(int(generation), int(evaluations), float(best))
+  reason = ("signal" if cli.stop_requested() else "time_limit" if time.perf_counter() >=
+            deadline else "caller" if should_stop is not None and should_stop() else None)
+  if reason is not None:
+    _STOPPED.setdefault(token, reason)
+  return np.bool_(reason is not None)
 
 
 def _stop_fn(token):
   """`brkga.run`'s stop: whether the deadline registered under `token` has passed, or SIGINT
   or SIGTERM asked the search to stop (`datasets.cli.stoppable`)."""
   return lambda state: jax.pure_callback(_time_up, jax.ShapeDtypeStruct((), jnp.bool_), token,
-                                         state.generation)
+                                         state.generation, state.evaluations,
+                                         state.best_fitness)
 
 
 class _deadline:
-  """`with _deadline(seconds, should_stop) as token:` registers a wall-clock limit for a
-  search, and a predicate that ends it early (e.g. an exact solver's proof)."""
+  """`with _deadline(seconds, should_stop, progress) as deadline:` registers, under
+  `deadline.token`, a wall-clock limit for a search, a predicate that ends it early (e.g. an
+  exact solver's proof) and its live progress (`progress.SearchProgress`, or None); after
+  the block `deadline.reason` says why it ended ("budget" unless `_time_up` stopped it)."""
   _next = 0
 
-  def __init__(self, seconds: float | None, should_stop: Callable[[], bool] | None = None):
-    self.seconds, self.should_stop = seconds, should_stop
+  def __init__(self, seconds: float | None, should_stop: Callable[[], bool] | None = None,
+               progress=None):
+    self.seconds, self.should_stop, self.progress = seconds, should_stop, progress
 
-  def __enter__(self) -> int:
+  def __enter__(self) -> "_deadline":
     _deadline._next += 1
     self.token = _deadline._next
     _DEADLINES[self.token] = (np.inf if self.seconds is None
-                              else time.perf_counter() + self.seconds, self.should_stop)
-    return self.token
+                              else time.perf_counter() + self.seconds, self.should_stop,
+                              self.progress)
+    if self.progress is not None:
+      self.progress.searching()
+    return self
 
   def __exit__(self, *exc) -> None:
     del _DEADLINES[self.token]
+    self.reason = _STOPPED.pop(self.token, "budget")
+    if self.progress is not None:
+      self.progress.close()
 
 
 def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
@@ -412,7 +434,8 @@ def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
 
 
 def _bucketed_search(bucket: chromosome_lib.Layout, params: brkga.Params, evals: int,
-                     num_seeds: int, settings: SearchSettings, swaps: float, capacity: int):
+                     num_seeds: int, settings: SearchSettings, swaps: float, capacity: int,
+                     progress=None):
   """(compiled search(key, seeds, table, token, handle, mutant alpha, mutant beta) ->
   brkga.Result, compile seconds; 0 when cached). The mutant distributions [bucket.size] are
   operands, so guided and unguided searches share the compiled code."""
@@ -438,6 +461,8 @@ def _bucketed_search(bucket: chromosome_lib.Layout, params: brkga.Params, evals:
       topo_rank=jax.ShapeDtypeStruct((bucket.num_ops,), jnp.int32),
       cost_cdf=jax.ShapeDtypeStruct((bucket.num_ops,), jnp.float32))
   start = time.perf_counter()
+  if progress is not None:
+    progress.compiling()
   compiled = jax.jit(search).lower(
       jax.random.key(0), jax.ShapeDtypeStruct((num_seeds, bucket.size), jnp.float32), table,
       jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32),
@@ -451,27 +476,29 @@ def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
              seeds: dict[str, np.ndarray] | None = None,
              settings: SearchSettings = SearchSettings(),
              time_limit: float | None = None, shape: PaddedShape | None = None,
-             should_stop: Callable[[], bool] | None = None) -> SearchResult:
+             should_stop: Callable[[], bool] | None = None, progress=None) -> SearchResult:
   """BRKGA with `evals` fitness evaluations; `seeds` name chromosomes for the first population.
   `time_limit` seconds end the search early, at a generation boundary, as does SIGINT or
   SIGTERM under `cli.run_cli` (during the compile too: the search then stops at once), and
   `should_stop()` turning true. `shape`: the padded shape of a bucketed search (default: the
-  problem's own)."""
+  problem's own). `progress`: a `progress.SearchProgress` told of the compile and of every
+  generation."""
   with cli.stoppable():
     return _optimize(problem, evals, seed, params, seeds, settings, time_limit, shape,
-                     should_stop)
+                     should_stop, progress)
 
 
 def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga.Params | None,
               seeds: dict[str, np.ndarray] | None, settings: SearchSettings,
               time_limit: float | None, shape: PaddedShape | None,
-              should_stop: Callable[[], bool] | None) -> SearchResult:
+              should_stop: Callable[[], bool] | None, progress=None) -> SearchResult:
   params = params or default_params(problem, evals)
   seeds = {"single_device": single_device_seed(problem), **(seeds or {})}
   swaps = swap_fraction(problem, settings)
   if bucketed(problem):
     return _optimize_bucketed(problem, evals, seed, params, seeds, settings, swaps, time_limit,
-                              shape or padded_shape(problem, settings.decoder), should_stop)
+                              shape or padded_shape(problem, settings.decoder), should_stop,
+                              progress)
   seed_matrix = jnp.asarray(np.stack(list(seeds.values())), jnp.float32)
   fitness = performance.make_fitness_fn(problem, settings.decoder, settings.bias)
   seed_values = np.asarray(fitness(seed_matrix))
@@ -479,24 +506,27 @@ def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga
   search = _search_fn(fitness, params, evals, layout.size, settings, swaps, layout)
   table = local_moves.move_table(problem.graph)
   start = time.perf_counter()
+  if progress is not None:
+    progress.compiling()
   compiled = jax.jit(search).lower(jax.random.key(seed), seed_matrix, table,
                                    jnp.int32(0)).compile()
   compile_seconds = time.perf_counter() - start
-  with _deadline(time_limit, should_stop) as token:
+  with _deadline(time_limit, should_stop, progress) as deadline:
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(jax.random.key(seed), seed_matrix, table,
-                                            jnp.asarray(token, jnp.int32)))
+                                            jnp.asarray(deadline.token, jnp.int32)))
     search_seconds = time.perf_counter() - start
   return _result(problem, result, np.asarray(result.best_chromosome), seeds, seed_values,
                  float(result.best_fitness), compile_seconds, search_seconds, settings, evals,
-                 params)
+                 params, stop_reason=deadline.reason)
 
 
 def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
                        params: brkga.Params, seeds: dict[str, np.ndarray],
                        settings: SearchSettings, swaps: float,
                        time_limit: float | None, shape: PaddedShape,
-                       should_stop: Callable[[], bool] | None = None) -> SearchResult:
+                       should_stop: Callable[[], bool] | None = None,
+                       progress=None) -> SearchResult:
   own, bucket, capacity = problem.layout, shape.bucket, shape.capacity
   if bucket.num_tensors == 0 and performance.reads_transfer_genes(problem, settings.decoder):
     raise ValueError(f"the {settings.decoder} decoder reads transfer genes, which the padded "
@@ -505,14 +535,15 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
                                                    fill=0.0) for c in seeds.values()])
   table = local_moves.move_table(problem.graph, bucket.num_ops, capacity)
   compiled, compile_seconds = _bucketed_search(bucket, params, evals, len(seeds), settings,
-                                               swaps, capacity)
+                                               swaps, capacity, progress)
   alpha, beta = (mutant_genes(own, bucket, getattr(params, name))
                  for name in ("mutant_alpha", "mutant_beta"))
   scorer = performance.registered_scorer(problem, settings.decoder, settings.bias, bucket)
-  with scorer as handle, _deadline(time_limit, should_stop) as token:
+  with scorer as handle, _deadline(time_limit, should_stop, progress) as deadline:
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(
-        jax.random.key(seed), jnp.asarray(seed_matrix), table, jnp.asarray(token, jnp.int32),
+        jax.random.key(seed), jnp.asarray(seed_matrix), table,
+        jnp.asarray(deadline.token, jnp.int32),
         jnp.asarray(handle, jnp.int32), alpha, beta))
     search_seconds = time.perf_counter() - start
   # The search's score may carry a tie-breaker (`performance.TIE_BREAK`), under which a
@@ -529,7 +560,7 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
   best = chromosome_lib.from_bucket(own, bucket, searched[pick])
   return _result(problem, result, best, seeds, values[:len(seed_matrix)], float(found[pick]),
                  compile_seconds, search_seconds, settings, evals, params,
-                 searched_best=pick == 0)
+                 searched_best=pick == 0, stop_reason=deadline.reason)
 
 
 def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
@@ -550,7 +581,7 @@ def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
 def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[str, np.ndarray],
             seed_values: np.ndarray, objective: float, compile_seconds: float,
             search_seconds: float, settings: SearchSettings, evals: int, params: brkga.Params,
-            searched_best: bool = True) -> SearchResult:
+            searched_best: bool = True, stop_reason: str = "budget") -> SearchResult:
   """The search's answer `best`; under the list or the consumer decoder it is re-encoded for
   the direct decoder (same placement, order and transfer priorities), which every consumer
   reads.
@@ -574,4 +605,5 @@ def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[
       origin=(list(seeds)[int(result.best_origin)]
               if searched_best and int(result.best_origin) >= 0 else None),
       stopped_early=evaluations + params.offspring_per_generation <= evals and
-      generations < brkga.max_generations(params, evals))
+      generations < brkga.max_generations(params, evals),
+      stop_reason=stop_reason)

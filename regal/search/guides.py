@@ -31,6 +31,7 @@ from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 from regal.search import brkga_presets
 from regal.search import brkga_search
+from regal.search import progress as search_progress
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,11 +166,12 @@ def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guid
       progress(f"searching: BRKGA on {problem.graph.num_ops} ops, {left} evaluations "
                f"(population {params.population_size}, {len(guided.seeds) + 1} seeds); SIGINT "
                f"(Ctrl-C) stops it and keeps the best found")
+    live = None if progress is None else search_progress.SearchProgress(left, time_limit)
     try:
       result = brkga_search.optimize(problem, evals=left, seed=seed, params=params,
                                      seeds=guided.seeds, settings=settings,
                                      time_limit=time_limit, shape=shape,
-                                     should_stop=should_stop)
+                                     should_stop=should_stop, progress=live)
     except ValueError as error:  # e.g. a budget below one population
       raise errors.ConfigError(str(error)) from None
   return dataclasses.replace(result, evaluations=result.evaluations + guided.evaluations)
