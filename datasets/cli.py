@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import math
 import os
 import signal
 import sys
@@ -246,7 +247,6 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
 def _refuse_non_finite(flag_values) -> None:
   """No float flag takes NaN or infinity: absl's bounds let NaN through (every comparison
   with it is false), and no budget, time limit or tolerance means anything at infinity."""
-  import math
   for name in flag_values:
     value = flag_values[name].value
     if isinstance(value, float) and not math.isfinite(value):
