@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-BOOTSTRAP = 10_000
+from regal.learning.stats import BOOTSTRAP, bootstrap_interval  # noqa: F401 (re-exported)
 
 
 def first_match(result, target: float, params) -> int:
@@ -21,17 +21,6 @@ def first_match(result, target: float, params) -> int:
                                      * params.num_populations)
   return int(max(seed_spent, 0) + params.population_size * params.num_populations
              + reached[0] * params.offspring_per_generation * params.num_populations)
-
-
-def bootstrap_interval(per_pair: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-  """95% interval of the mean over graphs of per-graph means of [G, S] values: graphs
-  resampled, then seeds within each."""
-  graphs, seeds = per_pair.shape
-  pick_graphs = rng.integers(0, graphs, (BOOTSTRAP, graphs))
-  pick_seeds = rng.integers(0, seeds, (BOOTSTRAP, graphs, seeds))
-  samples = per_pair[pick_graphs[..., None], pick_seeds].mean(axis=(1, 2))
-  low, high = np.percentile(samples, [2.5, 97.5])
-  return float(low), float(high)
 
 
 def summarize(rows: list[dict], best_known: np.ndarray) -> dict:

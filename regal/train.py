@@ -16,7 +16,6 @@ from datasets import cli, errors
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
 
-import json  # noqa: E402
 import os  # noqa: E402
 import shlex  # noqa: E402
 import sys  # noqa: E402
@@ -61,12 +60,7 @@ def main(argv: Sequence[str]) -> None:
     import ray
     ray.init(address=_RAY_ADDRESS.value, logging_level=std_logging.ERROR)
   report = train_lib.train_and_evaluate(config, _WORKDIR.value)
-  test = report["test"]
-  print(json.dumps({"dataset": config.dataset, "test_graphs": report["test_graphs"],
-                    "test_improvement_pct": round(test["improvement_pct"], 3),
-                    "test_matched_or_beaten": round(test["matched_or_beaten"], 3),
-                    "inference_seconds_per_graph": round(report["inference_seconds_per_graph"],
-                                                         4)}))
+  print(train_lib.verdict(report, config.eval_seeds))
   print(f"report: {os.path.join(_WORKDIR.value, 'report.json')}")
 
 

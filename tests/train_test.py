@@ -386,3 +386,18 @@ def test_the_best_validated_policy_is_kept(tmp_path):
   history.append({"step": 60, "improvement_pct": 1.5})
   train_lib._keep_if_best(workdir, {"w": jnp.ones(2)}, history, "c")
   assert checkpoint.read_meta(best)["step"] == 60
+
+
+@pytest.mark.parametrize("interval, said", [
+    ((0.4, 2.1), "verdict: the policy pays"), ((-3.0, -0.2), "verdict: the policy hurts"),
+    ((-0.5, 1.6), "verdict: no evidence the policy pays: its interval holds 0")])
+def test_training_ends_with_a_verdict_from_the_paired_interval(interval, said):
+  """It ended with a raw JSON line and no verdict; the interval decides, not the mean."""
+  from regal.learning import train_lib
+  report = {"test_graphs": 16, "inference_seconds_per_graph": 0.0042,
+            "test": {"improvement_pct": 0.55, "improvement_interval_pct": list(interval),
+                     "win_rate": 0.46, "matched_or_beaten": 0.5}}
+  lines = train_lib.verdict(report, seeds=5).splitlines()
+  assert lines[0].startswith("test: on 16 unseen graphs x 5 seeds, the guided search is "
+                             "+0.55% against the same search unguided (95% interval [")
+  assert lines[1] == said

@@ -57,6 +57,7 @@ from regal.learning import features as features_lib
 from regal.learning import policy as policy_lib
 from regal.learning import policy_runner
 from regal.learning import reinforce
+from regal.learning import stats
 from regal.learning.rollout import Task
 from regal.learning.rollout_pool import RolloutPool
 from regal.scoring import chromosome as chromosome_lib
@@ -418,7 +419,10 @@ class Trainer:
     objectives = np.asarray(objectives)
     unguided = self.reference([i for i, _ in pairs], [slot for _, slot in pairs])
     improvement = 100.0 * (unguided - objectives) / unguided
+    low, high = stats.bootstrap_interval(improvement.reshape(len(indices), -1),
+                                         np.random.default_rng(0))
     return {"improvement_pct": float(improvement.mean()),
+            "improvement_interval_pct": [low, high],
             "win_rate": float((objectives < unguided).mean()),
             "matched_or_beaten": float((objectives <= unguided).mean()),
             "reward": float(reinforce.log_ratio_rewards(unguided, objectives).mean())}
@@ -771,3 +775,19 @@ def _plot(history, path: str) -> None:
   fig.savefig(buffer, format="png", dpi=120)
   plt.close(fig)
   atomic.write_bytes(path, buffer.getvalue())
+
+
+def verdict(report: dict, seeds: int) -> str:
+  """Two lines: what the trained policy did on the unseen test graphs, against the same search
+  unguided at the same budget and seed, and whether that pays (its 95% interval above 0),
+  hurts (below) or is not told apart from nothing."""
+  test = report["test"]
+  low, high = test["improvement_interval_pct"]
+  said = ("the policy pays" if low > 0 else "the policy hurts" if high < 0 else
+          "no evidence the policy pays: its interval holds 0")
+  return (f"test: on {report['test_graphs']} unseen graphs x {seeds} seeds, the guided search "
+          f"is {test['improvement_pct']:+.2f}% against the same search unguided (95% interval "
+          f"[{low:+.2f}, {high:+.2f}]), better on {100 * test['win_rate']:.0f}% of runs, at "
+          f"least as good on {100 * test['matched_or_beaten']:.0f}%; "
+          f"{report['inference_seconds_per_graph'] * 1000:.1f} ms of policy per graph\n"
+          f"verdict: {said}")
