@@ -134,10 +134,11 @@ def solve(workload: Workload, time_limit: float = 10.0, hint: np.ndarray | None 
       device, value = None, np.inf
   # A solver stopped early (a signal, the time limit) can return a split worse than the hint
   # it started from; the hint is a split too.
-  from_hint = hint is not None and not pipeline.violations(workload, hint) and \
-      pipeline.max_load(workload, hint) < value
+  hint_value = (pipeline.max_load(workload, hint) if hint is not None and
+                not pipeline.violations(workload, hint) else np.inf)
+  from_hint = hint_value < value
   if from_hint:
-    device, value = np.asarray(hint, np.int64).copy(), pipeline.max_load(workload, hint)
+    device, value = np.asarray(hint, np.int64).copy(), hint_value
   terms = len(groups) + 2 * sum(1 for u in range(workload.num_ops)
                                 if readers[u] and workload.output_cost[u] > 0)
   return SolvedSplit(device=device, max_load=value, lower_bound=bound,

@@ -17,7 +17,6 @@ import time
 
 import numpy as np
 
-from datasets import cli
 from regal.baselines import exact
 from regal.scoring import bounds, performance
 from regal.scoring import chromosome as chromosome_lib
@@ -81,12 +80,12 @@ class SolverRun:
     self.seconds = time.perf_counter() - started
 
   def finish(self, best: float | None = None) -> None:
-    """Waits for the solver; stops it first when `best` already meets the structural bound,
-    or on SIGINT / SIGTERM (asked until it ends: a stop asked before its search starts would
-    be lost)."""
+    """Waits for the solver; stops it first when `best` already meets the structural bound
+    (asked until it ends: a stop asked before its search starts would be lost). SIGINT and
+    SIGTERM stop it through `cpsat_solve`, as they stop every CP-SAT run."""
     met = best is not None and best <= bounds.structural_lower_bound(self.problem)
     while self.thread.is_alive():
-      if met or cli.stop_requested():
+      if met:
         self.solver.StopSearch()
       self.thread.join(0.01)
     if self.error is not None:
