@@ -372,17 +372,37 @@ ImproveFn = Callable[[jax.Array, jnp.ndarray, jnp.ndarray, jnp.ndarray],
                      tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]]
 
 
-def improved(state: State, improve: ImproveFn, budget: int | jnp.ndarray) -> State:
-  """The state after `improve` polished its populations with at most the budget left."""
-  # A key of its own that leaves the engine's stream alone: a hook that changes nothing
-  # changes nothing.
-  improve_key = jax.random.fold_in(state.key, 0x1A7E)
-  population, fitness, spent = improve(improve_key, state.population, state.fitness,
-                                       budget - state.evaluations)
+def improve_key(state: State) -> jax.Array:
+  """The improve hook's key: its own, leaving the engine's stream alone, so a hook that
+  changes nothing changes nothing."""
+  return jax.random.fold_in(state.key, 0x1A7E)
+
+
+def after_improve(state: State, population: jnp.ndarray, fitness: jnp.ndarray,
+                  spent: jnp.ndarray) -> State:
+  """The state holding the hook's polished populations, re-sorted, and its evaluations."""
   better, polished = _with_populations(state, *_sort(population, fitness, state.origin))
   return polished.replace(
       stagnation=jnp.where(better, 0, state.stagnation),
       evaluations=state.evaluations + spent.astype(state.evaluations.dtype))
+
+
+def improved(state: State, improve: ImproveFn, budget: int | jnp.ndarray) -> State:
+  """The state after `improve` polished its populations with at most the budget left."""
+  return after_improve(state, *improve(improve_key(state), state.population, state.fitness,
+                                       budget - state.evaluations))
+
+
+def goes_on(generation, evaluations, params: Params, budget: int, generations: int):
+  """Whether another generation runs: it fits in the budget and the generation cap (ints or
+  traced)."""
+  return (evaluations + params.offspring_per_generation <= budget) & (generation < generations)
+
+
+def improve_due(generation, evaluations, params: Params, budget: int, interval: int):
+  """Whether the improve hook runs after this generation: every `interval`-th one, and after
+  the last one (the remainder no generation fits in)."""
+  return (generation % interval == 0) | (evaluations + params.offspring_per_generation > budget)
 
 
 def run(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array, params: Params,
@@ -415,17 +435,14 @@ def run(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array, params
     scored = fitness_fn(offspring.reshape(-1, num_genes)).reshape(offspring.shape[:2])
     state = tell(state, params, offspring, scored)
     if improve is not None:
-      # Every `improve_interval`-th generation, and after the last one (the remainder no
-      # generation fits in): one call site, so the hook is compiled once.
-      last = state.evaluations + params.offspring_per_generation > budget
-      due = (state.generation % improve_interval == 0) | last
+      # One call site, so the hook is compiled once; not due, it gets no budget.
+      due = improve_due(state.generation, state.evaluations, params, budget, improve_interval)
       state = improved(state, improve, jnp.where(due, budget, state.evaluations))
     return state, history.at[state.generation].set(state.best_fitness)
 
   def more(carry):
     state = carry[0]
-    fits = state.evaluations + params.offspring_per_generation <= budget
-    go = fits & (state.generation < generations)
+    go = goes_on(state.generation, state.evaluations, params, budget, generations)
     return go if stop is None else go & ~stop(state)
 
   state, history = jax.lax.while_loop(more, body, (state, history))

@@ -19,7 +19,9 @@ gather, ...) has no FLOPs but is charged one unit per output element, as is any 
 table does not know (logged once each). An op's compute cost is its units divided by
 `flops_per_byte`, the device's FLOP rate over the link's byte rate (default 1000: ~100 TFLOP/s
 against ~100 GB/s), so that with unit device speed and bandwidth a tensor's bytes and an op's
-cost are in the same time unit.
+cost are in the same time unit: the time the link takes per byte, 10 ps at the nominal
+`NOMINAL_LINK_BYTES_PER_SECOND` the graph records (`link_bytes_per_second`), so results read in
+seconds (`regal.app.units`).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from datasets import errors
 from datasets.graph import Graph, GraphBuilder
 
 DEFAULT_FLOPS_PER_BYTE = 1000.0
+NOMINAL_LINK_BYTES_PER_SECOND = 100e9  # One cost unit: the time this link takes per byte.
 _INLINED_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 _ELEMENTWISE = frozenset("""
 abs acos acosh add and asin asinh atan atan2 atanh cbrt ceil clamp conj cos cosh digamma div
@@ -249,7 +252,8 @@ def trace(fn: Callable[..., Any], *args: Any, name: str = "jax_function", inline
     env[var] = importer.builder.add_tensor(op, _bytes(var.aval))
   importer.walk(closed.jaxpr, env)
   importer.builder.metadata.update({
-      "source": "jax", "flops_per_byte": flops_per_byte, "inline": inline,
+      "source": "jax", "flops_per_byte": flops_per_byte,
+      "link_bytes_per_second": NOMINAL_LINK_BYTES_PER_SECOND, "inline": inline,
       "total_flops": float(sum(importer.op_flops)), "op_flops": importer.op_flops})
   outputs = [None if hasattr(v, "val") else env.get(v) for v in closed.jaxpr.outvars]
   return Traced(importer.builder.build(), importer.equations,

@@ -11,8 +11,9 @@ Every original operation (a meta-op) is decomposed for N devices into ops on blo
 * elementwise ops run one per block; row-wise reductions (softmax, RMSNorm) first reduce each
   row block over its column blocks (role "reduce"), then scale every block;
 * attention runs per head group (a column block of Q, K, V): scores, softmax, values.
-Costs are FLOPs divided by `flops_per_byte` (as in `datasets.jax_import`), tensor sizes are
-bytes (`dtype_bytes` per element). Every op records its meta-op and role in
+Costs are FLOPs divided by `flops_per_byte` (as in `datasets.jax_import`: one cost unit is the
+time a nominal 100 GB/s link takes per byte, recorded as `link_bytes_per_second`), tensor
+sizes are bytes (`dtype_bytes` per element). Every op records its meta-op and role in
 `metadata["meta_op"]` / `metadata["meta_op_role"]` ("input", "shard", "reduce"), which the
 Enumerative Optimizer (`regal.baselines.enumerative`) groups by, and what it computes in
 `metadata["semantics"]` (one JSON object per op: its kind, and for every operand the region
@@ -34,7 +35,7 @@ import itertools
 import math
 from typing import Sequence
 
-from datasets import cli, devices, errors
+from datasets import cli, devices, errors, jax_import
 from datasets.graph import Graph, GraphBuilder
 
 WORKLOADS = ("chain_mm", "ffnn", "llama_block", "llama_layer")
@@ -275,7 +276,8 @@ def generate(workload: str, num_devices: int = 4, grid_style: str = "3d", dtype_
       b.elementwise("residual2", down, [out], 1.0, "add")
   return b.build({"source": "sharded", "workload": workload, "num_devices": num_devices,
                   "grid": grid_style, "dtype_bytes": dtype_bytes,
-                  "flops_per_byte": flops_per_byte})
+                  "flops_per_byte": flops_per_byte,
+                  "link_bytes_per_second": jax_import.NOMINAL_LINK_BYTES_PER_SECOND})
 
 
 def _attention_half(b: ShardedBuilder, x: Blocked, seq: int, hidden: int, heads: int,

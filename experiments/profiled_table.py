@@ -50,29 +50,6 @@ from regal.baselines import pipeline_dp, pipeline_linear  # noqa: E402
 from regal.scoring import blocks, pipeline  # noqa: E402
 
 PROFILED = os.path.join(benchmarks.SHARED_GRAPHS, "profiled")
-# The README's published figures (their code): DP, PipeDream, their local search (max-load),
-# and their greedy and their DP's split under the latency model.
-PUBLISHED_THROUGHPUT = {
-    "layer_bert24_inference": {"dp": 17.79, "pipedream": 17.79},
-    "layer_bert24_training": {"dp": 41.75, "pipedream": 187.91, "local_search": 39.94},
-    "layer_gnmt_inference": {"dp": 32.91, "pipedream": 33.03, "local_search": 31.78},
-    "layer_gnmt_training": {"dp": 107.00, "pipedream": 294.91, "local_search": 90.95},
-    "layer_inceptionv3_inference": {"pipedream": 60.42, "local_search": 54.04},
-    "layer_resnet50_inference": {"dp": 33.77, "pipedream": 39.40},
-    "layer_resnet50_training": {"dp": 78.63, "pipedream": 83.67},
-    "op_bert_l-3_inference": {"dp": 27.92},
-    "op_bert_l-6_inference": {"dp": 29.58, "pipedream": 65.56},
-    "op_bert_l-6_training": {"dp": 72.87, "pipedream": 192.92},
-}
-PUBLISHED_LATENCY = {
-    "layer_bert24_inference": {"greedy": 100.22, "dp_split": 108.03},
-    "layer_gnmt_inference": {"greedy": 268.50},
-    "layer_inceptionv3_inference": {"greedy": 2485.24},
-    "layer_resnet50_inference": {"greedy": 4197.06, "dp_split": 1443.79},
-    "op_bert_l-3_inference": {"greedy": 416.20, "dp_split": 414.44},
-    "op_bert_l-6_inference": {"greedy": 494.14, "dp_split": 444.02},
-}
-
 _QUICK = flags.DEFINE_bool("quick", False, "Seeds 0-1, search budgets a tenth, DP limit 5 s, "
                            "no scale section.")
 _SECTIONS = flags.DEFINE_list("sections", ["throughput", "latency", "expert_latency", "scale"],
@@ -181,7 +158,7 @@ def throughput_section() -> list[dict[str, Any]]:
                           "violation": f"not run: {workload.num_groups} classes > "
                                        f"{CPSAT_MAX_CLASSES}", "lower_bound": None}
     searches = _searches(workload, "throughput")
-    published = PUBLISHED_THROUGHPUT.get(name, {})
+    published = profiled.PUBLISHED_THROUGHPUT.get(name, {})
     contiguous = [v for v in (published.get("dp"), methods["contiguous_dp"]["value"],
                               methods["pipedream"]["value"]) if v is not None]
     rows.append({"workload": name, "ops": workload.num_ops, "classes": workload.num_groups,
@@ -198,7 +175,7 @@ def latency_section() -> list[dict[str, Any]]:
     max_load_split, seconds = _timed(lambda: pipeline_linear.partition(workload))
     methods["max_load_split"] = _scored(workload, max_load_split.device, "latency", seconds)
     searches = _searches(workload, "latency")
-    published = PUBLISHED_LATENCY.get(name, {})
+    published = profiled.PUBLISHED_LATENCY.get(name, {})
     references = [v for v in (published.get("greedy"), published.get("dp_split"),
                               methods["pipedream"]["value"], methods["max_load_split"]["value"])
                   if v is not None]

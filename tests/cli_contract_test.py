@@ -16,8 +16,8 @@ LIBRARY_COMMANDS = {"datasets/sharded.py", "datasets/zoo.py"}
 # Numeric flags without absl bounds, and where their range is checked instead (each with a
 # bad-input case in tests/bad_input_test.py).
 CHECKED_ELSEWHERE = {
-    ("regal/optimize.py", "evals"): "check_flags and split_config: 1 to methods.MAX_EVALS",
-    ("regal/optimize.py", "doppler_evals"): "check_flags: 0 to methods.MAX_EVALS",
+    ("regal/optimize.py", "evals"): "optimize_cli.check_flags and split_config: 1 to MAX_EVALS",
+    ("regal/optimize.py", "doppler_evals"): "optimize_cli.check_flags: 0 to MAX_EVALS",
     ("regal/optimize.py", "time_limit"): "check_flags and split_config: positive and finite",
     ("regal/optimize.py", "memory_limit"): "check_flags: positive and finite",
     ("datasets/devices.py", "devices"): "devices.from_flags: 1 to devices.MAX_DEVICES",
@@ -96,3 +96,29 @@ def test_every_numeric_flag_is_bounded(path, name, keywords):
 
 def test_there_are_commands_to_check():
   assert len(COMMANDS) >= 25 and len(FLAGS) >= 80
+
+
+def test_the_optimizer_checks_its_flags_before_the_libraries_load():
+  """`regal.optimize` defines its flags from `regal.app.choices` without JAX, numba or Ray
+  (so a mistake answers at once), and those names are the registries' own."""
+  import subprocess
+  loaded = subprocess.run(
+      [sys.executable, "-c", "import sys, regal.optimize; "
+       "print(sorted(m for m in ('jax', 'numba', 'ray', 'flax') if m in sys.modules))"],
+      capture_output=True, text=True, check=True).stdout.strip()
+  assert loaded == "[]"
+  from regal.app import choices, methods, pipeline_lib
+  from regal.doppler_policy import method as doppler_method
+  from regal.scoring import performance
+  assert choices.MODELS == tuple(performance.MODELS)
+  assert choices.SPLIT_MODEL == pipeline_lib.MODEL
+  assert choices.OBJECTIVES == tuple(performance.OBJECTIVES)
+  assert choices.SPLIT_OBJECTIVE == pipeline_lib.OBJECTIVE
+  assert choices.ENGINES == tuple(performance.ENGINES)
+  assert choices.DECODERS == tuple(performance.DECODERS)
+  assert choices.METHODS == tuple(methods.METHODS)
+  assert choices.SPLIT_METHODS == tuple(pipeline_lib.METHODS)
+  assert (choices.ARMS, choices.DEFAULT_ARMS) == (tuple(methods.ARMS),
+                                                  tuple(methods.DEFAULT_ARMS))
+  assert choices.MAX_DOPPLER_SAMPLES == doppler_method.MAX_SAMPLES
+  assert choices.MAX_EVALS == methods.MAX_EVALS

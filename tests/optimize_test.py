@@ -39,9 +39,11 @@ def test_doppler_graphs_rescore_and_beat_one_device(shared_graphs, file_name, tm
   assert data["evaluations"] <= 2000 and data["settings"]["search_model"] == "doppler"
   assert data["settings"]["engine"] == "native"
   # People read Doppler's units (the clock / 1e10: "166.72"), not the clock (1.6672e+12).
-  assert data["time_units"] == {"scale": 1e-10, "name": "Doppler units"}
+  assert data["time_units"] == {"scale": 1e-10, "name": "Doppler units", "note": ""}
   text = report_lib.summary(report)
   assert f"objective {data['objective'] * 1e-10:.6g}  makespan" in text
+  # The JSON carries what the summary prints, beside the raw figure.
+  assert f"objective {data['display']['objective']:.6g}  makespan" in text
   assert "times in Doppler units" in text and f"{data['objective']:.6g}" not in text
   assert "peak memory not tracked by the doppler model" in text
 

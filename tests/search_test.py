@@ -53,13 +53,13 @@ def test_the_search_breaks_ties_but_answers_with_the_lowest_objective(monkeypatc
   graph = synthetic.generate(np.random.default_rng(5))
   problem = performance.Problem(graph, devices_lib.homogeneous(3), model="wc")
   rescored = []
-  objectives = performance.registered_scorer.objectives
+  objectives = performance.BucketScorer.objectives
 
   def recording(self, chromosomes):
     values = objectives(self, chromosomes)
     rescored.append(values)
     return values
-  monkeypatch.setattr(performance.registered_scorer, "objectives", recording)
+  monkeypatch.setattr(performance.BucketScorer, "objectives", recording)
   params = search.default_params(problem, 600)
   result = search.optimize(problem, evals=600, seed=2, params=params)
   (values,) = rescored

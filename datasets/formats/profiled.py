@@ -34,6 +34,30 @@ from datasets.graph import Graph, GraphBuilder
 FORMAT_NAME = "profiled"
 PROFILE_KEY = "profiled"  # The graph metadata's key for what the graph's arrays do not hold.
 CPU = -1  # The CPU side in a split's device array; accelerators are 0, 1, ...
+# The published reference points of these workloads (Tarnawski et al. 2020, their code run on
+# them; ../shared/graphs/profiled/README.md), by file stem: max-load of their optimal contiguous
+# DP, PipeDream's partitioner and their local search; single-sample latency of their greedy
+# and of their DP's split.
+PUBLISHED_THROUGHPUT = {
+    "layer_bert24_inference": {"dp": 17.79, "pipedream": 17.79},
+    "layer_bert24_training": {"dp": 41.75, "pipedream": 187.91, "local_search": 39.94},
+    "layer_gnmt_inference": {"dp": 32.91, "pipedream": 33.03, "local_search": 31.78},
+    "layer_gnmt_training": {"dp": 107.00, "pipedream": 294.91, "local_search": 90.95},
+    "layer_inceptionv3_inference": {"pipedream": 60.42, "local_search": 54.04},
+    "layer_resnet50_inference": {"dp": 33.77, "pipedream": 39.40},
+    "layer_resnet50_training": {"dp": 78.63, "pipedream": 83.67},
+    "op_bert_l-3_inference": {"dp": 27.92},
+    "op_bert_l-6_inference": {"dp": 29.58, "pipedream": 65.56},
+    "op_bert_l-6_training": {"dp": 72.87, "pipedream": 192.92},
+}
+PUBLISHED_LATENCY = {
+    "layer_bert24_inference": {"greedy": 100.22, "dp_split": 108.03},
+    "layer_gnmt_inference": {"greedy": 268.50},
+    "layer_inceptionv3_inference": {"greedy": 2485.24},
+    "layer_resnet50_inference": {"greedy": 4197.06, "dp_split": 1443.79},
+    "op_bert_l-3_inference": {"greedy": 416.20, "dp_split": 414.44},
+    "op_bert_l-6_inference": {"greedy": 494.14, "dp_split": 444.02},
+}
 _TOP_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges")
 _NODE_KEYS = ("id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode", "size")
 _EDGE_KEYS = ("sourceId", "destId", "cost")

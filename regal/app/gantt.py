@@ -16,7 +16,7 @@ import numpy as np
 
 from datasets import atomic, errors
 from datasets.graph import Graph
-from regal.scoring import models
+from regal.app import units
 from regal.scoring.schedule import Schedule
 
 # tab20 without its two greys, which would read as transfers.
@@ -100,9 +100,11 @@ def type_colours(graph: Graph, schedule: Schedule
 
 
 def draw(graph: Graph, placement: np.ndarray, schedule: Schedule, path: str,
-         title: str = "", model: str | None = None) -> None:
+         title: str = "", model: str | None = None,
+         time_unit: units.TimeUnit | None = None) -> None:
   """Writes the chart to `path` (.png, .pdf or .svg, by its extension), atomically. Times
-  are in the `model`'s units (`Model.in_units`, e.g. Doppler's; without one, as given)."""
+  are in `time_unit` (a report's), else the unit `units.time_unit` gives the `model` on this
+  graph (ms where its costs are times, Doppler's for the doppler model), else as given."""
   fmt = os.path.splitext(path)[1].lstrip(".").lower()
   if fmt not in atomic.CHART_EXTENSIONS:
     raise errors.ConfigError(f"{path}: a chart is written as "
@@ -120,9 +122,10 @@ def draw(graph: Graph, placement: np.ndarray, schedule: Schedule, path: str,
   crit_ops, crit_transfers = critical_chain(graph, placement, schedule)
   crit_ops, crit_transfers = set(crit_ops), set(crit_transfers)
   legend, colours = type_colours(graph, schedule)
-  spec = models.get(model) if model else None
-  in_units = spec.in_units if spec else (lambda times: times)  # noqa: E731
-  time_unit = spec.time_unit if spec else ""
+  if time_unit is None and model:
+    time_unit = units.time_unit(model, graph, float(schedule.makespan))
+  in_units = time_unit if time_unit is not None else (lambda times: times)  # noqa: E731
+  unit_name = time_unit.name if time_unit is not None else ""
   start = in_units(schedule.op_start)
   width = in_units(schedule.op_end) - start
 
@@ -142,9 +145,9 @@ def draw(graph: Graph, placement: np.ndarray, schedule: Schedule, path: str,
   _label_ops(ax, fig, graph, placement, device_row, start, width)
   ax.set_yticks(range(len(devices)), [f"device {d}" for d in devices])
   ax.set_ylim(len(devices) - 0.5, -0.5)
-  axis_label = f"time ({time_unit})" if time_unit else "time"
+  axis_label = f"time ({unit_name})" if unit_name else "time"
   ax.set_title(title or f"{graph.name}: makespan {float(in_units(schedule.makespan)):.6g}"
-               f"{' ' + time_unit if time_unit else ''} (critical path outlined)")
+               f"{' ' + unit_name if unit_name else ''} (critical path outlined)")
   ax.ticklabel_format(axis="x", style="plain", useOffset=False)
   if channels:
     link_ax = fig.add_subplot(grid[1], sharex=ax)

@@ -13,6 +13,7 @@ import numpy as np
 
 from datasets import errors
 from regal import baselines
+from regal.app import choices
 from regal.baselines import heuristics
 from regal.doppler_policy import guide as doppler_guide
 from regal.doppler_policy import method as doppler_method
@@ -21,7 +22,7 @@ from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import models, performance
 from regal.search import brkga_presets, brkga_search, guides, portfolio
 
-MAX_EVALS = 10 ** 9  # Evaluation counters are int32 inside the compiled search.
+MAX_EVALS = choices.MAX_EVALS  # Evaluation counters are int32 inside the search.
 
 # The guides that seed the search (`--seed_arms`): every cheap heuristic by default; Doppler's
 # policy trains, so it is opt-in.

@@ -22,6 +22,7 @@ from datasets import cli, errors
 from datasets.formats import profiled
 from datasets.formats.profiled import CPU, Workload
 from regal.app import report as report_lib
+from regal.app import units
 from regal.baselines import pipeline_cpsat, pipeline_dp, pipeline_linear, pipeline_local_search
 from regal.scoring import blocks, bounds, models, native_pipeline, pipeline
 
@@ -212,7 +213,7 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
   load = native_pipeline.loads(arrays, device)
   memory = [float(workload.memory[device == a].sum()) for a in range(workload.max_accelerators)]
   graph = workload.graph
-  return {
+  data = {
       "format": report_lib.RESULT_FORMAT, "version": 1,
       "graph": {"name": graph.name, "num_ops": graph.num_ops, "num_edges": graph.num_data_edges,
                 "colocation_classes": workload.num_groups, "source": source},
@@ -247,15 +248,40 @@ def run(workload: Workload, config: SplitConfig = SplitConfig(), source: str = "
       "versions": {"python": platform.python_version(), "numpy": np.__version__,
                    "regal": report_lib.regal_version()},
   }
+  memory_unit = units.memory_unit(workload.accelerator_memory)
+  data.update({
+      "published": published(data), "memory_units": memory_unit.to_json(),
+      "display": {"memory_per_accelerator": memory_unit([workload.accelerator_memory])[0],
+                  "memory": memory_unit(memory)}})
+  return data
+
+
+# What each baseline of a split is, said in the summary: ours, run on the workload here.
+BASELINE_LABELS = {"one_accelerator": "ours, everything on one accelerator",
+                   "pipedream": "ours, a PipeDream-style cut of one topological order"}
+PUBLISHED_LABELS = {"dp": "DP", "pipedream": "PipeDream", "local_search": "local search",
+                    "greedy": "greedy", "dp_split": "DP's split"}
+
+
+def published(data: dict[str, Any]) -> dict[str, float]:
+  """The workload's published figures for this objective (Tarnawski et al. 2020), by the
+  graph's name (its file stem); none for other workloads."""
+  table = (profiled.PUBLISHED_THROUGHPUT if data["settings"]["objective"] == "throughput"
+           else profiled.PUBLISHED_LATENCY)
+  return table.get(data["graph"]["name"], {})
 
 
 def summary(data: dict[str, Any]) -> str:
-  """A few lines for the terminal."""
+  """A few lines for the terminal. Times are the workload file's own (its latencies' unit,
+  which the files do not name); memory in GB / MB."""
   g, d = data["graph"], data["devices"]
+  memory_unit = units.memory_unit(d["memory_per_accelerator"])
+  cap = memory_unit([d["memory_per_accelerator"]])[0]
   lines = [f"{g['name']}: {g['num_ops']} ops in {g['colocation_classes']} co-location classes, "
-           f"{d['accelerators']} accelerators of {d['memory_per_accelerator']:.6g} bytes"
+           f"{d['accelerators']} accelerators of {cap:.4g} {memory_unit.name}"
            f"{' and a CPU side' if d['cpus'] else ''}; objective "
-           f"{OBJECTIVES[data['settings']['objective']].summary}"]
+           f"{OBJECTIVES[data['settings']['objective']].summary}; times in the workload "
+           f"file's latency units"]
   if not data["feasible"]:
     lines.append(f"no feasible split found ({data['settings']['method']}): "
                  + "; ".join(data["violations"][:3]))
@@ -264,14 +290,20 @@ def summary(data: dict[str, Any]) -> str:
       f"gap to the lower bound {data['lower_bound']:.6g}: "
       + ("unknown" if data["gap"] is None else f"{100 * data['gap']:.3g}%"))
   what = "max-load" if data["settings"]["objective"] == "throughput" else "latency"
-  lines.append(f"{what} {data['objective']:.6g} ({data['settings']['method']}, {gap})")
+  lines.append(f"{what} {data['objective']:.6g} (ours: {data['settings']['method']}, {gap})")
   for name, baseline in data["baselines"].items():
     finite = baseline["feasible"] and baseline["objective"] is not None
     shown = (f"{baseline['objective']:.6g}" if finite else "no finite value" if
              baseline["feasible"] else f"infeasible ({baseline['violations'][0]})")
-    lines.append(f"  {name}: {shown}"
-                 + (f" ({report_lib.versus(data['objective'], baseline['objective'])})"
-                    if finite else ""))
+    lines.append(f"  {BASELINE_LABELS.get(name, name)}: {shown}"
+                 + (f" (our answer is {report_lib.versus(data['objective'], baseline['objective'])}"
+                    f" it)" if finite else ""))
+  figures = published(data)
+  if figures:
+    lines.append("  published (Tarnawski et al. 2020, their code): " + ", ".join(
+        f"{PUBLISHED_LABELS.get(k, k)} {v:.6g}" for k, v in figures.items())
+        + f"; our answer is {report_lib.versus(data['objective'], min(figures.values()))} "
+        f"the best of them")
   used = ", ".join(f"{100 * m / data['memory']['cap']:.0f}%" if data["memory"]["cap"] else "-"
                    for m in data["memory"]["accelerators"])
   if what == "max-load":

@@ -53,10 +53,19 @@ Result JSON schema (`format: "regal.result"`, version 1):
   why_no_gain     (objective runtime, less than 1% better than one device) why, from the
                   graph's structure: its longest chain, or transfers that cost more than the
                   parallelism they buy; otherwise null
-  time_units      {scale, name}: times above are the model's own; a person reads them times
-                  scale, in name (the doppler model: Doppler units, its clock / 1e10)
-  evaluations, wall_seconds {compile, search, total}, versions {python, jax, numpy, numba,
-                  regal}
+  time_units      {scale, name, note}: times above are the model's own; a person reads them
+                  times scale, in name: ms (or s, us, ns) where the graph's costs are times
+                  (`regal.app.units`; note: the nominal device that makes them so), Doppler
+                  units for the doppler model (its clock / 1e10), else cost units
+  memory_units    {scale, name}: bytes times scale, in name (GB, MB, kB or bytes)
+  display         every figure the summary prints, in those units: objective, makespan,
+                  lower_bound, peak_memory, single_device {objective, makespan},
+                  search_objective, best_seed {objective}, seed_arms, memory_limit,
+                  memory_excess (as present)
+  evaluations, wall_seconds {compile, compile_jax, compile_numba, search, total}: compile_jax
+                  is JAX tracing, lowering and compiling its programs or loading them from
+                  its cache, compile_numba the scoring kernels compiled (`regal.startup`)
+  versions        {python, jax, numpy, numba, regal}
   execution       (with --execute) {program, devices, facts, assignments {name: {predicted,
                   median_seconds, p25_seconds, p75_seconds, repeats, seconds, mode,
                   ops_on_named_device}}} for best, single_device and the other candidates
@@ -72,7 +81,8 @@ import numpy as np
 from datasets import analysis, atomic
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
-from regal.scoring import models, performance
+from regal.app import units
+from regal.scoring import performance
 from regal.scoring.schedule import Schedule
 from regal.search import progress as search_progress
 
@@ -92,11 +102,31 @@ class Report:
 
 NO_GAIN = 0.01  # Below this gain over one device, a result says why (`why_no_gain`).
 
-def time_units(model: str) -> tuple[float, str]:
-  """(scale, name) of the times a person reads (the model record's: the doppler model's clock
-  in Doppler's own units, as its repository and paper report makespans)."""
-  spec = models.get(model)
-  return spec.time_scale, spec.time_unit
+def display_figures(d: dict[str, Any], time: units.TimeUnit,
+                    memory: units.MemoryUnit) -> dict[str, Any]:
+  """Every figure the summary prints, in the units it prints them (`time_units`,
+  `memory_units`): the result's `display`, beside the raw values."""
+  shown_time = lambda v: None if v is None else float(time(v))  # noqa: E731
+  objective = ((lambda v: None if v is None else memory([v])[0])
+               if d["settings"]["objective"] == "memory" else shown_time)
+  baselines = d["baselines"]
+  shown = {
+      "objective": objective(d["objective"]), "makespan": shown_time(d["makespan"]),
+      "lower_bound": objective(d["lower_bound"]),
+      "peak_memory": memory(d["peak_memory"]),
+      "single_device": {"objective": objective(baselines["single_device"]["objective"]),
+                        "makespan": shown_time(baselines["single_device"]["makespan"])},
+      "search_objective": objective(d["search_objective"]),
+  }
+  if "best_seed" in baselines:
+    shown["best_seed"] = {"objective": objective(baselines["best_seed"]["objective"])}
+  if "seed_arms" in d["details"]:
+    shown["seed_arms"] = {arm: objective(v) for arm, v in d["details"]["seed_arms"].items()}
+  if d["settings"].get("memory_limit") is not None:
+    shown["memory_limit"] = memory([d["settings"]["memory_limit"]])[0]
+  if "memory_excess" in d:
+    shown["memory_excess"] = memory(d["memory_excess"])
+  return shown
 
 
 def feasibility(problem: performance.Problem, schedule: Schedule) -> dict[str, Any]:
@@ -179,22 +209,26 @@ def stop_line(stopped: dict[str, Any]) -> str:
 
 def summary(report: Report) -> str:
   d = report.data
-  unit = d["time_units"]["name"]
-  in_units = models.get(d["settings"]["model"]).in_units
+  time_unit = units.TimeUnit(d["settings"]["model"], **d["time_units"])
+  memory_unit = units.MemoryUnit(**d["memory_units"])
+  unit = time_unit.name
   is_time = d["settings"]["objective"] != "memory"
-  time = lambda v: f"{float(in_units(v)):.6g}"  # noqa: E731
-  objective = time if is_time else (lambda v: f"{v:.6g}")  # noqa: E731
+  time = lambda v: f"{float(time_unit(v)):.6g}"  # noqa: E731
+  objective = time if is_time else (  # noqa: E731
+      lambda v: f"{memory_unit([v])[0]:.6g} {memory_unit.name}")
   if all(p is None for p in d["peak_memory"]):
     peak = f"peak memory not tracked by the {d['settings']['model']} model"
   else:
-    peak = "peak memory [" + ", ".join("-" if p is None else f"{p:.6g}"
-                                       for p in d["peak_memory"]) + "] bytes"
+    peak = "peak memory [" + ", ".join("-" if p is None else f"{p:.4g}"
+                                       for p in memory_unit(d["peak_memory"])) + "] " + \
+        memory_unit.name
   single = d["baselines"]["single_device"]
   wall = d["wall_seconds"]
   lines = [
       f"graph {d['graph']['name']}: {d['graph']['num_ops']} ops on "
       f"{d['devices']['num_devices']} devices, method {d['settings']['method']}, model "
-      f"{d['settings']['model']}, objective {d['settings']['objective']}; times in {unit}",
+      f"{d['settings']['model']}, objective {d['settings']['objective']}; times in {unit}"
+      + (f" ({time_unit.note})" if time_unit.note else ""),
       f"best:          objective {objective(d['objective'])}  makespan {time(d['makespan'])}  "
       f"{peak}" + _chosen_note(d),
       f"single device: objective {objective(single['objective'])}  makespan "
@@ -245,9 +279,9 @@ def summary(report: Report) -> str:
                   f"the best is at most {100 * d['gap']:.3g}% above optimal"
                   if d["gap"] is not None else "a zero bound says nothing relative"))
   if not d["feasible"]:
-    excess = ", ".join(f"{e:.6g}" for e in d["memory_excess"])
+    excess = ", ".join(f"{e:.4g}" for e in memory_unit(d["memory_excess"]))
     lines.append(f"INFEASIBLE:    no solution found fits the memory limit (excess per device "
-                 f"[{excess}] bytes); the objective is the penalty score")
+                 f"[{excess}] {memory_unit.name}); the objective is the penalty score")
   if d["interrupted"]:
     lines.append("interrupted:   the search stopped early; this is the best found so far")
   stopped = d["details"].get("stopped")
@@ -262,7 +296,7 @@ def summary(report: Report) -> str:
     s = d["simplest_among_equals"]
     count = s["devices_used"]["chosen"]
     lines.append(f"simplest:      kept on {count} device{'s' * (count != 1)} ({s['chosen']}): "
-                 f"the best found ({s['best']}, {s['objective']['best']:.6g} on "
+                 f"the best found ({s['best']}, {objective(s['objective']['best'])} on "
                  f"{s['devices_used']['best']} devices) is within {100 * s['tolerance']:g}% "
                  f"of it")
   return "\n".join(lines)

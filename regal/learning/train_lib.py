@@ -62,6 +62,7 @@ from regal.learning.rollout import Task
 from regal.learning.rollout_pool import RolloutPool
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
+from regal.search import progress as search_progress
 from regal.search import brkga_presets
 
 EVAL_SEED = 10_000_019  # Rollout seeds of evaluations: the same for every evaluation.
@@ -324,8 +325,8 @@ class Trainer:
     kept = [i for i, keep in zip(test, room_for_improvement(short, long,
                                                              self.config.test_filter_pct))
             if keep]
-    logging.info("test filter: %d of %d graphs have BRKGA 10K at least %.0f%% better than 1K",
-                 len(kept), len(test), self.config.test_filter_pct)
+    print(f"test filter: {len(kept)} of {len(test)} graphs have BRKGA 10K at least "
+          f"{self.config.test_filter_pct:.0f}% better than 1K", flush=True)
     if not kept:
       raise errors.ConfigError(f"no test graph passes the {self.config.test_filter_pct}% "
                                f"filter; lower test_filter_pct or add test graphs")
@@ -362,7 +363,8 @@ class Trainer:
       progress.advance(1)
     progress.finish()
     if config.imitation_steps:
-      logging.info("imitation: loss %.4f after %d steps", float(loss), config.imitation_steps)
+      print(f"imitation: loss {float(loss):.4f} after {config.imitation_steps} steps",
+            flush=True)
     return state.replace(policy_params=params)
 
   # ----- policy rollouts -------------------------------------------------------------------
@@ -432,18 +434,20 @@ PROGRESS_SECONDS = 5.0
 
 
 class Progress:
-  """Progress lines of a long stage ("48/160 graphs, 14 s, ~33 s left"), at most one every
-  `PROGRESS_SECONDS`; the latest is also what an interrupt line names (`cli.note_progress`)."""
+  """Progress of a long stage ("48/160 graphs, 14 s, ~33 s left") on one live line
+  (`progress.LiveLine`: rewritten on a terminal, a plain line every `PROGRESS_SECONDS`
+  elsewhere); the latest is also what an interrupt line names (`cli.note_progress`)."""
 
   def __init__(self, what: str, total: int, done: int = 0, unit: str = "graphs",
-               announce: bool = True):
+               announce: bool = True, stream=None):
     self.what, self.total, self.done, self.unit = what, total, done, unit
     self.resumed, self.started = done, time.perf_counter()
-    self.last = self.started
+    self.line = search_progress.LiveLine(stream, log_interval=PROGRESS_SECONDS)
+    self.line.last_shown = self.started
     self._note()  # Before the line: an interrupt prompted by it must find the note.
     if announce:
-      logging.info("%s: %d %s%s", what, total, unit,
-                   f", {done} saved by an earlier run" if done else "")
+      self.line.say(f"{what}: {total} {unit}"
+                    + (f", {done} saved by an earlier run" if done else ""))
 
   def _note(self) -> None:
     cli.note_progress(f"{self.what}, {self.done} of {self.total} {self.unit} saved")
@@ -451,19 +455,18 @@ class Progress:
   def advance(self, count: int) -> None:
     self.done += count
     self._note()
-    now = time.perf_counter()
-    if now - self.last >= PROGRESS_SECONDS and self.done < self.total:
-      self.last = now
+    if self.line.due() and self.done < self.total:
+      now = time.perf_counter()
       finished = self.done - self.resumed
       left = (f"~{(self.total - self.done) * (now - self.started) / finished:.0f} s left"
               if finished else "the first ones include compiling")
-      logging.info("%s: %d/%d %s, %.0f s, %s", self.what, self.done, self.total, self.unit,
-                   now - self.started, left)
+      self.line.update(f"  {self.what}: {self.done}/{self.total} {self.unit}, "
+                       f"{now - self.started:.0f} s, {left}")
 
   def finish(self) -> None:
     seconds = time.perf_counter() - self.started
-    if seconds >= PROGRESS_SECONDS:
-      logging.info("%s: done in %.1f s", self.what, seconds)
+    if seconds >= PROGRESS_SECONDS or self.line.open:
+      self.line.say(f"  {self.what}: done in {seconds:.1f} s")
 
 
 def per_graph_stage(path: str, saved: str | None, what: str, indices: list[int],
@@ -546,7 +549,7 @@ def _finetune_source(config: ml_collections.ConfigDict) -> str:
 def _start_from(source: str, template: reinforce.TrainState) -> reinforce.TrainState:
   """`template` with the trained policy and baseline (a fresh optimizer and step count)."""
   state, _ = checkpoint.restore(source, template)
-  logging.info("fine-tuning the policy of %s (step %d)", source, int(state.step))
+  print(f"fine-tuning the policy of {source} (step {int(state.step)})", flush=True)
   return template.replace(policy_params=state.policy_params,
                           baseline_params=state.baseline_params)
 
@@ -625,7 +628,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   if meta is not None:
     state, meta = checkpoint.restore(checkpoint.in_workdir(workdir), state)
     history = meta["history"]
-    logging.info("resuming %s at step %d", workdir, int(state.step))
+    print(f"resuming {workdir} at step {int(state.step)}", flush=True)
   elif start is not None:
     state = _start_from(start, state)
   elif config.imitation_steps and not trainer.measured:
@@ -633,13 +636,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   valid = trainer.splits["valid"][:config.num_eval_graphs]
   if not history:
     history.append({"step": 0, **trainer.evaluate(state.policy_params, valid)})
-    logging.info("step 0: validation improvement %.2f%%", history[-1]["improvement_pct"])
+    print(f"step 0: validation improvement {history[-1]['improvement_pct']:.2f}%", flush=True)
     _keep_if_best(workdir, state, history, config_id)
   truncate_metrics(os.path.join(workdir, "metrics.csv"), int(state.step))
   events = ScalarEvents(os.path.join(workdir, "tb"), int(state.step))
   train = trainer.splits["train"]
   started, done = time.perf_counter(), 0
-  last_line = started
+  line = search_progress.LiveLine(log_interval=PROGRESS_SECONDS)
   cli.note_progress(f"training, step {int(state.step)} of {config.num_steps} saved")
   while int(state.step) < config.num_steps:
     step = int(state.step)
@@ -680,16 +683,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                     {"step": step + 1, "config": config_id, "config_values": config.to_dict(),
                      "history": history})
     cli.note_progress(f"training, step {step + 1} of {config.num_steps} saved")
-    now = time.perf_counter()
-    if ((step + 1) % config.log_every == 0 or "valid_improvement_pct" in row
-        or now - last_line >= PROGRESS_SECONDS or step + 1 == config.num_steps):
-      last_line = now
-      elapsed = now - started
-      logging.info("step %d/%d: %.2f steps/s, %.1f rollouts/s, reward %.4f, loss %.4f%s",
-                   step + 1, config.num_steps, done / elapsed,
-                   done * trainer.graphs_per_step / elapsed, row["reward"], row["loss"],
-                   f", validation improvement {row['valid_improvement_pct']:.2f}%"
-                   if "valid_improvement_pct" in row else "")
+    lasting = ((step + 1) % config.log_every == 0 or "valid_improvement_pct" in row
+               or step + 1 == config.num_steps)
+    if lasting or line.due():
+      elapsed = time.perf_counter() - started
+      text = (f"step {step + 1}/{config.num_steps}: {done / elapsed:.2f} steps/s, "
+              f"{done * trainer.graphs_per_step / elapsed:.1f} rollouts/s, reward "
+              f"{row['reward']:.4f}, loss {row['loss']:.4f}"
+              + (f", validation improvement {row['valid_improvement_pct']:.2f}%"
+                 if "valid_improvement_pct" in row else ""))
+      line.say(text) if lasting else line.update(text)
+  line.close()
   events.close()
   report = _final_report(trainer, trained_policy(trainer, workdir), history, workdir)
   trainer.pool.shutdown()

@@ -8,9 +8,10 @@ Why a second implementation: on a CPU, XLA runs `regal.scoring.wc_model`'s locks
 small kernels per event, and its gathers cost ~3 ns per element; with ~400 events per
 chromosome at 200 ops that bounds it near 5,000 evaluations/s per core. One chromosome's
 event loop compiled by numba (binary heaps of ranks for the ready ops and waiting transfers,
-scratch buffers reused across the batch) runs ~10x faster. `regal.scoring.performance` calls it
-through `jax.pure_callback`, so BRKGA still runs whole under `jit`; on an accelerator the JAX
-model stays the scorer (a host callback would copy every generation to the host).
+scratch buffers reused across the batch) runs ~10x faster. The search calls it from its host
+loop (`brkga.run_on_host`, through `performance.BucketScorer`), and `make_fitness_fn` through
+`jax.pure_callback`; on an accelerator the JAX model stays the scorer (scoring on the host
+would copy every generation there).
 
 Parallelism comes from the caller: the kernel releases the GIL, and `over_local_devices`
 gives each host device (one per core) its share of the population.

@@ -16,14 +16,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from datasets import errors
 
-_FLAG = "--xla_force_host_platform_device_count"
-
-
-def use_all_cpu_cores() -> None:
-  """Asks XLA for one host device per CPU core; no effect once JAX has started."""
-  flags = os.environ.get("XLA_FLAGS", "")
-  if _FLAG not in flags:
-    os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}={os.cpu_count() or 1}".strip()
+from regal.startup import use_all_cpu_cores  # noqa: F401  (the commands call it from here)
 
 
 MAX_HOST_DEVICES = 64  # Each one holds its own buffers and threads: thousands exhaust memory.

@@ -302,23 +302,16 @@ def _list_decoded(problem: Problem, chromosomes: jnp.ndarray, bias: float
   return chromosome_lib.Decoded(placement, priority, transfer)
 
 
-_REGISTERED: dict[int, tuple[Callable, int, int]] = {}
-_REGISTERED_CHROMOSOMES: dict[int, Callable] = {}
-
-
-class registered_scorer:
-  """`with registered_scorer(problem) as handle:` makes the problem's search score (its host
-  scorer with the tie-breaker where `breaks_ties`) callable from a `bucket_fitness_fn` under
-  `handle` (an int operand, so one compiled search serves every graph of a bucket); `bucket`:
-  the padded layout (default `bucket_layout(problem, decoder)`). `objectives(chromosomes)` scores
-  bucket-layout chromosomes by the objective itself."""
-
-  _next = 0
+class BucketScorer:
+  """`BucketScorer(problem, decoder, bias, bucket)` scores chromosomes of the padded layout
+  `bucket` (default `bucket_layout(problem, decoder)`) on the host, decoded by the problem's
+  decoder: `search_scores` as the search ranks them (its host scorer, with the tie-breaker
+  where `breaks_ties`), `objectives` by the objective itself. One search program serves every
+  graph of a bucket: only the scorer changes."""
 
   def __init__(self, problem: Problem, decoder: str = "direct", bias: float = 0.0,
                bucket: chromosome_lib.Layout | None = None):
     search, objective = _native_scorers(problem)
-    self.entry = (search, problem.graph.num_ops, problem.graph.num_tensors)
     own, bucket = problem.layout, bucket or bucket_layout(problem, decoder)
     if decoder == "consumer":  # One compiled pass from the bucket layout.
       decode_bucket = consumer_transfers.bucket_decoder(problem.graph, own, bucket)
@@ -330,29 +323,17 @@ class registered_scorer:
     def scorer_of(score):  # Bucket-layout chromosomes, decoded on the host.
       return lambda chromosomes: score(*decode_bucket(chromosomes))
 
-    self.chromosome_entry = scorer_of(self.entry[0])
+    self._search_scores = scorer_of(search)
     self._objectives = scorer_of(objective)
 
   def objectives(self, chromosomes: np.ndarray) -> np.ndarray:
     """Bucket-layout chromosomes [P, bucket.size] -> their objectives [P] (float32)."""
     return np.asarray(self._objectives(chromosomes), np.float32)
 
-  def __enter__(self) -> int:
-    registered_scorer._next += 1
-    self.handle = registered_scorer._next
-    _REGISTERED[self.handle] = self.entry
-    _REGISTERED_CHROMOSOMES[self.handle] = self.chromosome_entry
-    return self.handle
-
-  def __exit__(self, *exc) -> None:
-    del _REGISTERED[self.handle]
-    del _REGISTERED_CHROMOSOMES[self.handle]
-
-
-def score_registered(handle, placement, priority, transfer) -> np.ndarray:
-  score, num_ops, num_tensors = _REGISTERED[int(handle)]
-  return score(np.asarray(placement)[:, :num_ops], np.asarray(priority)[:, :num_ops],
-               np.asarray(transfer)[:, :num_tensors])
+  def search_scores(self, chromosomes: np.ndarray) -> np.ndarray:
+    """Bucket-layout chromosomes [P, bucket.size] -> the search's scores [P] (float32): the
+    objective, with the tie-breaker where `breaks_ties`."""
+    return np.asarray(self._search_scores(chromosomes), np.float32)
 
 
 def reads_transfer_genes(problem: Problem, decoder: str = "direct") -> bool:
@@ -369,32 +350,6 @@ def bucket_layout(problem: Problem, decoder: str = "direct") -> chromosome_lib.L
                                padding.bucket_size(problem.graph.num_tensors)
                                if reads_transfer_genes(problem, decoder) else 0,
                                problem.devices.num_devices)
-
-
-def score_registered_chromosomes(handle, chromosomes) -> np.ndarray:
-  return np.asarray(_REGISTERED_CHROMOSOMES[int(handle)](chromosomes), np.float32)
-
-
-def bucket_fitness_fn(bucket: chromosome_lib.Layout, decoder: str = "direct"
-                      ) -> Callable[..., jnp.ndarray]:
-  """(chromosomes [P, bucket.size], handle) -> objectives [P] of the problem registered under
-  `handle` (`registered_scorer`); padded genes decode to ops and tensors the scorer drops.
-  The list decoder decodes on the host, with the registered problem's decoder."""
-
-  if decoder != "direct":
-    def fitness(chromosomes: jnp.ndarray, handle: jnp.ndarray) -> jnp.ndarray:
-      return jax.pure_callback(score_registered_chromosomes,
-                               jax.ShapeDtypeStruct(chromosomes.shape[:1], jnp.float32),
-                               handle, chromosomes)
-    return fitness
-
-  def fitness(chromosomes: jnp.ndarray, handle: jnp.ndarray) -> jnp.ndarray:
-    decoded = jax.vmap(lambda c: chromosome_lib.decode(c, bucket))(chromosomes)
-    return jax.pure_callback(score_registered,
-                             jax.ShapeDtypeStruct(chromosomes.shape[:1], jnp.float32), handle,
-                             decoded.placement, decoded.op_priority, decoded.transfer_priority)
-
-  return fitness
 
 
 def needs_memory(problem: Problem) -> bool:

@@ -22,10 +22,13 @@ worse) nor 400 (+0.31 [-0.77, +1.37], 15 and 25) beat the 200 the rule gives the
 inheritance probability of 0.6 (`--variant rho=0.6`: +0.49 [-0.52, +1.47], 14 and 19).
 
 With a native scoring engine (the CPU default), the search runs on the problem's layout padded
-to size buckets (`performance.bucket_layout`) and scores through a registered host scorer, so
-one compiled search serves every graph of a bucket: a process optimizing many graphs
-(`regal.optimize --graph a,b,c`, the task-graph table) compiles once per bucket, not per graph.
-Padded genes decode to ops and tensors the scorer drops.
+to size buckets (`performance.bucket_layout`), driven from the host (`brkga.run_on_host`: its
+jitted steps, then the graph's `performance.BucketScorer` on the host), so one set of compiled
+programs serves every graph of a bucket: a process optimizing many graphs (`regal.optimize
+--graph a,b,c`, the task-graph table) compiles once per bucket, not per graph, and, holding no
+host callback, the programs persist on disk for the next process (`regal.startup`). Padded
+genes decode to ops and tensors the scorer drops. The JAX engine runs the whole search as one
+program (`brkga.run`).
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ import brkga
 from datasets import cli
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import models, performance
-from regal.search import local_moves
+from regal.search import compile_clock, local_moves
 
 
 @dataclasses.dataclass(frozen=True)
@@ -355,22 +358,22 @@ def default_params(problem: performance.Problem, evals: int | None = None) -> br
                               restarts=restarts_for(problem))
 
 
-_COMPILED: dict[Any, Any] = {}  # One compiled bucketed search per (bucket, settings).
-# Stop token -> (perf_counter deadline (inf: none), another reason to stop or None, the
-# search's live progress or None).
-_DEADLINES: dict[int, tuple[float, Callable[[], bool] | None, Any]] = {}
+# Token -> (deadline, should_stop, progress, compile clock) of a running search.
+_DEADLINES: dict[int, tuple[float, Callable[[], bool] | None, Any, compile_clock.CompileClock]] = {}
 _STOPPED: dict[int, str] = {}  # Stop token -> why `_time_up` stopped that search.
 
 
 def _time_up(token, generation, evaluations, best) -> np.ndarray:
   """Once a generation, on the host: shows the search's progress and says whether to stop
-  (and records why)."""
+  (and records why). The time limit counts search time: compiling does not use it up."""
   token = int(token)
-  deadline, should_stop, progress = _DEADLINES.get(token, (np.inf, None, None))
+  deadline, should_stop, progress, clock = _DEADLINES.get(token, (np.inf, None, None, None))
+  compiling = 0.0 if clock is None else clock.seconds
   if progress is not None:
-    progress.generation(int(generation), int(evaluations), float(best))
-  reason = ("signal" if cli.stop_requested() else "time_limit" if time.perf_counter() >=
-            deadline else "caller" if should_stop is not None and should_stop() else None)
+    progress.generation(int(generation), int(evaluations), float(best), compiling)
+  reason = ("signal" if cli.stop_requested() else "time_limit" if time.perf_counter() -
+            compiling >= deadline else "caller" if should_stop is not None and should_stop()
+            else None)
   if reason is not None:
     _STOPPED.setdefault(token, reason)
   return np.bool_(reason is not None)
@@ -388,28 +391,37 @@ class _deadline:
   """`with _deadline(seconds, should_stop, progress) as deadline:` registers, under
   `deadline.token`, a wall-clock limit for a search, a predicate that ends it early (e.g. an
   exact solver's proof) and its live progress (`progress.SearchProgress`, or None); after
-  the block `deadline.reason` says why it ended ("budget" unless `_time_up` stopped it)."""
+  the block `deadline.reason` says why it ended ("budget" unless `_time_up` stopped it) and
+  `deadline.compile_seconds` what JAX compiled in it (not counted against the limit)."""
   _next = 0
 
   def __init__(self, seconds: float | None, should_stop: Callable[[], bool] | None = None,
                progress=None):
     self.seconds, self.should_stop, self.progress = seconds, should_stop, progress
+    self.clock = compile_clock.CompileClock()
 
   def __enter__(self) -> "_deadline":
     _deadline._next += 1
     self.token = _deadline._next
+    self.clock.__enter__()
     _DEADLINES[self.token] = (np.inf if self.seconds is None
                               else time.perf_counter() + self.seconds, self.should_stop,
-                              self.progress)
+                              self.progress, self.clock)
     if self.progress is not None:
       self.progress.searching()
     return self
 
   def __exit__(self, *exc) -> None:
     del _DEADLINES[self.token]
+    self.clock.__exit__(*exc)
+    self.compile_seconds = self.clock.seconds
     self.reason = _STOPPED.pop(self.token, "budget")
     if self.progress is not None:
       self.progress.close()
+
+  def stop(self, state: brkga.State) -> bool:
+    """`brkga.run_on_host`'s stop."""
+    return bool(_time_up(self.token, state.generation, state.evaluations, state.best_fitness))
 
 
 def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
@@ -433,42 +445,16 @@ def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
   return search
 
 
-def _bucketed_search(bucket: chromosome_lib.Layout, params: brkga.Params, evals: int,
-                     num_seeds: int, settings: SearchSettings, swaps: float, capacity: int,
-                     progress=None):
-  """(compiled search(key, seeds, table, token, handle, mutant alpha, mutant beta) ->
-  brkga.Result, compile seconds; 0 when cached). The mutant distributions [bucket.size] are
-  operands, so guided and unguided searches share the compiled code."""
-  params = params.replace(mutant_alpha=1.0, mutant_beta=1.0)
-  leaves, treedef = jax.tree_util.tree_flatten(params)
-  key = (bucket, str(treedef), tuple(np.asarray(leaf).tobytes() for leaf in leaves), evals,
-         num_seeds, settings, swaps, capacity)
-  if key in _COMPILED:
-    return _COMPILED[key], 0.0
-  fitness = performance.bucket_fitness_fn(bucket, settings.decoder)
-
-  def search(rng, seeds, table, token, handle, alpha, beta):
-    guided = params.replace(mutant_alpha=alpha, mutant_beta=beta)
-    return _search_fn(lambda c: fitness(c, handle), guided, evals, bucket.size, settings,
-                      swaps, bucket)(rng, seeds, table, token)
-
-  table = local_moves.MoveTable(
-      num_ops=jax.ShapeDtypeStruct((), jnp.int32),
-      neighbour_ptr=jax.ShapeDtypeStruct((bucket.num_ops + 1,), jnp.int32),
-      neighbours=jax.ShapeDtypeStruct((capacity,), jnp.int32),
-      cluster=jax.ShapeDtypeStruct((bucket.num_ops, local_moves.CLUSTER_KINDS,
-                                     local_moves.CLUSTER_SIZE), jnp.int32),
-      topo_rank=jax.ShapeDtypeStruct((bucket.num_ops,), jnp.int32),
-      cost_cdf=jax.ShapeDtypeStruct((bucket.num_ops,), jnp.float32))
-  start = time.perf_counter()
-  if progress is not None:
-    progress.compiling()
-  compiled = jax.jit(search).lower(
-      jax.random.key(0), jax.ShapeDtypeStruct((num_seeds, bucket.size), jnp.float32), table,
-      jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32),
-      *[jax.ShapeDtypeStruct((bucket.size,), jnp.float32)] * 2).compile()
-  _COMPILED[key] = compiled
-  return compiled, time.perf_counter() - start
+def _host_improver(score, table: local_moves.MoveTable, layout: chromosome_lib.Layout,
+                   settings: SearchSettings, swaps: float):
+  """The memetic hook of a search scored on the host (None when it does not climb)."""
+  memetic = settings.memetic
+  if memetic.climbers == 0:
+    return None
+  return local_moves.elite_improver_on_host(
+      score, table, layout, memetic.climbers, memetic.steps, memetic.batch, swaps,
+      memetic.neighbour_device, memetic.cluster_fraction, memetic.exchange_fraction,
+      memetic.accept_worse, memetic.relabel_fraction, memetic.climber_pool, memetic.cost_bias)
 
 
 def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
@@ -534,18 +520,23 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
   seed_matrix = np.stack([chromosome_lib.to_bucket(own, bucket, np.asarray(c, np.float32),
                                                    fill=0.0) for c in seeds.values()])
   table = local_moves.move_table(problem.graph, bucket.num_ops, capacity)
-  compiled, compile_seconds = _bucketed_search(bucket, params, evals, len(seeds), settings,
-                                               swaps, capacity, progress)
   alpha, beta = (mutant_genes(own, bucket, getattr(params, name))
                  for name in ("mutant_alpha", "mutant_beta"))
-  scorer = performance.registered_scorer(problem, settings.decoder, settings.bias, bucket)
-  with scorer as handle, _deadline(time_limit, should_stop, progress) as deadline:
+  guided = params.replace(mutant_alpha=alpha, mutant_beta=beta)
+  scorer = performance.BucketScorer(problem, settings.decoder, settings.bias, bucket)
+  if progress is not None:
+    progress.compiling()
+  # Scored on the host between jitted steps (`brkga.run_on_host`): no program holds a host
+  # callback, so JAX's persistent cache keeps them for the next process.
+  with _deadline(time_limit, should_stop, progress) as deadline:
     start = time.perf_counter()
-    result = jax.block_until_ready(compiled(
-        jax.random.key(seed), jnp.asarray(seed_matrix), table,
-        jnp.asarray(deadline.token, jnp.int32),
-        jnp.asarray(handle, jnp.int32), alpha, beta))
-    search_seconds = time.perf_counter() - start
+    result = jax.block_until_ready(brkga.run_on_host(
+        scorer.search_scores, jax.random.key(seed), guided, evals, bucket.size,
+        seeds=jnp.asarray(seed_matrix),
+        improve=_host_improver(scorer.search_scores, table, bucket, settings, swaps),
+        improve_interval=settings.memetic.interval, stop=deadline.stop))
+    search_seconds = time.perf_counter() - start - deadline.clock.seconds
+  compile_seconds = deadline.compile_seconds
   # The search's score may carry a tie-breaker (`performance.TIE_BREAK`), under which a
   # makespan up to 1% longer can rank first: the answer is the lowest objective among the
   # search's best and its final populations. Those were all scored by the search, and the

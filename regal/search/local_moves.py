@@ -343,6 +343,58 @@ def hashed_uniform(key: jax.Array, shape: tuple[int, ...]) -> jnp.ndarray:
   return (x >> 8).astype(jnp.float32) * jnp.float32(2.0 ** -24)
 
 
+@struct.dataclass
+class Climb:
+  """How climbers move (`climb`'s settings; all static: they fix the compiled step)."""
+  layout: chromosome_lib.Layout = struct.field(pytree_node=False)
+  batch: int = struct.field(pytree_node=False)
+  swap_fraction: float = struct.field(pytree_node=False)
+  neighbour_device: float = struct.field(pytree_node=False)
+  cluster_fraction: float = struct.field(pytree_node=False, default=0.0)
+  exchange_fraction: float = struct.field(pytree_node=False, default=0.0)
+  accept_worse: float = struct.field(pytree_node=False, default=0.0)
+  relabel_fraction: float = struct.field(pytree_node=False, default=0.0)
+  cost_bias: float = struct.field(pytree_node=False, default=0.0)
+
+
+def _climb_draws(key: jax.Array, max_steps: int, count: int, how: Climb):
+  """Every step's uniforms for `count` climbers: moves [S, C, PROPOSAL_DRAWS, batch], then
+  exchanges and relabellings (empty when off)."""
+  batch = how.batch
+  uniform = hashed_uniform(key, (max_steps, count, PROPOSAL_DRAWS, batch))
+  # Drawn only for exchanges, from a key of their own, so climbs without them are unchanged.
+  exchange = (hashed_uniform(jax.random.fold_in(key, 1),
+                             (max_steps, count, EXCHANGE_DRAWS, batch))
+              if how.exchange_fraction > 0 else jnp.zeros((max_steps, count, 0, batch)))
+  relabel = (hashed_uniform(jax.random.fold_in(key, 2),
+                            (max_steps, count, RELABEL_DRAWS, batch))
+             if how.relabel_fraction > 0 else jnp.zeros((max_steps, count, 0, batch)))
+  return uniform, exchange, relabel
+
+
+def _candidates(draws, step, climbers: jnp.ndarray, table: MoveTable, how: Climb
+                ) -> jnp.ndarray:
+  """Step `step`'s moves of every climber [C, n]: [C, batch, n]."""
+  uniform, exchange, relabel = (d[step] for d in draws)
+  return jax.vmap(lambda u, e, r, c: propose(u, c, table, how.layout, how.swap_fraction,
+                                             how.neighbour_device, how.cluster_fraction,
+                                             how.exchange_fraction, e, how.relabel_fraction,
+                                             r, how.cost_bias))(uniform, exchange, relabel,
+                                                                climbers)
+
+
+def _accepted(candidates: jnp.ndarray, scored: jnp.ndarray, climbers: jnp.ndarray,
+              values: jnp.ndarray, how: Climb) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """Each climber after its best move (scored [C, batch]), when that move is accepted."""
+  winner = jnp.argmin(scored, axis=1)
+  best = jnp.take_along_axis(scored, winner[:, None], axis=1)[:, 0]
+  accept_worse = how.accept_worse
+  # Without a threshold, no arithmetic on the values: 0 * inf (an unscored climber) is NaN.
+  take = best <= (values + accept_worse * jnp.abs(values) if accept_worse else values)
+  chosen = jnp.take_along_axis(candidates, winner[:, None, None], axis=1)[:, 0]
+  return jnp.where(take[:, None], chosen, climbers), jnp.where(take, best, values)
+
+
 def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
           climbers: jnp.ndarray, values: jnp.ndarray, table: MoveTable,
           layout: chromosome_lib.Layout, steps, batch: int, swap_fraction: float,
@@ -354,31 +406,23 @@ def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
   [C, n] with fitness [C]: one fitness call of C * batch chromosomes per step. A step takes
   its best move when that move's fitness is at most the climber's plus `accept_worse` times
   its magnitude."""
-  max_steps = steps if max_steps is None else max_steps
+  how = Climb(layout, batch, swap_fraction, neighbour_device, cluster_fraction,
+              exchange_fraction, accept_worse, relabel_fraction, cost_bias)
+  return climb_with(fitness_fn, key, climbers, values, table, how, steps,
+                    steps if max_steps is None else max_steps)
+
+
+def climb_with(fitness_fn, key, climbers, values, table: MoveTable, how: Climb, steps,
+               max_steps: int):
+  """`climb` with its settings in `how`."""
   count = climbers.shape[0]
-  uniform = hashed_uniform(key, (max_steps, count, PROPOSAL_DRAWS, batch))
-  # Drawn only for exchanges, from a key of their own, so climbs without them are unchanged.
-  exchange = (hashed_uniform(jax.random.fold_in(key, 1),
-                             (max_steps, count, EXCHANGE_DRAWS, batch))
-              if exchange_fraction > 0 else jnp.zeros((max_steps, count, 0, batch)))
-  relabel = (hashed_uniform(jax.random.fold_in(key, 2),
-                            (max_steps, count, RELABEL_DRAWS, batch))
-             if relabel_fraction > 0 else jnp.zeros((max_steps, count, 0, batch)))
+  draws = _climb_draws(key, max_steps, count, how)
 
   def step(i, carry):
     climbers, values = carry
-    candidates = jax.vmap(lambda u, e, r, c: propose(u, c, table, layout, swap_fraction,
-                                                     neighbour_device, cluster_fraction,
-                                                     exchange_fraction, e, relabel_fraction, r,
-                                                     cost_bias)
-                          )(uniform[i], exchange[i], relabel[i], climbers)
-    scored = fitness_fn(candidates.reshape(count * batch, -1)).reshape(count, batch)
-    winner = jnp.argmin(scored, axis=1)
-    best = jnp.take_along_axis(scored, winner[:, None], axis=1)[:, 0]
-    # Without a threshold, no arithmetic on the values: 0 * inf (an unscored climber) is NaN.
-    take = best <= (values + accept_worse * jnp.abs(values) if accept_worse else values)
-    chosen = jnp.take_along_axis(candidates, winner[:, None, None], axis=1)[:, 0]
-    return jnp.where(take[:, None], chosen, climbers), jnp.where(take, best, values)
+    candidates = _candidates(draws, i, climbers, table, how)
+    scored = fitness_fn(candidates.reshape(count * how.batch, -1)).reshape(count, how.batch)
+    return _accepted(candidates, scored, climbers, values, how)
 
   return jax.lax.fori_loop(0, steps, step, (climbers, values))
 
@@ -406,23 +450,71 @@ def elite_improver(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], table: Move
   (fewer when the budget left does not cover them): the best `climbers`, or, with a
   `climber_pool` larger than that, the best and `climbers` - 1 drawn anew each time from the
   best `climber_pool` (`climber_ranks`)."""
+  how = Climb(layout, batch, swap_fraction, neighbour_device, cluster_fraction,
+              exchange_fraction, accept_worse, relabel_fraction, cost_bias)
 
   def improve(key, population, fitness, allowance):
-    pops, size, genes = population.shape
-    count = min(climbers, size)
-    per_step = pops * count * batch
-    affordable = jnp.clip(allowance // per_step, 0, steps).astype(jnp.int32)
-    ranks = climber_ranks(key, pops, count, min(climber_pool, size))
-    rows = jnp.arange(pops)[:, None]
-    tops, values = climb(fitness_fn, key,
-                         population[rows, ranks].reshape(pops * count, genes),
-                         fitness[rows, ranks].reshape(-1), table, layout, affordable, batch,
-                         swap_fraction, neighbour_device, max_steps=steps,
-                         cluster_fraction=cluster_fraction,
-                         exchange_fraction=exchange_fraction, accept_worse=accept_worse,
-                         relabel_fraction=relabel_fraction, cost_bias=cost_bias)
-    population = population.at[rows, ranks].set(tops.reshape(pops, count, genes))
-    fitness = fitness.at[rows, ranks].set(values.reshape(pops, count))
-    return population, fitness, affordable * per_step
+    ranks, affordable, tops, values = _climbers(key, population, fitness, allowance, climbers,
+                                                steps, batch, climber_pool)
+    tops, values = climb_with(fitness_fn, key, tops, values, table, how, affordable, steps)
+    return _climbed(population, fitness, ranks, affordable, tops, values, batch)
+
+  return improve
+
+
+def _climbers(key, population, fitness, allowance, climbers: int, steps: int, batch: int,
+              climber_pool: int):
+  """(ranks [Pi, C] of the climbers, the steps the allowance affords, the climbers [Pi * C, n]
+  and their fitness)."""
+  pops, size, genes = population.shape
+  count = min(climbers, size)
+  affordable = jnp.clip(allowance // (pops * count * batch), 0, steps).astype(jnp.int32)
+  ranks = climber_ranks(key, pops, count, min(climber_pool, size))
+  rows = jnp.arange(pops)[:, None]
+  return (ranks, affordable, population[rows, ranks].reshape(pops * count, genes),
+          fitness[rows, ranks].reshape(-1))
+
+
+def _climbed(population, fitness, ranks, affordable, tops, values, batch: int):
+  """(population, fitness, evaluations spent) with the climbers back in their places."""
+  pops, count = ranks.shape
+  rows = jnp.arange(pops)[:, None]
+  population = population.at[rows, ranks].set(tops.reshape(pops, count, -1))
+  fitness = fitness.at[rows, ranks].set(values.reshape(pops, count))
+  return population, fitness, affordable * (pops * count * batch)
+
+
+_climbers_jit = jax.jit(_climbers, static_argnums=(4, 5, 6, 7))
+_climb_draws_jit = jax.jit(_climb_draws, static_argnums=(1, 2, 3))
+_candidates_jit = jax.jit(_candidates, static_argnums=4)
+_accepted_jit = jax.jit(_accepted, static_argnums=4)
+_climbed_jit = jax.jit(_climbed, static_argnums=6)
+
+
+def elite_improver_on_host(score: Callable[[np.ndarray], np.ndarray], table: MoveTable,
+                           layout: chromosome_lib.Layout, climbers: int, steps: int,
+                           batch: int, swap_fraction: float, neighbour_device: float,
+                           cluster_fraction: float = 0.0, exchange_fraction: float = 0.0,
+                           accept_worse: float = 0.0, relabel_fraction: float = 0.0,
+                           climber_pool: int = 0, cost_bias: float = 0.0):
+  """`elite_improver` as a `brkga.run_on_host` hook: the same climbs, move for move, with
+  `score` a host function (numpy chromosomes [N, n] -> fitness [N]) called between jitted
+  steps."""
+  how = Climb(layout, batch, swap_fraction, neighbour_device, cluster_fraction,
+              exchange_fraction, accept_worse, relabel_fraction, cost_bias)
+
+  def improve(key, population, fitness, allowance):
+    ranks, affordable, tops, values = _climbers_jit(key, population, fitness,
+                                                    jnp.asarray(allowance, jnp.int32),
+                                                    climbers, steps, batch, climber_pool)
+    affordable_steps = int(affordable)
+    if affordable_steps:
+      draws = _climb_draws_jit(key, steps, tops.shape[0], how)
+      for step in range(affordable_steps):
+        candidates = _candidates_jit(draws, step, tops, table, how)
+        scored = np.asarray(score(np.asarray(candidates).reshape(-1, candidates.shape[-1])),
+                            np.float32).reshape(candidates.shape[:2])
+        tops, values = _accepted_jit(candidates, jnp.asarray(scored), tops, values, how)
+    return _climbed_jit(population, fitness, ranks, affordable, tops, values, batch)
 
   return improve

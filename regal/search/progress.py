@@ -1,7 +1,7 @@
-"""What a running search shows: one line, rewritten in place on a terminal, or a plain line now
-and then in a log; and, at the end, why it stopped.
+"""What a running search or training shows: one line, rewritten in place on a terminal, or a
+plain line now and then in a log (`LiveLine`); and, at the end, why a search stopped.
 
-The compiled search calls back to the host once a generation (`brkga_search._time_up`, which
+The search tells the host once a generation (`brkga_search._time_up`, which
 also checks its time limit); `SearchProgress.generation` turns that into the line
 `  12,800 of 96,000 evaluations, best score 4907.5, 1.9 s of 10 s`. A terminal gets it at most
 `TTY_INTERVAL` apart; anything else (a file, a pipe, CI) a plain line every `LOG_INTERVAL`.
@@ -25,49 +25,82 @@ STOP_REASONS = {
 }
 
 
+class LiveLine:
+  """A status line on `stream` (default stdout): on a terminal rewritten in place, at most
+  every `TTY_INTERVAL`; elsewhere a plain line at most every `log_interval`. `say` writes a
+  lasting line (closing an open one first)."""
+
+  def __init__(self, stream: TextIO | None = None,
+               clock: Callable[[], float] = time.perf_counter,
+               log_interval: float = LOG_INTERVAL):
+    self.stream = stream if stream is not None else sys.stdout
+    self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+    self.clock, self.log_interval = clock, log_interval
+    self.last_shown = -math.inf
+    self.open = False
+
+  def due(self) -> bool:
+    """Whether an `update` now would show."""
+    interval = TTY_INTERVAL if self.tty else self.log_interval
+    return self.clock() - self.last_shown >= interval
+
+  def update(self, text: str, force: bool = False) -> None:
+    if not (force or self.due()):
+      return
+    self.last_shown = self.clock()
+    if self.tty:
+      self.stream.write("\r\033[K" + text)
+      self.open = True
+    else:
+      self.stream.write(text + "\n")
+    self.stream.flush()
+
+  def say(self, text: str) -> None:
+    self.close()
+    self.stream.write(text + "\n")
+    self.stream.flush()
+
+  def close(self) -> None:
+    """Ends a line left open on a terminal."""
+    if self.open:
+      self.stream.write("\n")
+      self.stream.flush()
+      self.open = False
+
+
 class SearchProgress:
   """The live line of one search of `total` evaluations (`time_limit` seconds, or None)."""
 
   def __init__(self, total: int, time_limit: float | None = None,
                stream: TextIO | None = None, clock: Callable[[], float] = time.perf_counter):
     self.total, self.time_limit = total, time_limit
-    self.stream = stream if stream is not None else sys.stdout
-    self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+    self.line = LiveLine(stream, clock)
     self.clock = clock
     self.started = self.clock()
-    self.last_shown = -math.inf
-    self.shown = False
 
   def compiling(self) -> None:
-    """Compilation comes first, once per size bucket and process: said as such."""
-    self._write("  compiling the search for this graph's size (once per size and process)")
+    """Compilation comes first, once per size bucket (later processes load it from the
+    persistent cache, `regal.startup`): said as such."""
+    self.line.update("  compiling the search for this graph's size (once: later runs load it "
+                     "from the cache)", force=True)
+    self.line.last_shown = -math.inf  # The first generation shows at once.
 
   def searching(self) -> None:
     """The search itself starts: elapsed time counts from here, as its time limit does."""
     self.started = self.clock()
 
-  def generation(self, generation: int, evaluations: int, best: float) -> None:
+  def generation(self, generation: int, evaluations: int, best: float,
+                 compiling: float = 0.0) -> None:
+    """After a generation; `compiling`: the seconds since `searching` spent compiling (not
+    search time)."""
     del generation
-    now = self.clock()
-    if now - self.last_shown < (TTY_INTERVAL if self.tty else LOG_INTERVAL):
+    if not self.line.due():
       return
-    elapsed = now - self.started
+    elapsed = self.clock() - self.started - compiling
     limit = f" of {self.time_limit:g} s" if self.time_limit else ""
-    self._write(f"  {evaluations:,} of {self.total:,} evaluations, best score {best:.6g}, "
-                f"{elapsed:.1f} s{limit}")
-    self.last_shown = now
+    self.line.update(f"  {evaluations:,} of {self.total:,} evaluations, best score "
+                     f"{best:.6g}, {elapsed:.1f} s{limit}")
 
   def close(self) -> None:
     """Ends a line left open on a terminal."""
-    if self.tty and self.shown:
-      self.stream.write("\n")
-      self.stream.flush()
-      self.shown = False
-
-  def _write(self, text: str) -> None:
-    if self.tty:
-      self.stream.write("\r\033[K" + text)
-      self.shown = True
-    else:
-      self.stream.write(text + "\n")
-    self.stream.flush()
+    self.line.close()

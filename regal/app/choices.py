@@ -1,0 +1,24 @@
+"""The names `python -m regal.optimize` offers, importable without JAX, numba or Ray.
+
+The registries (`regal.scoring.models` and `performance`, `app.methods`, `app.pipeline_lib`,
+`doppler_policy.method`) load the scorers and solvers they name; the command line needs only
+the names to define its flags, so that a mistyped flag or a missing file is refused before
+any of them loads (well under a second). A test (`tests/cli_contract_test.py`) holds these
+names equal to the registries'.
+"""
+MODELS = ("wc", "sync", "doppler", "delay")  # `performance.MODELS`, the schedule models.
+SPLIT_MODEL = "blocks"  # `pipeline_lib.MODEL`: a profiled workload's single-sample latency.
+OBJECTIVES = ("runtime", "memory", "runtime_under_memory")  # `performance.OBJECTIVES`.
+SPLIT_OBJECTIVE = "throughput"  # `pipeline_lib.OBJECTIVE`: a profiled workload's pipeline.
+ENGINES = ("auto", "jax", "native")  # `performance.ENGINES`.
+DECODERS = ("direct", "list", "consumer")  # `performance.DECODERS`.
+METHODS = ("brkga", "doppler", "critical_path", "critical_path_doppler", "heft", "gp_dfs",
+           "local_search", "hill_climb", "random", "enumerative", "cpsat",
+           "quickp")  # `methods.METHODS`.
+SPLIT_METHODS = ("search", "pipedream", "contiguous_dp", "one_accelerator",
+                 "cpsat")  # `pipeline_lib.METHODS`.
+ARMS = ("single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs",
+        "doppler")  # `methods.ARMS`: BRKGA's seed arms.
+DEFAULT_ARMS = ARMS[:-1]  # `methods.DEFAULT_ARMS`: every cheap one.
+MAX_EVALS = 10 ** 9  # `methods.MAX_EVALS`.
+MAX_DOPPLER_SAMPLES = 1024  # `doppler_policy.method.MAX_SAMPLES`.

@@ -1,0 +1,60 @@
+"""What a regal process sets up before JAX and numba load: where compiled code persists
+between runs (JAX's compilation cache and numba's kernels), and one host device per core.
+
+A run compiles its search programs and scoring kernels once; the next run of the same shapes
+loads them (`experiments/results/startup/startup.md` measures what each cache saves). Both live
+under `$REGAL_CACHE_DIR` (default `$XDG_CACHE_HOME/regal`, else `~/.cache/regal`):
+`jax/` and `numba/`. `REGAL_CACHE_DIR=off` keeps nothing; `JAX_COMPILATION_CACHE_DIR` or
+`NUMBA_CACHE_DIR`, when set, win. Concurrent runs share both: numba writes each kernel to a
+temporary file and renames it; JAX writes an entry whole under a key of its content, and a run
+that reads an entry while another is still writing it compiles the program itself (JAX warns
+once). JAX's cache is unbounded (a default run's programs take ~2 MB; delete the directory to
+reclaim it): bounding it turns on an eviction that breaks on entries a run without the bound
+wrote.
+
+The caches are set through the environment before JAX or numba load (importing `regal` does
+it), so that subprocesses and Ray workers inherit them; where JAX loaded first without a cache
+of its own, its configuration is updated too. Nothing here imports JAX: a command line can
+refuse a mistake before the libraries load.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+def cache_root() -> str | None:
+  """The directory both caches live under; None when turned off."""
+  root = os.environ.get("REGAL_CACHE_DIR")
+  if root == "off":
+    return None
+  if not root:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    root = os.path.join(base, "regal")
+  return root
+
+
+def use_persistent_caches() -> None:
+  """Points JAX and numba at the caches (`cache_root`) unless told otherwise; every compiled
+  JAX program is kept, however quickly it compiled (the search compiles many small ones)."""
+  root = cache_root()
+  if root is None:
+    return
+  os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(root, "jax"))
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+  os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(root, "numba"))
+  jax = sys.modules.get("jax")
+  if jax is not None and jax.config.jax_compilation_cache_dir is None:
+    jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                      float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
+
+
+_HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+
+
+def use_all_cpu_cores() -> None:
+  """Asks XLA for one host device per CPU core (`regal.scoring.parallel` spreads a
+  population over them); no effect once JAX has started its backends."""
+  flags = os.environ.get("XLA_FLAGS", "")
+  if _HOST_DEVICES_FLAG not in flags:
+    os.environ["XLA_FLAGS"] = f"{flags} {_HOST_DEVICES_FLAG}={os.cpu_count() or 1}".strip()
