@@ -6,7 +6,9 @@ again), adds children and mutants, and scores only the new ones:
 * a child crosses one elite parent with one non-elite parent, gene by gene, taking the elite
   gene with probability rho (a scalar or one value per gene);
 * a mutant draws gene i from Beta(alpha_i, beta_i) (uniform by default), and so does every
-  member of the initial populations (REGAL's policy shapes both);
+  member of the initial populations (REGAL's policy shapes both); with a prior
+  (`Params.prior_q`), gene i is instead, with probability q_i, drawn around a prior key
+  (`with_prior`), the other genes kept as drawn (common random numbers with the unguided run);
 mutants join the non-elite pool and can be parents in the next generation. Several independent
 populations evolve side by side and, every `exchange_interval` generations, each receives the
 best `exchange_count` chromosomes of every other population in place of its worst. After
@@ -59,6 +61,13 @@ class Params:
   exchange_count: int = struct.field(pytree_node=False, default=2)
   restart_patience: int = struct.field(pytree_node=False, default=0)  # 0: never restart.
   restart_from: str = struct.field(pytree_node=False, default="best")  # BEST or SEEDS.
+  # A prior over fresh keys (`with_prior`): gene i of a fresh key comes, with probability
+  # prior_q[i], from a logit-normal around prior_mean[i] (spread prior_spread[i] in logit
+  # space) instead of the draw above; 0 (the default) draws exactly what the search draws
+  # without a prior.
+  prior_q: jnp.ndarray | float = 0.0
+  prior_mean: jnp.ndarray | float = 0.5
+  prior_spread: jnp.ndarray | float = 1.0
 
   @property
   def num_children(self) -> int:
@@ -138,12 +147,34 @@ def seed_origin(params: Params, num_seeds: int = 0) -> jnp.ndarray:
   return origin.at[0, :num_seeds].set(jnp.arange(num_seeds, dtype=jnp.int32))
 
 
+def with_prior(key: jax.Array, keys: jnp.ndarray, params: Params) -> jnp.ndarray:
+  """Fresh keys [..., n] with gene i, with probability `prior_q[i]`, drawn from the prior
+  instead (`Params.prior_q`), from a key of its own: the genes the prior leaves are the
+  search's own draws, so a guided search and an unguided one with the same key share them
+  (common random numbers), and `prior_q = 0` changes nothing."""
+  q = jnp.broadcast_to(jnp.asarray(params.prior_q, jnp.float32), keys.shape)
+
+  def mixed():
+    take_key, draw_key = jax.random.split(jax.random.fold_in(key, 0x9A1))
+    take = jax.random.uniform(take_key, keys.shape) < q
+    mean = jnp.clip(jnp.broadcast_to(jnp.asarray(params.prior_mean, jnp.float32), keys.shape),
+                    1e-6, 1 - 1e-6)
+    spread = jnp.broadcast_to(jnp.asarray(params.prior_spread, jnp.float32), keys.shape)
+    drawn = jax.nn.sigmoid(jnp.log(mean) - jnp.log1p(-mean)
+                           + spread * jax.random.normal(draw_key, keys.shape))
+    return jnp.where(take, drawn.astype(keys.dtype), keys)
+
+  return jax.lax.cond(jnp.any(q > 0), mixed, lambda: keys)
+
+
 def initial_population(key: jax.Array, params: Params, num_genes: int,
                        seeds: jnp.ndarray | None = None) -> jnp.ndarray:
   """Random keys [Pi, P, n] drawn like mutants (uniform by default: the same keys as
-  `jax.random.uniform`); `seeds` [S, n] replace the first members of population 0."""
-  population = mutants(key, (params.num_populations, params.population_size, num_genes),
-                       params.mutant_alpha, params.mutant_beta)
+  `jax.random.uniform`; `with_prior`); `seeds` [S, n] replace the first members of
+  population 0."""
+  population = with_prior(key, mutants(
+      key, (params.num_populations, params.population_size, num_genes), params.mutant_alpha,
+      params.mutant_beta), params)
   if seeds is not None:
     seeds = jnp.clip(jnp.asarray(seeds, population.dtype), 0.0, 1.0)
     if seeds.shape[0] > params.population_size:
@@ -246,8 +277,9 @@ def ask(state: State, params: Params) -> tuple[jnp.ndarray, State]:
   other_parent = jax.random.randint(other_key, (pops, children), elites, size)
   take = lambda index: jnp.take_along_axis(state.population, index[..., None], axis=1)  # noqa: E731
   kids = crossover(cross_key, take(elite_parent), take(other_parent), params.rho)
-  fresh = mutants(mutant_key, (pops, params.num_mutants, genes), params.mutant_alpha,
-                  params.mutant_beta).astype(state.population.dtype)
+  fresh = with_prior(mutant_key, mutants(mutant_key, (pops, params.num_mutants, genes),
+                                         params.mutant_alpha, params.mutant_beta),
+                     params).astype(state.population.dtype)
   offspring = jnp.concatenate([kids, fresh], axis=1)
   origin = jnp.concatenate([jnp.take_along_axis(state.origin, elite_parent, axis=1),
                             jnp.full((pops, params.num_mutants), -1, jnp.int32)], axis=1)

@@ -49,7 +49,8 @@ from regal.search import brkga_search  # noqa: E402
 _VARIANT = flags.DEFINE_list("variant", [], "The variant arm's settings, KEY=VALUE each: "
                              "search settings (brkga_presets.SEARCH_KEYS), population_size, "
                              "elite_fraction, mutant_fraction, rho, num_populations, "
-                             "restart_patience.")
+                             "restart_patience, prior_q and prior_spread (the bottom-level "
+                             "prior on the priority genes).")
 _SEEDS = flags.DEFINE_string("seeds", "20-29", "Seeds of both arms: FIRST-LAST or a,b,c.")
 _QUICK = flags.DEFINE_bool("quick", False, "2 small graphs, seeds 0-1, 3,000 evaluations.")
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "search_ab"),

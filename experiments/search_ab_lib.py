@@ -25,7 +25,9 @@ QUICK_GRAPHS = (("ffnn", 4, {"flops_per_byte": 300.0}), ("chain_mm", 4, {"grid_s
 QUICK_EVALS = 3_000
 # The engine's settings a variant may change, and their types.
 ENGINE_TYPES = {"population_size": int, "elite_fraction": float, "mutant_fraction": float,
-                "rho": float, "num_populations": int, "restart_patience": int}
+                "rho": float, "num_populations": int, "restart_patience": int,
+                # The bottom-level prior on the priority genes (`guides.BottomLevelPrior`).
+                "prior_q": float, "prior_spread": float}
 ENGINE_KEYS = tuple(ENGINE_TYPES)
 BASELINE = "default"
 WITHIN = 0.01
@@ -111,6 +113,14 @@ def arm_settings(problem: performance.Problem, evals: int, variant: dict[str, An
     params = params.replace(num_populations=engine["num_populations"])
   if "restart_patience" in engine:
     params = params.replace(restart_patience=engine["restart_patience"])
+  if "prior_q" in engine or "prior_spread" in engine:
+    if not 0 < engine.get("prior_q", 1) <= 1 or not engine.get("prior_spread", 1) > 0:
+      raise errors.ConfigError("--variant prior_q must be in (0, 1] and prior_spread positive")
+    prior = guides.BottomLevelPrior(**{k.removeprefix("prior_"): v for k, v in engine.items()
+                                       if k.startswith("prior_")})
+    steered = prior.guide(problem, 0, guides.Guidance())
+    params = params.replace(prior_q=steered.prior_q, prior_mean=steered.prior_mean,
+                            prior_spread=steered.prior_spread)
   try:
     params = params.validate()
     settings = brkga_presets.search_settings(
@@ -129,6 +139,9 @@ def settings_key(params, settings) -> str:
                                             "restart_from")}
   engine.update({k: np.asarray(getattr(params, k)).tolist()
                  for k in ("rho", "mutant_alpha", "mutant_beta")})
+  if np.any(np.asarray(params.prior_q) > 0):  # Absent otherwise: earlier rows stay valid.
+    engine.update({k: np.asarray(getattr(params, k)).tolist()
+                   for k in ("prior_q", "prior_mean", "prior_spread")})
   return repr((settings, sorted(engine.items())))
 
 

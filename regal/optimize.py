@@ -109,6 +109,10 @@ flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph, map the answer "
                     "back and (brkga) refine it on the original graph: off, auto "
                     "(graphs above 500 ops: QuickP fusion, then heavy edges to 256 "
                     "groups, keeping the critical path short) or a group count.")
+flags.DEFINE_enum("prior", "none", list(choices.PRIORS), "A parameter-free prior over "
+                  "BRKGA's fresh keys: none (the unguided search) or bottom_level (each "
+                  "priority gene, with probability 0.3, drawn around the op's bottom-level "
+                  "rank; the others as unguided).")
 flags.DEFINE_string("policy", None, "A regal.train workdir: its trained policy "
                     "steers the search (per-gene mutant distributions), within the "
                     "same budget.")
@@ -156,7 +160,7 @@ FLAG_GROUPS = (
     ("Devices", ("devices", "device_preset", "device_spec")),
     ("Model and objective", ("model", "objective", "memory_limit", "engine")),
     ("Method and budget", ("method", "evals", "time_limit", "seed", "coarsen")),
-    ("BRKGA", ("brkga_preset", "decoder", "seed_arms", "exact_solver", "policy",
+    ("BRKGA", ("brkga_preset", "decoder", "seed_arms", "exact_solver", "prior", "policy",
                "compare_unguided")),
     ("Doppler's policy (--method doppler or the doppler seed arm)",
      ("doppler_checkpoint", "doppler_evals", "doppler_samples", "doppler_save", "reward",

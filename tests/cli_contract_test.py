@@ -122,3 +122,5 @@ def test_the_optimizer_checks_its_flags_before_the_libraries_load():
                                                   tuple(methods.DEFAULT_ARMS))
   assert choices.MAX_DOPPLER_SAMPLES == doppler_method.MAX_SAMPLES
   assert choices.MAX_EVALS == methods.MAX_EVALS
+  from regal.search import guides
+  assert choices.PRIORS == tuple(guides.PRIORS)

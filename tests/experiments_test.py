@@ -276,3 +276,30 @@ def test_search_ab_quick_and_resumed(tmp_path):
   assert [again[-1][k] for k in ("graph", "arm", "seed")] == [stale[k] for k in
                                                                ("graph", "arm", "seed")]
   assert again[-1]["settings"] != "an earlier default"
+
+
+def test_prior_table_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.prior_table", out)
+  markdown, data = read_report(out, "prior_table")
+  (row,) = data["rows"]
+  assert row["arm"] == "q=0.3" and row["ci95_pct"][0] <= row["mean_improvement_pct"] <= \
+      row["ci95_pct"][1]
+  assert len(data["objectives"]["unguided"]) == 4 and "Verdict:" in markdown
+
+
+def test_startup_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.bench.startup", out)
+  _, data = read_report(out, "startup")
+  assert data["answers_agree"] and set(data["mistakes"]) == {"missing graph file",
+                                                             "unknown flag"}
+  second = data["runs"]["default"]["second run (both caches kept)"][0]
+  assert second["compile_numba"] == 0  # Every kernel loaded from numba's cache.
+
+
+def test_compare_runs_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.bench.compare_runs", out, "--baseline", "HEAD")
+  _, data = read_report(out, "compare_runs")
+  assert data["answers_agree"] and set(data["runs"]) == {"default"}

@@ -86,3 +86,26 @@ def test_local_moves_match(pool, exchange, relabel, accept_worse):
                              improve_interval=2)
   assert int(hosted.evaluations) <= 900
   assert_same(fused, hosted)
+
+
+def test_a_prior_keeps_the_genes_it_leaves_and_zero_changes_nothing():
+  """Common random numbers: with a prior on some genes, every other gene of the initial
+  population is the unguided draw, bit for bit; q = 0 is the unguided search itself."""
+  params = brkga.Params(population_size=24, num_elites=5, num_mutants=6)
+  key = jax.random.key(3)
+  plain = brkga.initial_population(key, params, 14)
+  q = jnp.zeros(14).at[:5].set(0.5)
+  steered = brkga.initial_population(key, params.replace(prior_q=q, prior_mean=0.9,
+                                                         prior_spread=0.1), 14)
+  np.testing.assert_array_equal(plain[..., 5:], steered[..., 5:])
+  changed = np.asarray(plain[..., :5] != steered[..., :5])
+  assert 0.35 < changed.mean() < 0.65  # About q of the steered genes.
+  assert np.all(np.abs(np.asarray(steered[..., :5])[changed] - 0.9) < 0.1)
+  zero = brkga.run_on_host(on_host(footrule), jax.random.key(5), params.replace(prior_q=0.0),
+                           600, 14)
+  plain_run = brkga.run_on_host(on_host(footrule), jax.random.key(5), params, 600, 14)
+  assert_same(plain_run, zero)
+  guided = jax.jit(lambda k: brkga.run(footrule, k, params.replace(prior_q=q), 600, 14))(
+      jax.random.key(5))
+  assert_same(guided, brkga.run_on_host(on_host(footrule), jax.random.key(5),
+                                        params.replace(prior_q=q), 600, 14))

@@ -69,6 +69,7 @@ class RunConfig:
   # BRKGA's guides and settings.
   arms: tuple[str, ...] = DEFAULT_ARMS
   policy_dir: str | None = None
+  prior: str = "none"  # A parameter-free prior over fresh keys (`guides.PRIORS`).
   brkga_preset: str = brkga_presets.DEFAULT
   decoder: str | None = None
   compare_unguided: bool = False
@@ -97,12 +98,16 @@ class RunConfig:
     if self.measured is not None and (self.method != "doppler" or self.coarsen_spec != "off"):
       raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "
                                "--method doppler and without --coarsen")
+    if self.prior not in guides.PRIORS:
+      raise errors.ConfigError(f"unknown prior {self.prior!r}; known: "
+                               f"{', '.join(guides.PRIORS)}")
     if self.exact_solver not in ("auto", "off"):
       raise errors.ConfigError(f"exact_solver must be auto or off, got {self.exact_solver!r}")
     if self.method != "brkga":
       for given, why in ((self.brkga_preset not in ("", brkga_presets.DEFAULT),
                           "--brkga_preset sets BRKGA's parameters"),
                          (bool(self.policy_dir), "--policy runs REGAL, i.e. BRKGA"),
+                         (self.prior != "none", "--prior steers BRKGA's fresh keys"),
                          (self.decoder is not None, "--decoder sets how BRKGA reads "
                                                     "chromosomes")):
         if given:
@@ -135,6 +140,8 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   if time_limit is None and config.evals is None:
     time_limit = brkga_search.DEFAULT_SEARCH_SECONDS
   chain = seed_guides(config.arms, config.doppler)
+  if guides.PRIORS[config.prior] is not None:
+    chain.append(guides.PRIORS[config.prior])
   if policy_dir:
     chain.append(policy_runner.RegalGuide(policy_dir))
   guides.check_budget(problem, evals, chain, brkga_preset)  # Before the arms run.
@@ -146,7 +153,8 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
     details["guide_seconds"] = guide_seconds
   if config.compare_unguided:
     unguided = guides.run_guided(problem, evals, seed, dataclasses.replace(
-        guided, mutant_alpha=None, mutant_beta=None), brkga_preset, decoder, time_limit)
+        guided, mutant_alpha=None, mutant_beta=None, prior_q=None), brkga_preset, decoder,
+        time_limit)
     details["unguided"] = {"objective": float(scores(unguided.best_chromosome)[0]),
                            "evaluations": unguided.evaluations,
                            "search_seconds": unguided.search_seconds}

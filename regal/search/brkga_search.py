@@ -520,9 +520,12 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
   seed_matrix = np.stack([chromosome_lib.to_bucket(own, bucket, np.asarray(c, np.float32),
                                                    fill=0.0) for c in seeds.values()])
   table = local_moves.move_table(problem.graph, bucket.num_ops, capacity)
-  alpha, beta = (mutant_genes(own, bucket, getattr(params, name))
-                 for name in ("mutant_alpha", "mutant_beta"))
-  guided = params.replace(mutant_alpha=alpha, mutant_beta=beta)
+  # Per-gene settings on the bucket's genes; the padded genes, which decode to nothing, stay
+  # uniform and unsteered.
+  guided = params.replace(**{name: mutant_genes(own, bucket, getattr(params, name), fill)
+                             for name, fill in (("mutant_alpha", 1.0), ("mutant_beta", 1.0),
+                                                ("prior_q", 0.0), ("prior_mean", 0.5),
+                                                ("prior_spread", 1.0))})
   scorer = performance.BucketScorer(problem, settings.decoder, settings.bias, bucket)
   if progress is not None:
     progress.compiling()
@@ -555,18 +558,19 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
 
 
 def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
-                 values) -> jnp.ndarray:
-  """A mutant Beta parameter (a scalar, or one per gene of the graph's own layout) per gene
-  of the bucket layout. The padded genes, which decode to nothing, stay at 1: a guide that
-  steers no gene keeps the engine's uniform draws, and a scalar draws what the same value
-  given gene by gene does, bit for bit."""
+                 values, fill: float = 1.0) -> jnp.ndarray:
+  """A per-gene setting of fresh keys (a mutant Beta parameter or a prior's; a scalar, or one
+  per gene of the graph's own layout) per gene of the bucket layout. The padded genes, which
+  decode to nothing, get `fill` (1 for the Betas, 0 for the prior's q): a guide that steers
+  no gene keeps the engine's uniform draws, and a scalar draws what the same value given
+  gene by gene does, bit for bit."""
   values = np.asarray(values, np.float32)
   if values.ndim == 0:
     values = np.full(own.size, values, np.float32)
   if values.shape != (own.size,):
     raise ValueError(f"mutant distributions must have one value per gene ({own.size}), got "
                      f"{values.shape}")
-  return jnp.asarray(chromosome_lib.to_bucket(own, bucket, values, fill=1.0), jnp.float32)
+  return jnp.asarray(chromosome_lib.to_bucket(own, bucket, values, fill=fill), jnp.float32)
 
 
 def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[str, np.ndarray],

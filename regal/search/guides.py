@@ -24,7 +24,7 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 import brkga
-from datasets import cli, errors
+from datasets import analysis, cli, errors
 from datasets import devices as devices_lib
 from regal.baselines import heuristics
 from regal.scoring import chromosome as chromosome_lib
@@ -42,6 +42,10 @@ class Guidance:
   mutant_beta: np.ndarray | None = None
   evaluations: int = 0  # Model evaluations spent producing it (counted in the budget).
   details: dict[str, Any] = dataclasses.field(default_factory=dict)
+  # A prior over fresh keys (`brkga.Params.prior_q`), [layout.size] each; None: no prior.
+  prior_q: np.ndarray | None = None
+  prior_mean: np.ndarray | None = None
+  prior_spread: np.ndarray | None = None
 
 
 class Guide(Protocol):
@@ -104,6 +108,37 @@ def group_split_chromosome(problem: performance.Problem, placement: np.ndarray,
   return chromosome_lib.encode(drawn, problem.graph.topological_order, problem.layout)
 
 
+@dataclasses.dataclass(frozen=True)
+class BottomLevelPrior:
+  """A parameter-free prior on the priority genes: each fresh key's priority gene is, with
+  probability `q`, drawn around the key that ranks the op by its bottom level (HEFT's upward
+  rank: the longest path to an exit, mean compute and transfer times), `spread` wide in
+  logit space; placement and transfer genes are left alone. Spends no model evaluation.
+  Issue 68's oracle: priority priors alone took +3.8% at 5K evaluations on training graphs,
+  this rank +2.2%."""
+  q: float = 0.3
+  spread: float = 0.5
+
+  def planned_evaluations(self, problem: performance.Problem) -> int:
+    del problem
+    return 0
+
+  def guide(self, problem: performance.Problem, seed: int, before: Guidance) -> Guidance:
+    del seed  # Deterministic.
+    layout = problem.layout
+    levels = analysis.mean_bottom_levels(problem.graph, problem.devices)
+    order = np.lexsort((np.arange(layout.num_ops), -np.asarray(levels)))
+    mean = np.full(layout.size, 0.5, np.float32)
+    mean[layout.priority_slice] = chromosome_lib.order_priorities(order)
+    q = np.zeros(layout.size, np.float32)
+    q[layout.priority_slice] = self.q
+    return dataclasses.replace(before, prior_q=q, prior_mean=mean,
+                               prior_spread=np.full(layout.size, self.spread, np.float32))
+
+
+PRIORS = {"none": None, "bottom_level": BottomLevelPrior()}  # `regal.optimize --prior`.
+
+
 def arm_of(seed_name: str) -> str:
   """The guide arm a seed chromosome's name belongs to ('doppler/greedy' -> 'doppler')."""
   return seed_name.split("/")[0]
@@ -161,6 +196,10 @@ def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guid
   if guided.mutant_alpha is not None:
     params = params.replace(mutant_alpha=np.asarray(guided.mutant_alpha, np.float32),
                             mutant_beta=np.asarray(guided.mutant_beta, np.float32))
+  if guided.prior_q is not None:
+    params = params.replace(prior_q=np.asarray(guided.prior_q, np.float32),
+                            prior_mean=np.asarray(guided.prior_mean, np.float32),
+                            prior_spread=np.asarray(guided.prior_spread, np.float32))
   with cli.stoppable():  # From the line on: a signal prompted by it stops the search.
     if progress is not None:
       progress(f"searching: BRKGA on {problem.graph.num_ops} ops, {left} evaluations "
