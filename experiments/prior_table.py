@@ -2,6 +2,7 @@ r"""Does a parameter-free prior pay? The bottom-level prior against the same sea
 
   python -m experiments.prior_table                    # validation graphs, q 0.1, 0.3, 0.6
   python -m experiments.prior_table --q 0.6 --split train      # confirm on other graphs
+  python -m experiments.prior_table --oracle 20000     # + the upper bound of a long run's answer
   python -m experiments.prior_table --quick            # 4 graphs, 2 seeds, q 0.3
 
 Issue 68's parameter-free guide (`regal.search.guides.BottomLevelPrior`: each fresh key's
@@ -25,6 +26,7 @@ from regal.scoring import parallel  # noqa: E402
 
 parallel.use_all_cpu_cores()  # Before JAX starts.
 
+import dataclasses  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402
 from typing import Sequence  # noqa: E402
@@ -55,6 +57,11 @@ _MAX_GRAPHS = flags.DEFINE_integer("max_graphs", 16, "Validation graphs (0: all)
 _SPLIT = flags.DEFINE_enum("split", "valid", ["valid", "train"], "Which graphs: validation "
                            "(where q is chosen), or training graphs to confirm a choice on "
                            "graphs it was not made on (never the test split).")
+_ORACLE = flags.DEFINE_integer("oracle", 0, "Also the upper bound: priors around the answer "
+                               "of an unguided run of this many evaluations on the same graph "
+                               "(its order, and its order and placement; not counted in the "
+                               "budget: an oracle, not a guide). 0: none.",
+                               lower_bound=0, upper_bound=10 ** 8)
 _QUICK = flags.DEFINE_bool("quick", False, "4 graphs, 2 seeds, q 0.3.")
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "prior_table"),
                            "Folder of the report.")
@@ -70,6 +77,30 @@ def problems(split: str, max_graphs: int) -> tuple[list[performance.Problem], ob
           for g in graphs], config
 
 
+@dataclasses.dataclass(frozen=True)
+class OraclePrior:
+  """The upper bound a prior could reach: fresh keys drawn, with probability `q`, around a
+  long run's answer on the same graph (`genes`: "order", its priority genes; "all", its
+  priority and placement genes). The long run's evaluations are not counted."""
+  answer: np.ndarray
+  q: float
+  spread: float
+  genes: str
+
+  def guide(self, problem: performance.Problem, seed: int,
+            before: guides.Guidance) -> guides.Guidance:
+    del seed
+    layout = problem.layout
+    mean = np.asarray(self.answer, np.float32).copy()
+    steered = np.zeros(layout.size, bool)
+    steered[layout.priority_slice] = True
+    if self.genes == "all":
+      steered[layout.affinity_slice] = True
+    return dataclasses.replace(before, prior_q=np.where(steered, self.q, 0).astype(np.float32),
+                               prior_mean=mean,
+                               prior_spread=np.full(layout.size, self.spread, np.float32))
+
+
 def main(argv: Sequence[str]) -> None:
   command.check(argv, quick_overrides=("q", "evals", "seeds", "max_graphs", "split"))
   try:
@@ -83,13 +114,20 @@ def main(argv: Sequence[str]) -> None:
   todo, config = problems(_SPLIT.value, max_graphs)
   arms = {"unguided": None, **{f"q={q:g}": guides.BottomLevelPrior(q, _SPREAD.value)
                                for q in qs}}
+  if _ORACLE.value:
+    for q in qs:
+      arms.update({f"oracle order q={q:g}": ("order", q), f"oracle all q={q:g}": ("all", q)})
   objective = {arm: np.zeros((len(todo), seeds)) for arm in arms}
   seconds = {arm: [] for arm in arms}
   for index, problem in enumerate(todo):
     seeded = guides.guidance(problem, 0, [guides.HeuristicSeeds()])
+    if _ORACLE.value:
+      answer = guides.run_guided(problem, _ORACLE.value, SEED_BASE - 1, seeded).best_chromosome
     for k in range(seeds):
       for arm, prior in arms.items():
         started = time.perf_counter()
+        if isinstance(prior, tuple):  # An oracle arm: around this graph's long-run answer.
+          prior = OraclePrior(answer, prior[1], _SPREAD.value, prior[0])
         guided = seeded if prior is None else prior.guide(problem, SEED_BASE + k, seeded)
         result = guides.run_guided(problem, evals, SEED_BASE + k, guided)
         seconds[arm].append(time.perf_counter() - started)
@@ -122,14 +160,19 @@ def main(argv: Sequence[str]) -> None:
       [[r["arm"], f"{r['mean_improvement_pct']:+.2f}",
         f"[{r['ci95_pct'][0]:+.2f}, {r['ci95_pct'][1]:+.2f}]", f"{100 * r['win_rate']:.0f}%",
         f"{100 * r['loss_rate']:.0f}%", f"{r['seconds']:.2f}"] for r in rows])
-  best = max(rows, key=lambda r: r["mean_improvement_pct"])
+  if _ORACLE.value:
+    body += ["", f"Oracle arms (upper bounds, not guides): priors around the answer of an "
+             f"unguided {_ORACLE.value:,}-evaluation run of the same graph, not counted."]
+  guides_only = [r for r in rows if not r["arm"].startswith("oracle")]
+  best = max(guides_only, key=lambda r: r["mean_improvement_pct"])
   pays = best["ci95_pct"][0] > 0
   body += ["", f"Verdict: the best arm, {best['arm']}, is {best['mean_improvement_pct']:+.2f}% "
            f"against the unguided search; "
            + ("its interval excludes 0: it pays." if pays else
               "its interval holds 0: no evidence it pays.")]
   name = ("prior_table" + ("" if _SPLIT.value == "valid" else f"_{_SPLIT.value}")
-          + ("" if _SPREAD.value == 0.5 else f"_spread{_SPREAD.value:g}"))
+          + ("" if _SPREAD.value == 0.5 else f"_spread{_SPREAD.value:g}")
+          + (f"_oracle{_ORACLE.value}" if _ORACLE.value else ""))
   report.publish(_OUT.value, name, lines, body,
                  {**facts, "evals": evals, "seeds": seeds, "graphs": [p.graph.name for p in todo],
                   "spread": _SPREAD.value, "rows": rows, "pays": pays,

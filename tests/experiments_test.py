@@ -280,12 +280,13 @@ def test_search_ab_quick_and_resumed(tmp_path):
 
 def test_prior_table_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.prior_table", out)
-  markdown, data = read_report(out, "prior_table")
-  (row,) = data["rows"]
-  assert row["arm"] == "q=0.3" and row["ci95_pct"][0] <= row["mean_improvement_pct"] <= \
-      row["ci95_pct"][1]
-  assert len(data["objectives"]["unguided"]) == 4 and "Verdict:" in markdown
+  run_quick("experiments.prior_table", out, "--oracle", "3000")
+  markdown, data = read_report(out, "prior_table_oracle3000")
+  assert [r["arm"] for r in data["rows"]] == ["q=0.3", "oracle order q=0.3",
+                                              "oracle all q=0.3"]
+  assert all(r["ci95_pct"][0] <= r["mean_improvement_pct"] <= r["ci95_pct"][1]
+             for r in data["rows"])
+  assert len(data["objectives"]["unguided"]) == 4 and "Verdict: the best arm, q=0.3" in markdown
 
 
 def test_startup_quick(tmp_path):
