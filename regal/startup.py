@@ -4,8 +4,9 @@ between runs (JAX's compilation cache and numba's kernels), and one host device 
 A run compiles its search programs and scoring kernels once; the next run of the same shapes
 loads them (`experiments/results/startup/startup.md` measures what each cache saves). Both live
 under `$REGAL_CACHE_DIR` (default `$XDG_CACHE_HOME/regal`, else `~/.cache/regal`):
-`jax/` and `numba/`. `REGAL_CACHE_DIR=off` keeps nothing; `JAX_COMPILATION_CACHE_DIR` or
-`NUMBA_CACHE_DIR`, when set, win. Concurrent runs share both: numba writes each kernel to a
+`jax/` and `numba/`. `REGAL_CACHE_DIR=off` leaves both to their own defaults (JAX keeps no
+programs; numba keeps kernels beside its sources, where writable); `JAX_COMPILATION_CACHE_DIR`
+or `NUMBA_CACHE_DIR`, when set, win. Concurrent runs share both: numba writes each kernel to a
 temporary file and renames it; JAX writes an entry whole under a key of its content, and a run
 that reads an entry while another is still writing it compiles the program itself (JAX warns
 once). JAX's cache is unbounded (a default run's programs take ~2 MB; delete the directory to
@@ -23,7 +24,7 @@ import os
 import sys
 
 def cache_root() -> str | None:
-  """The directory both caches live under; None when turned off."""
+  """The directory both caches live under; None: left to JAX's and numba's defaults."""
   root = os.environ.get("REGAL_CACHE_DIR")
   if root == "off":
     return None
