@@ -1,8 +1,13 @@
 """What every experiment command checks before any work: no stray arguments, no flag that
 `--quick` replaces by its own value (it would do nothing), an output folder it can write
-(an unwritable `--out` found after an hour of measuring loses the hour)."""
+(an unwritable `--out` found after an hour of measuring loses the hour); and `run_optimize`,
+a `regal.optimize` run as a user starts it, for the benchmarks that time whole runs."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
 from typing import Sequence
 
 from absl import flags
@@ -45,3 +50,19 @@ def choices(flag: str, values: Sequence[str], known: Sequence[str]) -> list[str]
     raise errors.ConfigError(f"--{flag}: {'unknown ' + repr(unknown[0]) if unknown else 'empty'}"
                              f"; known: {', '.join(known)}")
   return list(values)
+
+
+def run_optimize(args: Sequence[str], out: str, env: dict[str, str] | None = None,
+                 cwd: str | None = None) -> tuple[dict, float]:
+  """(result JSON, wall seconds) of one `python -m regal.optimize ARGS --out OUT` process;
+  a failed run is one error line naming its last line of stderr."""
+  start = time.perf_counter()
+  done = subprocess.run([sys.executable, "-m", "regal.optimize", *args, "--out", out], env=env,
+                        cwd=cwd, capture_output=True, text=True)
+  wall = time.perf_counter() - start
+  if done.returncode != 0:
+    where = f" in {cwd}" if cwd else ""
+    raise errors.RegalError(f"regal.optimize {' '.join(args)}{where} failed: "
+                            f"{done.stderr.strip().splitlines()[-1:]}")
+  with open(out) as f:
+    return json.load(f), wall

@@ -17,11 +17,9 @@ from datasets import cli
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
 
-import json  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 from typing import Sequence  # noqa: E402
 
@@ -54,14 +52,7 @@ def jobs(scratch: str) -> dict[str, list[str]]:
 
 
 def run(tree: str, args: list[str], out: str) -> dict:
-  env = dict(os.environ, PYTHONPATH=tree)
-  done = subprocess.run([sys.executable, "-m", "regal.optimize", *args, "--out", out], env=env,
-                        cwd=tree, capture_output=True, text=True)
-  if done.returncode != 0:
-    raise errors.RegalError(f"regal.optimize {' '.join(args)} in {tree} failed: "
-                            f"{done.stderr.strip().splitlines()[-1:]}")
-  with open(out) as f:
-    data = json.load(f)
+  data, _ = command.run_optimize(args, out, env=dict(os.environ, PYTHONPATH=tree), cwd=tree)
   return {"compile": data["wall_seconds"]["compile"], "search": data["wall_seconds"]["search"],
           "evaluations": data["evaluations"], "objective": data["objective"]}
 

@@ -23,7 +23,6 @@ from datasets import cli
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
 
-import json  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
@@ -68,15 +67,7 @@ def run_once(job: list[str], root: str, out: str) -> dict:
   """One `regal.optimize` process with its caches under `root`: its timings and answer."""
   env = {k: v for k, v in os.environ.items() if k not in _CALLER_CACHES}
   env["REGAL_CACHE_DIR"] = root
-  start = time.perf_counter()
-  done = subprocess.run([sys.executable, "-m", "regal.optimize", *job, "--out", out],
-                        env=env, capture_output=True, text=True)
-  wall = time.perf_counter() - start
-  if done.returncode != 0:
-    raise errors.RegalError(f"regal.optimize {' '.join(job)} failed: "
-                            f"{done.stderr.strip().splitlines()[-1:]}")
-  with open(out) as f:
-    data = json.load(f)
+  data, wall = command.run_optimize(job, out, env=env)
   seconds = data["wall_seconds"]
   return {"process_seconds": wall, "compile_jax": seconds["compile_jax"],
           "compile_numba": seconds["compile_numba"], "search": seconds["search"],

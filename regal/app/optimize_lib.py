@@ -134,8 +134,8 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   # One unit for every time of the run (sized to the single-device makespan) and one for
   # every memory figure (sized to the largest: a peak, or the limit).
   time_unit = units.time_unit(model, graph, float(single_schedule.makespan))
-  memory_unit = units.memory_unit(max([p for p in np.nan_to_num(
-      np.asarray(schedule.peak_memory, float)).tolist()] + [memory_limit or 0.0]))
+  memory_unit = units.memory_unit(max(float(np.nanmax(schedule.peak_memory, initial=0.0)),
+                                      memory_limit or 0.0))
   total = time.perf_counter() - start
   data = {
       "format": report_lib.RESULT_FORMAT, "version": 1,
