@@ -117,7 +117,7 @@ def paired_runs(problems, workdir: str, budget: str, seeds: int, progress) -> li
       plain = guides.run_guided(problem, evals, seed, seeded)
       row["unguided_seconds"].append(time.perf_counter() - started)
       started = time.perf_counter()
-      guided = policy_runner.RegalGuide(workdir).guide(problem, seed, seeded)
+      guided = policy_runner.guide_for(workdir).guide(problem, seed, seeded)
       steered = guides.run_guided(problem, evals, seed, guided)
       row["guided_seconds"].append(time.perf_counter() - started)
       row["steered_genes"] = guided.details["steered_genes"]

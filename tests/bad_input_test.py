@@ -79,6 +79,7 @@ def _inputs(folder, shared_graphs) -> dict[str, str]:
           "note": "one tensor fits float32; with the op's working memory it does not"}),
       "bad_config.py": "def get_config(:\n",
       "truncated_policy/checkpoint.msgpack": "",  # Filled with half a real checkpoint below.
+      "truncated_prior/prior.msgpack": "",  # Likewise.
       "a_file": "not a directory",
       "profiled_good.json": _profiled(),
       "devices_unlike.json": json.dumps({"num_devices": 2, "speed": [1.0, 2.0]}),
@@ -367,18 +368,35 @@ OPTIMIZE_CASES = [
 ]
 TRAIN_CASES = [
     ("batch_size_zero", [f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
-                         "--config.batch_size=0"], 2, "config.batch_size must be positive"),
+                         "--config.batch_size=0"], 2,
+     "config.batch_size must be positive"),
     ("negative_steps", [f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
-                        "--config.num_steps=-1"], 2, "config.num_steps must be non-negative"),
+                        "--config.num_steps=-1"], 2,
+     "config.num_steps must be non-negative"),
     ("unscorable_model_and_objective", [
         f"--config={REPO_ROOT}/regal/learning/configs/default.py:test", "--config.model=delay",
         "--config.objective=memory"], 2, "the delay model has no memory"),
     ("more_eval_seeds_than_reference_seeds", [
         f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
-        "--config.eval_seeds=3"], 2, "config.eval_seeds (3) must not exceed"),
+        "--config.eval_seeds=3"], 2,
+     "config.eval_seeds (3) must not exceed"),
     ("truncated_checkpoint_resumed", [
-                                      f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
-                                      "--workdir", "truncated_policy"], 2, "checkpoint"),
+        f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
+        "--config.learner=mutants", "--workdir", "truncated_policy"], 2, "checkpoint"),
+    ("truncated_prior_resumed", [
+        f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
+        "--workdir", "truncated_prior"], 2, "checkpoint"),
+    ("prior_q_out_of_range", [f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
+                              "--config.prior.qs=(0.5,1.5)"], 2,
+     "config.prior.qs must be numbers in (0, 1]"),
+    ("prior_labels_no_longer_than_the_budget", [
+        f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
+        "--config.prior.label_evals=500"], 2, "config.prior.label_evals (500) must exceed"),
+    ("mutant_setting_with_the_prior_learner", [
+        f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
+        "--config.reward=measured"], 2,
+     "--config.reward would do nothing here: config.learner is prior"),
+
     # Last: a config file that fails to load leaves the flag parser without its overrides.
     ("unknown_preset", [f"--config={REPO_ROOT}/regal/learning/configs/default.py:nope"], 2,
      "unknown preset 'nope'"),
@@ -510,6 +528,7 @@ def outcomes(tmp_path_factory, shared_graphs):
   checkpoint.save(str(folder / "whole.msgpack"), {"w": list(range(100))}, {"step": 1})
   blob = (folder / "whole.msgpack").read_bytes()
   (folder / "truncated_policy" / "checkpoint.msgpack").write_bytes(blob[:len(blob) // 2])
+  (folder / "truncated_prior" / "prior.msgpack").write_bytes(blob[:len(blob) // 2])
   (folder / "whole.msgpack").unlink()
   before = _digests(folder)
   results = {}
@@ -539,6 +558,14 @@ TRAIN_IMPORT_CASES = [
      "--config.nonexistent: the config has no field 'nonexistent'"),
     ("config_syntax_error", ["--config=bad_config.py", "--workdir", "run"], 2,
      "bad_config.py, line 1: invalid syntax (a config file)"),
+    # `--config.learner` once per interpreter: ml_collections defines an override's flag when
+    # it first parses it (the batched cases above hold one already).
+    ("unknown_learner", [f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
+                         "--config.learner=nope"], 2, "unknown config.learner 'nope'"),
+    ("prior_setting_with_the_mutant_learner", [
+        f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
+        "--config.learner=mutants", "--config.prior.steps=3"], 2,
+     "--config.prior.steps would do nothing here: config.learner is mutants"),
 ]
 ALL_CASES = (OPTIMIZE_CASES + TRAIN_CASES + SWEEP_CASES + SEARCH_AB_CASES
              + SEARCH_PROFILE_CASES + SHARDED_CASES + ZOO_CASES

@@ -68,7 +68,9 @@ def golden_training(tmp_path_factory):
   from regal.learning import train_lib
   from regal.learning.configs import default as default_config
   workdir = str(tmp_path_factory.mktemp("golden_training") / "run")
-  report = train_lib.train_and_evaluate(default_config.get_config("test"), workdir)
+  config = default_config.get_config("test")
+  config.learner = "mutants"
+  report = train_lib.train_and_evaluate(config, workdir)
   return workdir, report
 
 

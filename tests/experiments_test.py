@@ -289,6 +289,20 @@ def test_prior_table_quick(tmp_path):
   assert len(data["objectives"]["unguided"]) == 4 and "Verdict: the best arm, q=0.3" in markdown
 
 
+def test_learned_prior_table_quick(tmp_path):
+  out = str(tmp_path / "table")
+  run_quick("experiments.learned_prior_table", out, "--workdir", str(tmp_path / "labels"),
+            "--decompose")
+  markdown, data = read_report(out, "learned_prior_table_valid_decompose")
+  assert [r["arm"] for r in data["rows"]] == [
+      "bottom_level q=0.6", "learned q=0.6", "label oracle q=1",
+      "learned order, label placement q=1", "label order, learned placement q=1"]
+  assert all(len(v) == 2 and len(v[0]) == 2 for v in data["objectives"].values())
+  # The verdict names a guide, never an arm that reads the measured graph's labels.
+  assert "Verdict: the best learned arm, learned q=0.6" in markdown
+  assert os.path.exists(str(tmp_path / "labels" / "answers_train_2000x2.npz"))
+
+
 def test_startup_quick(tmp_path):
   out = str(tmp_path)
   run_quick("experiments.bench.startup", out)

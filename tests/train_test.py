@@ -97,6 +97,7 @@ def test_progress_lines_say_how_far_and_how_long(monkeypatch):
 def _tiny_config(dataset: str = "synthetic"):
   config = default_config.get_config("test")
   config.dataset = dataset
+  config.learner = "mutants"  # This file trains REGAL's mutant policy (`train_lib`).
   return config
 
 
@@ -345,7 +346,7 @@ def _descendants(pid: int) -> set[int]:
 
 def test_sigint_says_where_and_how_to_resume_and_leaves_no_ray_process(tmp_path):
   args = [f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
-          "--config.num_actors=1", "--workdir", str(tmp_path / "run")]
+          "--config.learner=mutants", "--config.num_actors=1", "--workdir", str(tmp_path / "run")]
   process = subprocess.Popen([sys.executable, "-m", "regal.train", *args], cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   for line in process.stdout:  # Progress lines go to stdout, errors to stderr.

@@ -143,7 +143,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   if guides.PRIORS[config.prior] is not None:
     chain.append(guides.PRIORS[config.prior])
   if policy_dir:
-    chain.append(policy_runner.RegalGuide(policy_dir))
+    chain.append(policy_runner.guide_for(policy_dir))
   guides.check_budget(problem, evals, chain, brkga_preset)  # Before the arms run.
   started = time.perf_counter()
   guided = guides.guidance(problem, seed, chain)

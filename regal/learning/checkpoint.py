@@ -23,6 +23,7 @@ WORKDIR_FILE = "checkpoint.msgpack"  # A training workdir's checkpoint.
 
 
 BEST_FILE = "best.msgpack"  # The state with the best validation score so far.
+PRIOR_FILE = "prior.msgpack"  # The learned prior of a workdir (`regal.learning.prior_train`).
 
 
 def in_workdir(workdir: str) -> str:
@@ -68,6 +69,15 @@ def read_meta(path: str) -> dict[str, Any]:
   if not isinstance(meta, dict):
     raise errors.ConfigError(f"checkpoint {path}: its metadata is unreadable")
   return meta
+
+
+def restore_raw(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+  """(state dict as saved: nested dicts of arrays, metadata), for a Flax module's `apply`
+  without building a template first (what `init` would cost at inference)."""
+  contents = _read(path)
+  if not isinstance(contents.get("state"), dict):
+    raise errors.ConfigError(f"checkpoint {path}: holds no state")
+  return contents["state"], read_meta(path)
 
 
 def restore(path: str, template: Any) -> tuple[Any, dict[str, Any]]:

@@ -25,6 +25,21 @@ from regal.scoring import performance
 from regal.search import guides
 
 
+def trained_config(meta: dict, workdir: str, problem: performance.Problem
+                   ) -> ml_collections.ConfigDict:
+  """The training config in a checkpoint's metadata, checked against the problem: a policy
+  serves the device count it was trained for (its heads are per device or per class), and the
+  objective's features (memory has no runtime features)."""
+  config = ml_collections.ConfigDict(meta["config_values"])
+  if config.num_devices != problem.devices.num_devices:
+    raise errors.ConfigError(f"the policy in {workdir} was trained for {config.num_devices} "
+                             f"devices, the problem has {problem.devices.num_devices}")
+  if (config.objective == "memory") != (problem.objective == "memory"):
+    raise errors.ConfigError(f"the policy in {workdir} was trained for objective "
+                             f"{config.objective}; its features differ from {problem.objective}'s")
+  return config
+
+
 def load(workdir: str, problem: performance.Problem):
   """(policy config, policy params) of the best-validated policy in `workdir` (else its last
   checkpoint's), checked against the
@@ -36,13 +51,7 @@ def load(workdir: str, problem: performance.Problem):
   meta = checkpoint.read_meta(path)
   if "config_values" not in meta:
     raise errors.ConfigError(f"{path}: checkpoint written without its config")
-  config = ml_collections.ConfigDict(meta["config_values"])
-  if config.num_devices != problem.devices.num_devices:
-    raise errors.ConfigError(f"the policy in {workdir} was trained for {config.num_devices} "
-                             f"devices, the problem has {problem.devices.num_devices}")
-  if (config.objective == "memory") != (problem.objective == "memory"):
-    raise errors.ConfigError(f"the policy in {workdir} was trained for objective "
-                             f"{config.objective}; its features differ from {problem.objective}'s")
+  config = trained_config(meta, workdir, problem)
   policy_config = policy_lib.PolicyConfig(**config.policy.to_dict())
   example = policy_lib.batch_graphs([features_lib.graph_features(problem)],
                                     problem.graph.num_ops + 1, max(problem.graph.num_edges, 1))
@@ -81,6 +90,15 @@ def mutant_distributions(problem: performance.Problem, policy_config: policy_lib
   alpha, beta = policy_lib.mutant_distributions(policy_lib.greedy(logits), problem.layout,
                                                 policy_config)
   return np.asarray(alpha), np.asarray(beta)
+
+
+def guide_for(workdir: str):
+  """The guide a training workdir holds: its learned prior (`prior_train`, the default
+  learner) or REGAL's mutant policy."""
+  from regal.learning import prior_train
+  if prior_train.holds_prior(workdir):
+    return prior_train.LearnedPriorGuide(workdir)
+  return RegalGuide(workdir)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,7 @@
 (graph index, per-gene Beta alpha and beta on the graph's own layout or None for the unguided
 search, seed, budget) it returns the objective of the search `regal.optimize` runs (the
 preset's parameters and settings for the problem's model, the heuristic seeds, the bucketed
-compiled search, guided or not), scored by the problem's own model. The worker pads every
+compiled search, guided or not; `Task.prior`: a prior over fresh keys), scored by the problem's own model. The worker pads every
 graph to one shape (`brkga_search.common_shape`), so it compiles the search once: the same
 search and parameters as each graph's own buckets, only padded further; with `Task.best` also the best chromosome (what measured rewards
 decode and execute).
@@ -12,6 +12,7 @@ decode and execute).
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Sequence
 
 import numpy as np
@@ -33,6 +34,10 @@ class Task:
   evals: int | None = None  # None: the worker's budget
   best: bool = False  # Return (objective, best chromosome on the graph's own layout).
   params: brkga.Params | None = None  # In place of the preset's (a sweep trial's setting).
+  # A prior over fresh keys (`guides.Guidance.prior_q` / `prior_mean` / `prior_spread`), each
+  # [layout.size]; None: none.
+  prior: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+  timed: bool = False  # Return (objective, wall seconds of the search).
 
 
 class RolloutWorker:
@@ -62,10 +67,14 @@ class RolloutWorker:
   def run(self, tasks: Sequence[Task]) -> list:
     results = []
     for task in tasks:
-      guidance = guides.Guidance(self.seeds(task.graph_index), task.alpha, task.beta)
+      prior = task.prior or (None, None, None)
+      guidance = guides.Guidance(self.seeds(task.graph_index), task.alpha, task.beta,
+                                 prior_q=prior[0], prior_mean=prior[1], prior_spread=prior[2])
+      started = time.perf_counter()
       result = guides.run_guided(self.problems[task.graph_index], task.evals or self.evals,
                                  task.seed, guidance, self.preset, shape=self.shape,
                                  params=task.params)
+      seconds = time.perf_counter() - started
       results.append((result.objective, result.best_chromosome) if task.best
-                     else result.objective)
+                     else (result.objective, seconds) if task.timed else result.objective)
     return results

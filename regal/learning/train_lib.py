@@ -122,8 +122,10 @@ def check_config(config: ml_collections.ConfigDict) -> None:
 
 def fingerprint(config: ml_collections.ConfigDict, ignore: tuple[str, ...] = ()) -> str:
   """What a checkpoint must match to be resumed (everything but run-length settings)."""
+  # The learner's choice and the prior learner's settings: this module trains mutants only.
   relevant = {k: v for k, v in config.to_dict().items()
-              if k not in ("num_steps", "eval_every", "log_every", "num_actors") + ignore
+              if k not in ("num_steps", "eval_every", "log_every", "num_actors", "learner",
+                           "prior") + ignore
               and _LATER_DEFAULTS.get(k, object()) != v}
   if "brkga_preset" in relevant:  # Its values, so that re-tuning it invalidates the workdir.
     relevant["brkga_setting"] = brkga_presets.setting(relevant["brkga_preset"])
@@ -153,22 +155,28 @@ def room_for_improvement(short, long, threshold_pct: float) -> np.ndarray:
   return 100.0 * (short - long) / short >= threshold_pct
 
 
+def split_problems(config: ml_collections.ConfigDict
+                   ) -> tuple[list[performance.Problem], dict[str, list[int]]]:
+  """(problems, {split: indices into problems}) of the config's dataset, devices and model."""
+  dataset = dataset_lib.for_training(config.dataset, config.num_train, config.num_valid,
+                                     config.num_test)
+  devices = devices_lib.homogeneous(config.num_devices)
+  splits, problems = {}, []
+  for split in ("train", "valid", "test"):
+    graphs = dataset[split]
+    splits[split] = list(range(len(problems), len(problems) + len(graphs)))
+    problems += [performance.Problem(g, devices, model=config.model,
+                                     objective=config.objective) for g in graphs]
+  return problems, splits
+
+
 class Trainer:
   """Everything a training run holds: problems, features, pool, compiled steps."""
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str):
     self.config, self.workdir = config, workdir
     os.makedirs(workdir, exist_ok=True)
-    dataset = dataset_lib.for_training(config.dataset, config.num_train, config.num_valid,
-                                       config.num_test)
-    devices = devices_lib.homogeneous(config.num_devices)
-    self.splits = {}
-    problems = []
-    for split in ("train", "valid", "test"):
-      graphs = dataset[split]
-      self.splits[split] = list(range(len(problems), len(problems) + len(graphs)))
-      problems += [performance.Problem(g, devices, model=config.model,
-                                       objective=config.objective) for g in graphs]
+    problems, self.splits = split_problems(config)
     self.problems = problems
     self.policy_config = _policy_config(config)
     self.train_config = _train_config(config)
@@ -596,12 +604,14 @@ def initial_state(trainer: Trainer, template: bool = False) -> reinforce.TrainSt
 
 def workdir_config(workdir: str) -> ml_collections.ConfigDict:
   """The training config a workdir's checkpoint was written with."""
-  if not os.path.exists(checkpoint.in_workdir(workdir)):
+  path = checkpoint.in_workdir(workdir)
+  if not os.path.exists(path) and os.path.exists(os.path.join(workdir, checkpoint.PRIOR_FILE)):
+    path = os.path.join(workdir, checkpoint.PRIOR_FILE)  # The learned prior's (`prior_train`).
+  if not os.path.exists(path):
     raise errors.ConfigError(f"no trained policy in {workdir} ({checkpoint.WORKDIR_FILE} missing)")
-  meta = checkpoint.read_meta(checkpoint.in_workdir(workdir))
+  meta = checkpoint.read_meta(path)
   if "config_values" not in meta:
-    raise errors.ConfigError(f"{checkpoint.in_workdir(workdir)}: checkpoint written without its "
-                             f"config")
+    raise errors.ConfigError(f"{path}: checkpoint written without its config")
   # Settings added since it was written take their defaults (which the fingerprint omits).
   return ml_collections.ConfigDict({**_LATER_DEFAULTS, **meta["config_values"]})
 
@@ -619,6 +629,9 @@ def trained_policy(trainer: Trainer, workdir: str):
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   check_config(config)
+  if config.get("learner", "mutants") != "mutants":
+    raise errors.ConfigError(f"this trains REGAL's mutant policy (config.learner=mutants), "
+                             f"not {config.learner!r} (`regal.learning.prior_train`)")
   config_id = fingerprint(config)
   meta = _checkpoint_meta(workdir, config_id)  # Refuse another config's workdir first.
   start = _finetune_source(config) if config.finetune_from and meta is None else None

@@ -64,10 +64,21 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   # BRKGA's parameters for REGAL's rollouts and the uniform-BRKGA reference: "default"
   # (Goncalves & Resende) or a preset of the tuning sweep (regal/search/brkga_presets.py).
   config.brkga_preset = "default"
+  # What is learned. "prior": a prior over the search's fresh keys (op order and placement
+  # class), imitating long runs (`regal.learning.prior_train`, issue 68); "mutants": REGAL's
+  # per-gene mutant distributions by imitation then REINFORCE (the rest of this config).
+  config.learner = "prior"
+  config.prior = ml_collections.ConfigDict(dict(
+      label_evals=50_000, label_runs=2,  # Labels: the best of 2 runs at 10x the budget.
+      steps=400, learning_rate=3e-3,  # Full-batch Adam; the best validation step kept.
+      qs=(0.3, 0.6, 1.0),  # Chosen on the validation graphs, calibration_seeds each.
+      calibration_seeds=5, test_seeds=5,
+      placement="calibrated"))  # How class probabilities become affinity keys.
   config.policy = ml_collections.ConfigDict(dict(
       hidden=32, rounds=2, update="residual", aggregation="sum", placement_bins=2,
       priority_bins=16, initial_steer=0.1))
   if preset == "paper":
+    config.learner = "mutants"  # REGAL's own design.
     config.num_train, config.num_valid, config.num_test = 10000, 1000, 1000
     config.evals = 5000
     config.num_steps = 100000
@@ -81,6 +92,7 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
     config.policy.hidden = 64
     config.policy.rounds = 4
   elif preset == "long":
+    config.learner = "mutants"
     config.num_train, config.num_valid, config.num_test = 128, 16, 64
     config.evals = 5000
     config.num_steps = 150
@@ -105,6 +117,9 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
     config.policy.hidden = 8
     config.policy.rounds = 1
     config.samples_per_graph = 2  # Exercises the leave-one-out path at half the default cost.
+    config.prior.label_evals, config.prior.label_runs = 600, 1
+    config.prior.steps, config.prior.qs = 5, (0.6,)
+    config.prior.calibration_seeds, config.prior.test_seeds = 1, 1
   elif preset:
     raise ValueError(f"unknown preset {preset!r}; known: paper, long, wc, test")
   return config

@@ -1,0 +1,413 @@
+"""`regal.train`'s default learner: a prior over the search's fresh keys, learned by imitating
+long runs (issue 68; `config.learner = "prior"`).
+
+Stages, each saved in the workdir as it goes (a killed run resumes with nothing lost or
+redone twice; a stage's file is named by the settings it depends on):
+  1. labels: on every training and validation graph, the best of `prior.label_runs` unguided
+     searches of `prior.label_evals` evaluations (`answers-<id>.npz`, per graph, on the Ray
+     actors of `RolloutPool`);
+  2. the network (`prior_net.PriorNet`): `prior.steps` full-batch Adam steps on the training
+     labels, the step of lowest validation loss kept (`prior.msgpack`, with its config and the
+     loss curves);
+  3. calibration on the validation graphs (`valid-<id>.json`): the learned prior and the
+     bottom-level prior at each q of `prior.qs` against the unguided search,
+     `prior.calibration_seeds` paired seeds per graph at `evals` evaluations; each prior's best
+     q is kept;
+  4. test (`test-<id>.json`): unguided, learned and bottom-level at their chosen q, and the
+     unguided search at equal wall time (the evaluations the guided search's extra seconds,
+     guide included, buy at the validation graphs' rates), `prior.test_seeds` paired seeds on
+     the test graphs, which nothing before has read.
+The report (`report.json`) holds every figure, the verdict line and `training_curves.png`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import time
+from typing import Any, Callable
+
+import jax
+import ml_collections
+import numpy as np
+
+from datasets import atomic, errors
+from regal.learning import checkpoint
+from regal.learning import policy as policy_lib
+from regal.learning import prior_net, prior_policy, stats, train_lib
+from regal.learning.rollout import Task
+from regal.learning.rollout_pool import RolloutPool
+from regal.search import guides
+
+PRIOR_FILE = checkpoint.PRIOR_FILE
+FEATURES = "policy+seed_placements"  # `prior_policy.features`: a change retrains the network.
+LABEL_SEED_BASE = 40_000_003  # Long runs: seeds none of the measured searches use.
+MEASURE_SEED_BASE = 50_000_017  # Validation and test searches (paired across arms).
+
+
+def _digest(values: dict) -> str:
+  return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _ids(config: ml_collections.ConfigDict) -> dict[str, str]:
+  """Stage names: each depends on what its results depend on, nothing else."""
+  data = {k: config[k] for k in ("dataset", "num_train", "num_valid", "num_test", "num_devices",
+                                 "model", "objective", "brkga_preset")}
+  labels = {**data, "label_evals": config.prior.label_evals,
+            "label_runs": config.prior.label_runs}
+  net = {**labels, "features": FEATURES, "policy": config.policy.to_dict(),
+         "steps": config.prior.steps,
+         "learning_rate": config.prior.learning_rate, "seed": config.seed}
+  measured = {**net, "evals": config.evals, "qs": list(config.prior.qs),
+              "calibration_seeds": config.prior.calibration_seeds,
+              "placement": config.prior.placement}
+  return {"labels": _digest(labels), "net": _digest(net), "valid": _digest(measured),
+          "test": _digest({**measured, "test_seeds": config.prior.test_seeds})}
+
+
+def check_config(config: ml_collections.ConfigDict) -> None:
+  prior = config.prior
+  for name in ("label_evals", "label_runs", "steps", "calibration_seeds", "test_seeds"):
+    if not isinstance(prior[name], int) or isinstance(prior[name], bool) or prior[name] < 1:
+      raise errors.ConfigError(f"config.prior.{name} must be a positive integer, got "
+                               f"{prior[name]!r}")
+  if not prior.learning_rate > 0:
+    raise errors.ConfigError(f"config.prior.learning_rate must be positive, got "
+                             f"{prior.learning_rate!r}")
+  if not prior.qs or not all(isinstance(q, (int, float)) and 0 < q <= 1 for q in prior.qs):
+    raise errors.ConfigError(f"config.prior.qs must be numbers in (0, 1], got {prior.qs!r}")
+  if prior.placement not in prior_net.AFFINITY_MAPPINGS:
+    raise errors.ConfigError(f"config.prior.placement must be one of "
+                             f"{', '.join(prior_net.AFFINITY_MAPPINGS)}, got {prior.placement!r}")
+  if prior.label_evals <= config.evals:
+    raise errors.ConfigError(f"config.prior.label_evals ({prior.label_evals}) must exceed "
+                             f"config.evals ({config.evals}): labels come from longer runs")
+  if config.reward != "model" or config.finetune_from:
+    raise errors.ConfigError("the prior learner imitates long runs of the model: "
+                             "config.reward=measured and config.finetune_from need "
+                             "config.learner=mutants")
+
+
+def _devices(config):
+  from datasets import devices as devices_lib
+  return devices_lib.homogeneous(config.num_devices)
+
+
+def _net(config: ml_collections.ConfigDict) -> prior_net.PriorNet:
+  return prior_net.PriorNet(policy_lib.PolicyConfig(**config.policy.to_dict()),
+                            prior_net.num_classes(_devices(config)))
+
+
+def load(workdir: str, problem) -> tuple[prior_net.PriorNet, Any, float, str]:
+  """(network, parameters, chosen q, affinity mapping) of the learned prior in `workdir`,
+  checked against the problem (its device count and objective must be what the prior was
+  trained for)."""
+  path = os.path.join(workdir, PRIOR_FILE)
+  meta = checkpoint.read_meta(path)
+  from regal.learning import policy_runner  # It imports this module's guide lazily too.
+  config = policy_runner.trained_config(meta, workdir, problem)
+  if "q" not in meta:
+    raise errors.ConfigError(f"the policy in {workdir} is not calibrated yet: rerun its "
+                             f"training to finish")
+  params, _ = checkpoint.restore_raw(path)  # No template: `init` costs ~0.4 s.
+  return _net(config), params, float(meta["q"]), config.prior.get("placement", "calibrated")
+
+
+def holds_prior(workdir: str) -> bool:
+  return os.path.exists(os.path.join(workdir, PRIOR_FILE))
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnedPriorGuide:
+  """The learned prior of a training workdir as a guide (`regal.optimize --policy WORKDIR`),
+  at the q its validation chose. No model evaluation."""
+  workdir: str
+
+  def planned_evaluations(self, problem) -> int:
+    del problem
+    return 0
+
+  def guide(self, problem, seed: int, before: guides.Guidance) -> guides.Guidance:
+    net, params, q, placement = load(self.workdir, problem)
+    guided = prior_policy.PriorGuide(
+        lambda p: prior_policy.outputs(net, params, p, seeds=before.seeds), q,
+        placement).guide(problem, seed, before)
+    return dataclasses.replace(guided, details={
+        **guided.details, "policy": self.workdir, "prior_q": q,
+        "steered_genes": int(np.sum(guided.prior_q > 0))})
+
+
+class _Run:
+  """One training run's problems, pool and stage files."""
+
+  def __init__(self, config: ml_collections.ConfigDict, workdir: str):
+    self.config, self.workdir = config, workdir
+    self.ids = _ids(config)
+    self.problems, self.splits = train_lib.split_problems(config)
+    self.pool = RolloutPool(self.problems, config.evals, config.num_actors,
+                            preset=config.get("brkga_preset", "default"))
+
+  def path(self, name: str) -> str:
+    return os.path.join(self.workdir, name)
+
+  def stage(self, name: str, what: str, count: int, compute, unit: str) -> dict[int, Any]:
+    path = self.path(name)
+    return train_lib.per_graph_stage(path, path if os.path.exists(path) else None, what,
+                                     list(range(count)), compute, unit)
+
+  def answers(self) -> dict[int, np.ndarray]:
+    """Every training and validation graph's label answer (stage 1)."""
+    prior = self.config.prior
+    indices = self.splits["train"] + self.splits["valid"]
+    tasks = [t for i in indices for t in prior_policy.answer_tasks(
+        i, prior.label_runs, prior.label_evals, LABEL_SEED_BASE)]
+
+    def compute(missing, on_done):
+      wanted = [tasks[k] for graph in missing
+                for k in range(graph * prior.label_runs, (graph + 1) * prior.label_runs)]
+      collected: dict[int, list] = {}
+
+      def finished(positions, values):
+        done = []
+        for position, value in zip(positions, values):
+          graph = position // prior.label_runs
+          collected.setdefault(graph, []).append(value)
+          if len(collected[graph]) == prior.label_runs:
+            done.append(graph)
+        on_done([missing[g] for g in done],
+                [prior_policy.best_answer(collected[g]) for g in done])
+      self.pool.map(wanted, finished)
+
+    done = self.stage(f"answers-{self.ids['labels']}.npz",
+                      f"labels: the best of {prior.label_runs} runs of "
+                      f"{prior.label_evals:,} evaluations", len(indices), compute, "graphs")
+    return {index: np.asarray(done[k], np.float32) for k, index in enumerate(indices)}
+
+  def network(self, answers: dict[int, np.ndarray]):
+    """(network, parameters, loss history) of stage 2, trained or read back."""
+    net = _net(self.config)
+    path = self.path(PRIOR_FILE)
+    problem_of = lambda split: [self.problems[i] for i in self.splits[split]]  # noqa: E731
+    batches = {split: prior_policy.batch(problem_of(split),
+                                         [answers[i] for i in self.splits[split]])
+               for split in ("train", "valid")}
+    if os.path.exists(path):
+      meta = checkpoint.read_meta(path)
+      if meta.get("net") == self.ids["net"]:
+        params, _ = checkpoint.restore(path, net.init(jax.random.PRNGKey(0),
+                                                      batches["train"].graph))
+        return net, params, meta["history"]
+    started = time.perf_counter()
+    settings = prior_policy.TrainSettings(steps=self.config.prior.steps,
+                                          learning_rate=self.config.prior.learning_rate,
+                                          seed=self.config.seed)
+    line = _Line(f"training the prior: {settings.steps} steps")
+    params, history = prior_policy.train(
+        net, batches["train"], batches["valid"], settings,
+        log=lambda k, train, valid: line.say(
+            f"step {k}/{settings.steps}: train loss {train:.3f}, validation loss {valid:.3f}"))
+    line.done(time.perf_counter() - started)
+    checkpoint.save(path, params, {"net": self.ids["net"], "history": history,
+                                   "config_values": self.config.to_dict()})
+    return net, params, history
+
+  def measure(self, name: str, what: str, indices: list[int], seeds: int,
+              arms: dict[str, Callable[[int], tuple | None] | int]) -> dict[str, np.ndarray]:
+    """{arm: [graphs, seeds] objectives, arm + ' seconds': wall seconds}: each arm's search
+    on each graph and paired seed. An arm is a function of the graph index giving its prior
+    (None: unguided), or an int: the unguided search with that many evaluations."""
+    tasks = []
+    for arm, prior in arms.items():
+      for i in indices:
+        for k in range(seeds):
+          if isinstance(prior, int):
+            tasks.append(Task(i, None, None, MEASURE_SEED_BASE + k, evals=prior, timed=True))
+          else:
+            tasks.append(Task(i, None, None, MEASURE_SEED_BASE + k, prior=prior(i),
+                              timed=True))
+
+    def compute(missing, on_done):
+      self.pool.map([tasks[k] for k in missing], lambda chunk, values: on_done(
+          [missing[c] for c in chunk], [list(v) for v in values]))
+
+    done = self.stage(name, what, len(tasks), compute, "searches")
+    values = np.array([done[k] for k in range(len(tasks))], np.float64).reshape(
+        len(arms), len(indices), seeds, 2)
+    result = {}
+    for a, arm in enumerate(arms):
+      result[arm] = values[a, ..., 0]
+      result[arm + " seconds"] = values[a, ..., 1]
+    return result
+
+
+class _Line:
+  def __init__(self, what: str):
+    from regal.search import progress as search_progress
+    self.what = what
+    self.line = search_progress.LiveLine(log_interval=train_lib.PROGRESS_SECONDS)
+    print(what, flush=True)
+
+  def say(self, text: str) -> None:
+    self.line.update(f"  {text}")
+
+  def done(self, seconds: float) -> None:
+    self.line.close()
+    print(f"  {self.what}: done in {seconds:.1f} s", flush=True)
+
+
+def _improvement(objectives: dict[str, np.ndarray], arm: str, base: str = "unguided"
+                 ) -> np.ndarray:
+  return 100 * (objectives[base] - objectives[arm]) / objectives[base]
+
+
+def _summary(objectives: dict[str, np.ndarray], arm: str, base: str = "unguided") -> dict:
+  improvement = _improvement(objectives, arm, base)
+  low, high = stats.bootstrap_interval(improvement, np.random.default_rng(0))
+  return {"improvement_pct": float(improvement.mean(axis=1).mean()),
+          "interval_pct": [low, high],
+          "win_rate": float((objectives[arm] < objectives[base]).mean()),
+          "loss_rate": float((objectives[arm] > objectives[base]).mean()),
+          "seconds_per_search": float(objectives[arm + " seconds"].mean())}
+
+
+def _learned_prior(run: _Run, net, params, q: float):
+  def prior(index: int):
+    problem = run.problems[index]
+    return prior_net.steered_keys(prior_policy.outputs(net, params, problem),
+                                  problem.graph.num_ops, problem.layout, problem.devices, q,
+                                  placement=run.config.prior.placement)
+  return prior
+
+
+def _bottom_level_prior(run: _Run, q: float):
+  def prior(index: int):
+    guided = guides.BottomLevelPrior(q).guide(run.problems[index], 0, guides.Guidance())
+    return guided.prior_q, guided.prior_mean, guided.prior_spread
+  return prior
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  train_lib.check_config(config)
+  check_config(config)
+  if os.path.exists(os.path.join(workdir, PRIOR_FILE)):  # Unreadable: said before any work.
+    checkpoint.read_meta(os.path.join(workdir, PRIOR_FILE))
+  os.makedirs(workdir, exist_ok=True)
+  run = _Run(config, workdir)
+  try:
+    return _train_and_evaluate(run)
+  finally:
+    run.pool.shutdown()
+
+
+def _train_and_evaluate(run: _Run) -> dict[str, Any]:
+  config, started = run.config, time.perf_counter()
+  answers = run.answers()
+  label_seconds = time.perf_counter() - started
+  net, params, history = run.network(answers)
+  qs = [float(q) for q in config.prior.qs]
+  valid_arms: dict[str, Any] = {"unguided": lambda i: None}
+  for q in qs:
+    valid_arms[f"learned q={q:g}"] = _learned_prior(run, net, params, q)
+    valid_arms[f"bottom_level q={q:g}"] = _bottom_level_prior(run, q)
+  valid = run.measure(f"valid-{run.ids['valid']}.json", "calibration on validation graphs",
+                      run.splits["valid"], config.prior.calibration_seeds, valid_arms)
+  calibration = {arm: _summary(valid, arm) for arm in valid_arms if arm != "unguided"}
+  chosen = {kind: max(qs, key=lambda q: calibration[f"{kind} q={q:g}"]["improvement_pct"])
+            for kind in ("learned", "bottom_level")}
+  # The chosen q goes into the checkpoint (`regal.optimize --policy` runs the prior with it),
+  # with the equal-time budget, measured once: a resumed test stage keeps its tasks.
+  meta = checkpoint.read_meta(run.path(PRIOR_FILE))
+  if meta.get("q") != chosen["learned"] or "time_ratio" not in meta:
+    # Equal wall time: the unguided search gets the evaluations the guided one's extra
+    # seconds (its guide, its draws) would have bought, at the validation graphs' rates.
+    guide_seconds = _guide_seconds(net, params, [run.problems[i] for i in run.splits["valid"]])
+    learned_seconds = calibration[f"learned q={chosen['learned']:g}"]["seconds_per_search"]
+    meta = {**meta, "q": chosen["learned"], "guide_seconds": guide_seconds, "time_ratio": (
+        learned_seconds + guide_seconds) / float(valid["unguided seconds"].mean())}
+    checkpoint.save(run.path(PRIOR_FILE), params, meta)
+  guide_seconds, time_ratio = meta["guide_seconds"], meta["time_ratio"]
+  equal_time_evals = int(np.ceil(config.evals * max(time_ratio, 1.0)))
+  test_arms: dict[str, Any] = {
+      "unguided": lambda i: None,
+      "learned": _learned_prior(run, net, params, chosen["learned"]),
+      "bottom_level": _bottom_level_prior(run, chosen["bottom_level"]),
+      "unguided, equal time": equal_time_evals}
+  test = run.measure(f"test-{run.ids['test']}.json", "test graphs", run.splits["test"],
+                     config.prior.test_seeds, test_arms)
+  report = {
+      "learner": "prior", "dataset": config.dataset, "evals": config.evals,
+      "test_graphs": len(run.splits["test"]), "test_seeds": config.prior.test_seeds,
+      "label_evals": config.prior.label_evals, "label_runs": config.prior.label_runs,
+      "label_seconds": label_seconds, "history": history, "chosen_q": chosen,
+      "calibration": calibration,
+      "test": _summary(test, "learned"),
+      "test_bottom_level": _summary(test, "bottom_level"),
+      "test_learned_vs_bottom_level": _summary(test, "learned", "bottom_level"),
+      "test_equal_time": {**_summary(test, "learned", "unguided, equal time"),
+                          "unguided_evals": equal_time_evals, "time_ratio": time_ratio},
+      "guide_seconds_per_graph": guide_seconds,
+      "unguided_seconds_per_search": float(test["unguided seconds"].mean()),
+      "split_graphs": {split: [run.problems[i].graph.name for i in indices]
+                       for split, indices in run.splits.items()},
+      "objectives": {arm: test[arm].tolist() for arm in test_arms}}
+  report["verdict"] = verdict(report)
+  atomic.write_text(run.path("report.json"), json.dumps(report, indent=1))
+  _plot(history, run.path("training_curves.png"))
+  return report
+
+
+def _guide_seconds(net, params, problems) -> float:
+  """Median wall seconds of the learned guide per graph (features, forward pass, keys),
+  after a first call per size bucket compiled it: what `--policy` adds to a search."""
+  seconds = []
+  for problem in problems:
+    guide = prior_policy.PriorGuide(lambda p: prior_policy.outputs(net, params, p), 1.0)
+    guide.guide(problem, 0, guides.Guidance())
+    started = time.perf_counter()
+    guide.guide(problem, 0, guides.Guidance())
+    seconds.append(time.perf_counter() - started)
+  return float(np.median(seconds))
+
+
+def verdict(report: dict) -> str:
+  """The test result in two lines: the learned prior against the unguided search and against
+  the bottom-level prior, with 95% intervals, and whether it pays."""
+  test, versus = report["test"], report["test_learned_vs_bottom_level"]
+  low, high = test["interval_pct"]
+  said = ("the learned prior pays" if low > 0 else "the learned prior hurts" if high < 0 else
+          "no evidence the learned prior pays: its interval holds 0")
+  if low > 0 and versus["interval_pct"][0] <= 0:
+    said += ", but not told apart from the bottom-level prior"
+  return (f"test: on {report['test_graphs']} unseen graphs x {report['test_seeds']} seeds at "
+          f"{report['evals']:,} evaluations, the learned prior (q {report['chosen_q']['learned']:g})"
+          f" is {test['improvement_pct']:+.2f}% against the same search unguided (95% interval "
+          f"[{low:+.2f}, {high:+.2f}], better on {100 * test['win_rate']:.0f}% of runs) and "
+          f"{versus['improvement_pct']:+.2f} points against the bottom-level prior "
+          f"([{versus['interval_pct'][0]:+.2f}, {versus['interval_pct'][1]:+.2f}]); "
+          f"{report['guide_seconds_per_graph'] * 1000:.1f} ms of guide per graph against "
+          f"{report['unguided_seconds_per_search'] * 1000:.0f} ms per search; at equal wall time "
+          f"(unguided {report['test_equal_time']['unguided_evals']:,} evaluations) "
+          f"{report['test_equal_time']['improvement_pct']:+.2f}% "
+          f"([{report['test_equal_time']['interval_pct'][0]:+.2f}, "
+          f"{report['test_equal_time']['interval_pct'][1]:+.2f}])\n"
+          f"verdict: {said}")
+
+
+def _plot(history, path: str) -> None:
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(6, 3.5))
+  steps = [h[0] for h in history]
+  ax.plot(steps, [h[1] for h in history], label="training loss")
+  ax.plot(steps, [h[2] for h in history], label="validation loss")
+  ax.set_xlabel("Adam step")
+  ax.set_ylabel("negative log-likelihood per op")
+  ax.legend()
+  fig.tight_layout()
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format="png", dpi=120)
+  plt.close(fig)
+  atomic.write_bytes(path, buffer.getvalue())

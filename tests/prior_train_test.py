@@ -1,0 +1,108 @@
+"""regal.learning.prior_train: the default learner end to end on the `:test` preset (labels,
+training, calibration on validation, test), its report and verdict, a resume that redoes
+nothing, a kill mid-stage that resumes to the uninterrupted run, and the trained prior in
+regal.optimize --policy."""
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from datasets import devices as devices_lib
+from datasets import errors
+from datasets.synthetic import sized_graph
+from regal.app import methods, optimize_lib
+from regal.learning import checkpoint, prior_train
+from regal.learning.configs import default as default_config
+from regal.learning.rollout_pool import RolloutPool
+
+
+def _config():
+  config = default_config.get_config("test")
+  config.num_actors = 0
+  return config
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp("prior") / "run")
+  return workdir, prior_train.train_and_evaluate(_config(), workdir)
+
+
+def test_training_reports_a_verdict_and_keeps_its_choices(trained):
+  workdir, report = trained
+  for name in ("report.json", "training_curves.png", checkpoint.PRIOR_FILE):
+    assert os.path.exists(os.path.join(workdir, name)), name
+  assert report["verdict"].count("\n") == 1
+  assert report["verdict"].splitlines()[1].startswith("verdict: ")
+  assert report["chosen_q"]["learned"] in _config().prior.qs
+  meta = checkpoint.read_meta(os.path.join(workdir, checkpoint.PRIOR_FILE))
+  assert meta["q"] == report["chosen_q"]["learned"] and meta["time_ratio"] > 0
+  objectives = report["objectives"]
+  test = _config().prior.test_seeds
+  assert all(np.shape(v) == (report["test_graphs"], test) for v in objectives.values())
+  # The summary is recomputable from the objectives it reports.
+  improvement = 100 * (np.array(objectives["unguided"]) - np.array(objectives["learned"])) / \
+      np.array(objectives["unguided"])
+  assert report["test"]["improvement_pct"] == pytest.approx(improvement.mean(axis=1).mean())
+  with open(os.path.join(workdir, "report.json")) as f:
+    assert json.load(f)["verdict"] == report["verdict"]
+
+
+def test_a_rerun_redoes_nothing(trained, tmp_path, monkeypatch):
+  workdir = str(tmp_path / "copy")
+  shutil.copytree(trained[0], workdir)
+
+  def no_search(self, tasks, on_done=None):
+    raise AssertionError(f"{len(tasks)} searches rerun")
+  monkeypatch.setattr(RolloutPool, "map", no_search)
+  report = prior_train.train_and_evaluate(_config(), workdir)
+  assert report["objectives"] == trained[1]["objectives"]
+
+
+def test_kills_mid_stage_resume_to_the_uninterrupted_run(trained, tmp_path, monkeypatch):
+  """Killed after the first saved chunk of the labels, then of the calibration, then of the
+  test searches: each rerun computes what is missing only, and the end is the uninterrupted
+  run's."""
+  workdir = str(tmp_path / "killed")
+  real_map = RolloutPool.map
+
+  class Killed(BaseException):
+    pass
+
+  for kill_at in (0, 1, 1):  # Labels; then calibration (after the labels' rest); then test.
+    calls = []
+
+    def map_then_die(self, tasks, on_done=None):
+      calls.append(len(tasks))
+      if len(calls) - 1 != kill_at:
+        return real_map(self, tasks, on_done)
+
+      def dying(chunk, values):
+        on_done(chunk, values)
+        if chunk:
+          raise Killed
+      return real_map(self, tasks, dying)
+    monkeypatch.setattr(RolloutPool, "map", map_then_die)
+    with pytest.raises(Killed):
+      prior_train.train_and_evaluate(_config(), workdir)
+    monkeypatch.undo()
+  report = prior_train.train_and_evaluate(_config(), workdir)
+  # Objectives are the uninterrupted run's; seconds (and so the equal-time arm's budget)
+  # are measurements of each run.
+  for arm in ("unguided", "learned", "bottom_level"):
+    assert report["objectives"][arm] == trained[1]["objectives"][arm], arm
+  for arm, row in report["calibration"].items():
+    assert row["improvement_pct"] == trained[1]["calibration"][arm]["improvement_pct"], arm
+
+
+def test_the_trained_prior_guides_regal_optimize(trained):
+  workdir = trained[0]
+  result = optimize_lib.run(sized_graph(40, seed=5), devices_lib.homogeneous(2),
+                            methods.RunConfig(model="sync", evals=700, policy_dir=workdir)).data
+  assert result["evaluations"] <= 700 and result["details"]["policy"] == workdir
+  assert result["details"]["prior_q"] == trained[1]["chosen_q"]["learned"]
+  with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
+    optimize_lib.run(sized_graph(12, seed=5), devices_lib.homogeneous(3),
+                     methods.RunConfig(model="sync", evals=700, policy_dir=workdir))
