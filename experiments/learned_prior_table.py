@@ -69,6 +69,19 @@ _SHARP = flags.DEFINE_bool("sharp", False, "Also the learned prior with sharp af
 _SEED_PLACEMENTS = flags.DEFINE_bool("seed_placements", True, "The prior's features include "
                                      "each heuristic seed's placement class per op "
                                      "(`prior_policy.features`); off: the shares only.")
+_PRIOR_SEEDS = flags.DEFINE_multi_enum("prior_seeds", [], ["predicted", "heuristics"],
+                                      "Also the learned prior at q 1 with these first-"
+                                      "population seeds in the predicted order "
+                                      "(`prior_policy.PriorGuide.seeds`).")
+_DEFAULT_BUDGET = flags.DEFINE_bool("default_budget", False, "At each graph's default budget "
+                                    "(regal.optimize's) instead of --evals: unguided, the "
+                                    "learned prior with its predicted seed at q 1 and at the "
+                                    "budget-scaled q (`prior_train.budget_q`); --max_graphs "
+                                    "of the graphs.")
+_MAX_GRAPHS = flags.DEFINE_integer("max_graphs", 0, "At most this many measured graphs (0: "
+                                   "all).", lower_bound=0, upper_bound=100_000)
+_COSINE = flags.DEFINE_bool("cosine", False, "Train with the rate decaying along a cosine and "
+                            "gradients clipped to norm 1 (`prior_policy.TrainSettings`).")
 _AGGREGATION = flags.DEFINE_enum("aggregation", None, ["sum", "mean"], "The encoder's message "
                                  "aggregation (default: the training config's).")
 _EVAL_SPLIT = flags.DEFINE_enum("eval_split", "valid", ["valid", "test"],
@@ -100,7 +113,8 @@ def answers(problems: list, tag: str, evals: int, runs: int, actors: int, workdi
     pool.map(tasks, finished)
 
   try:
-    done = train_lib.per_graph_stage(path, path if os.path.exists(path) else None, f"long runs ({tag})",
+    done = train_lib.per_graph_stage(path, path if os.path.exists(path) else None,
+                                     f"long runs ({tag})",
                                      list(range(len(problems))), compute)
   finally:
     if pool is not None:
@@ -162,7 +176,8 @@ def main(argv: Sequence[str]) -> None:
   params, history = prior_policy.train(
       net, prior_policy.batch(train, train_answers, _SEED_PLACEMENTS.value),
       prior_policy.batch(valid, valid_answers, _SEED_PLACEMENTS.value),
-      prior_policy.TrainSettings(steps=steps),
+      prior_policy.TrainSettings(steps=steps, **({"schedule": "cosine", "clip_norm": 1.0}
+                                                  if _COSINE.value else {})),
       log=lambda k, t, v: print(f"step {k}: train loss {t:.3f}, valid loss {v:.3f}", flush=True)
       if k % 100 == 0 else None)
   train_seconds = time.perf_counter() - started
@@ -174,6 +189,8 @@ def main(argv: Sequence[str]) -> None:
   arms["label oracle q=1"] = lambda index: prior_policy.PriorGuide(
       lambda problem: prior_policy.label_outputs(problem, measured_answers[index]), 1.0,
       placement="sharp")
+  for kind in _PRIOR_SEEDS.value:  # First-population seeds in the predicted order.
+    arms[f"learned q=1 + {kind} seeds"] = prior_policy.PriorGuide(learned, 1.0, seeds=kind)
   if _SHARP.value:  # The affinity mapping before calibration (`prior_net.affinity_means`).
     for q in qs:
       arms[f"learned sharp q={q:g}"] = prior_policy.PriorGuide(learned, q, placement="sharp")
@@ -189,26 +206,43 @@ def main(argv: Sequence[str]) -> None:
       return prior_policy.PriorGuide(outputs_of, 1.0, placement="sharp")
     arms["learned order, label placement q=1"] = lambda index: mixed(index, False)
     arms["label order, learned placement q=1"] = lambda index: mixed(index, True)
+  if _DEFAULT_BUDGET.value:  # The product's budget: only what could ship, and unguided.
+    from regal.learning import prior_train
+    evals = "default"
+    arms = {"unguided": None, "bottom_level q=0.6": guides.BottomLevelPrior(0.6),
+            "learned q=1 + predicted seeds": prior_policy.PriorGuide(learned, 1.0,
+                                                                     seeds="predicted"),
+            "learned budget q + predicted seeds": lambda index: prior_policy.PriorGuide(
+                learned, prior_train.budget_q(1.0, _EVALS.value, prior_lib.budget(
+                    measured[index], "default")), seeds="predicted")}
+  if _MAX_GRAPHS.value:
+    measured = measured[:_MAX_GRAPHS.value]
   objective, seconds = prior_lib.measure(measured, arms, seeds, evals)
   rows = prior_lib.table_rows(objective, seconds)
   lines, facts = report.header("A learned prior against the unguided search",
                                "experiments.learned_prior_table", "quick" if quick else "full")
   body = [f"{len(measured)} {_EVAL_SPLIT.value} graphs of `{config.dataset}` ({config.model} "
           f"model, {config.objective}, {config.num_devices} devices), {seeds} paired seeds "
-          f"each, {evals:,} evaluations per search; unguided "
+          f"each, {evals if isinstance(evals, str) else f'{evals:,}'} evaluations per search; "
+          f"unguided "
           f"{np.mean(seconds['unguided']):.2f} s per search. Labels: the best of {runs} "
           f"unguided runs of {label_evals:,} evaluations on each of {len(train)} training and "
           f"{len(valid)} validation graphs ({label_seconds:.0f} s, cached); {steps} Adam steps "
           f"({train_seconds:.0f} s), the step of lowest validation loss kept.", ""]
   body += prior_lib.markdown_rows(rows)
-  body += ["", "The label oracle is an upper bound, not a guide: priors from the measured "
-           "graph's own long-run labels (keys spread 0.5, classes at 0.9)."]
+  if "label oracle q=1" in arms:
+    body += ["", "The label oracle is an upper bound, not a guide: priors from the measured "
+             "graph's own long-run labels (keys spread 0.5, classes at 0.9)."]
   verdict, over_bottom = verdict_line(objective, rows)
   body += ["", verdict]
   name = (f"learned_prior_table_{_EVAL_SPLIT.value}" + ("_decompose" if _DECOMPOSE.value else "")
           + (f"_{_AGGREGATION.value}" if _AGGREGATION.value else "")
           + ("_sharp" if _SHARP.value else "")
-          + ("" if _SEED_PLACEMENTS.value else "_shares_only"))
+          + ("" if _SEED_PLACEMENTS.value else "_shares_only")
+          + ("_cosine" if _COSINE.value else "")
+          + "".join(f"_{kind}_seeds" for kind in _PRIOR_SEEDS.value)
+          + ("_default_budget" if _DEFAULT_BUDGET.value else "")
+          + (f"_{_MAX_GRAPHS.value}graphs" if _MAX_GRAPHS.value else ""))
   report.publish(_OUT.value, name, lines, body,
                  {**facts, "evals": evals, "seeds": seeds, "label_evals": label_evals,
                   "label_runs": runs, "steps": steps, "history": history,

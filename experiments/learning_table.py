@@ -117,7 +117,7 @@ def paired_runs(problems, workdir: str, budget: str, seeds: int, progress) -> li
       plain = guides.run_guided(problem, evals, seed, seeded)
       row["unguided_seconds"].append(time.perf_counter() - started)
       started = time.perf_counter()
-      guided = policy_runner.guide_for(workdir).guide(problem, seed, seeded)
+      guided = policy_runner.guide_for(workdir, evals).guide(problem, seed, seeded)
       steered = guides.run_guided(problem, evals, seed, guided)
       row["guided_seconds"].append(time.perf_counter() - started)
       row["steered_genes"] = guided.details["steered_genes"]
@@ -190,8 +190,12 @@ def main(argv: Sequence[str]) -> None:
           else f"{len(problems)} graphs, {seeds} seeds, long runs at {factor}x")
   lines, facts = report.header(f"Guided against unguided search ({_FAMILY.value})",
                                "experiments.learning_table", mode)
+  trained = (f"a learned prior, {config.prior.steps} steps on long runs' answers"
+             if config.get("learner", "mutants") == "prior" else
+             f"REGAL's mutant policy, {config.num_steps} steps")
   lines += [f"- policy: `{_POLICY.value}` ({config.model} model, {config.num_devices} devices, "
-            f"trained {config.num_steps} steps on {config.dataset})",
+            f"{trained} on {config.dataset}; the learned prior's q scaled by the budget past "
+            f"{config.evals:,})",
             f"- wall time: {time.perf_counter() - started:.0f} s", ""]
   table = []
   for budget, result in results.items():

@@ -53,11 +53,19 @@ class OraclePrior:
                                prior_spread=np.full(layout.size, self.spread, np.float32))
 
 
-def measure(todo: list[performance.Problem], arms: dict, seeds: int, evals: int,
-            oracle_evals: int = 0, spread: float = 0.5) -> tuple[dict[str, np.ndarray], dict[str, list[float]]]:
+def budget(problem: performance.Problem, evals: int | str) -> int:
+  """`evals`, or with "default" the problem's default budget (`regal.optimize`'s)."""
+  from regal.search import brkga_search
+  return brkga_search.default_evals(problem) if evals == "default" else int(evals)
+
+
+def measure(todo: list[performance.Problem], arms: dict, seeds: int, evals: int | str,
+            oracle_evals: int = 0, spread: float = 0.5
+            ) -> tuple[dict[str, np.ndarray], dict[str, list[float]]]:
   """({arm: objectives [graphs, seeds]}, {arm: seconds per search}) of every arm on every
-  graph and paired seed. An arm is None (unguided), a guide, a callable (graph index ->
-  guide), or an oracle tuple (genes, q) around an `oracle_evals` unguided run's answer."""
+  graph and paired seed (`evals`: a budget, or "default": each graph's default). An arm is
+  None (unguided), a guide, a callable (graph index -> guide), or an oracle tuple (genes, q)
+  around an `oracle_evals` unguided run's answer."""
   objective = {arm: np.zeros((len(todo), seeds)) for arm in arms}
   seconds = {arm: [] for arm in arms}
   for index, problem in enumerate(todo):
@@ -72,7 +80,7 @@ def measure(todo: list[performance.Problem], arms: dict, seeds: int, evals: int,
         elif callable(prior) and not hasattr(prior, "guide"):
           prior = prior(index)
         guided = seeded if prior is None else prior.guide(problem, SEED_BASE + k, seeded)
-        result = guides.run_guided(problem, evals, SEED_BASE + k, guided)
+        result = guides.run_guided(problem, budget(problem, evals), SEED_BASE + k, guided)
         seconds[arm].append(time.perf_counter() - started)
         objective[arm][index, k] = result.objective
     base = objective["unguided"][index]

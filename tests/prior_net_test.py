@@ -213,3 +213,24 @@ def test_calibrated_affinities_place_an_op_with_its_predicted_probability():
     keys = np.asarray(keys).reshape(draws, len(p), 2)
     on_first = (keys[..., 0] > keys[..., 1]).mean(axis=0)
     np.testing.assert_allclose(on_first, expected, atol=0.03 if how == "calibrated" else 0.06)
+
+
+def test_prior_seeds_carry_the_predicted_order_and_split():
+  problem = _problem(ops=14, devices=devices_lib.nvlink_two_groups(2))  # 4 devices, 2 groups.
+  rng = np.random.default_rng(4)
+  outputs = _outputs(rng, problem.graph.num_ops, 2)
+  before = guides.guidance(problem, 0, [guides.HeuristicSeeds()])
+  predicted = prior_policy.PriorGuide(lambda p: outputs, 1.0, seeds="predicted").guide(
+      problem, 3, before)
+  added = {k: v for k, v in predicted.seeds.items() if k not in before.seeds}
+  assert list(added) == ["prior/predicted"] and predicted.evaluations == 0
+  placement, order = chromosome_lib.assignment(added["prior/predicted"], problem.layout)
+  num_ops = problem.graph.num_ops
+  assert order.tolist() == np.lexsort((np.arange(num_ops), -np.asarray(outputs.key))).tolist()
+  groups = devices_lib.link_groups(problem.devices)
+  assert groups[placement].tolist() == np.argmax(outputs.class_logits, -1).tolist()
+  each = prior_policy.PriorGuide(lambda p: outputs, 1.0, seeds="heuristics").guide(
+      problem, 3, before)
+  added = [k for k in each.seeds if k not in before.seeds]
+  assert len(added) == len(before.seeds) and all(k.startswith("prior/") for k in added)
+  assert guides.arm_of(added[0]) == "prior"

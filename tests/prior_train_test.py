@@ -16,6 +16,8 @@ from regal.app import methods, optimize_lib
 from regal.learning import checkpoint, prior_train
 from regal.learning.configs import default as default_config
 from regal.learning.rollout_pool import RolloutPool
+from regal.scoring import performance
+from regal.search import guides
 
 
 def _config():
@@ -102,7 +104,37 @@ def test_the_trained_prior_guides_regal_optimize(trained):
   result = optimize_lib.run(sized_graph(40, seed=5), devices_lib.homogeneous(2),
                             methods.RunConfig(model="sync", evals=700, policy_dir=workdir)).data
   assert result["evaluations"] <= 700 and result["details"]["policy"] == workdir
-  assert result["details"]["prior_q"] == trained[1]["chosen_q"]["learned"]
+  # Past the budget q was chosen at (the :test preset's 500), q falls with the budget.
+  assert result["details"]["prior_q"] == pytest.approx(
+      trained[1]["chosen_q"]["learned"] * 500 / 700)
+  assert "prior" in result["details"]["seed_arms"]  # Its predicted split and order.
+  # Beside it, the same search without the prior or its seed.
+  compared = optimize_lib.run(sized_graph(40, seed=5), devices_lib.homogeneous(2),
+                              methods.RunConfig(model="sync", evals=700, policy_dir=workdir,
+                                                compare_unguided=True)).data
+  assert compared["details"]["unguided"]["evaluations"] <= 700
   with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
     optimize_lib.run(sized_graph(12, seed=5), devices_lib.homogeneous(3),
                      methods.RunConfig(model="sync", evals=700, policy_dir=workdir))
+
+
+def test_the_budget_scales_q_past_the_calibrated_budget():
+  assert prior_train.budget_q(0.6, 5000, None) == 0.6
+  assert prior_train.budget_q(0.6, 5000, 4000) == 0.6
+  assert prior_train.budget_q(1.0, 5000, 100_000) == pytest.approx(0.05)
+
+
+def test_inference_reads_the_last_runs_guide_settings(trained, tmp_path):
+  """A rerun that changes only how the prior guides (its seeds) keeps the trained network,
+  and `--policy` then guides as the rerun measured, not as the first run did."""
+  workdir = str(tmp_path / "rerun")
+  shutil.copytree(trained[0], workdir)
+  config = _config()
+  config.prior.seeds = "none"
+  prior_train.train_and_evaluate(config, workdir)
+  problem = performance.Problem(sized_graph(30, seed=2), devices_lib.homogeneous(2),
+                                model="sync")
+  _, _, _, prior, _ = prior_train.load(workdir, problem)
+  assert prior.seeds == "none"
+  guided = prior_train.LearnedPriorGuide(workdir).guide(problem, 0, guides.Guidance())
+  assert not guided.seeds

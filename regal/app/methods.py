@@ -143,7 +143,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   if guides.PRIORS[config.prior] is not None:
     chain.append(guides.PRIORS[config.prior])
   if policy_dir:
-    chain.append(policy_runner.guide_for(policy_dir))
+    chain.append(policy_runner.guide_for(policy_dir, evals))
   guides.check_budget(problem, evals, chain, brkga_preset)  # Before the arms run.
   started = time.perf_counter()
   guided = guides.guidance(problem, seed, chain)
@@ -153,8 +153,10 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
     details["guide_seconds"] = guide_seconds
   if config.compare_unguided:
     unguided = guides.run_guided(problem, evals, seed, dataclasses.replace(
-        guided, mutant_alpha=None, mutant_beta=None, prior_q=None), brkga_preset, decoder,
-        time_limit)
+        guided, mutant_alpha=None, mutant_beta=None, prior_q=None,
+        seeds={name: chromosome for name, chromosome in guided.seeds.items()
+               if guides.arm_of(name) != "prior"}),  # The learned prior's seed too.
+        brkga_preset, decoder, time_limit)
     details["unguided"] = {"objective": float(scores(unguided.best_chromosome)[0]),
                            "evaluations": unguided.evaluations,
                            "search_seconds": unguided.search_seconds}

@@ -92,12 +92,12 @@ def mutant_distributions(problem: performance.Problem, policy_config: policy_lib
   return np.asarray(alpha), np.asarray(beta)
 
 
-def guide_for(workdir: str):
+def guide_for(workdir: str, evals: int | None = None):
   """The guide a training workdir holds: its learned prior (`prior_train`, the default
-  learner) or REGAL's mutant policy."""
+  learner; `evals`, the search's budget, scales its q) or REGAL's mutant policy."""
   from regal.learning import prior_train
   if prior_train.holds_prior(workdir):
-    return prior_train.LearnedPriorGuide(workdir)
+    return prior_train.LearnedPriorGuide(workdir, evals)
   return RegalGuide(workdir)
 
 

@@ -62,7 +62,7 @@ def _ids(config: ml_collections.ConfigDict) -> dict[str, str]:
          "learning_rate": config.prior.learning_rate, "seed": config.seed}
   measured = {**net, "evals": config.evals, "qs": list(config.prior.qs),
               "calibration_seeds": config.prior.calibration_seeds,
-              "placement": config.prior.placement}
+              "placement": config.prior.placement, "seeds": config.prior.seeds}
   return {"labels": _digest(labels), "net": _digest(net), "valid": _digest(measured),
           "test": _digest({**measured, "test_seeds": config.prior.test_seeds})}
 
@@ -78,6 +78,9 @@ def check_config(config: ml_collections.ConfigDict) -> None:
                              f"{prior.learning_rate!r}")
   if not prior.qs or not all(isinstance(q, (int, float)) and 0 < q <= 1 for q in prior.qs):
     raise errors.ConfigError(f"config.prior.qs must be numbers in (0, 1], got {prior.qs!r}")
+  if prior.seeds not in prior_policy.PRIOR_SEEDS:
+    raise errors.ConfigError(f"config.prior.seeds must be one of "
+                             f"{', '.join(prior_policy.PRIOR_SEEDS)}, got {prior.seeds!r}")
   if prior.placement not in prior_net.AFFINITY_MAPPINGS:
     raise errors.ConfigError(f"config.prior.placement must be one of "
                              f"{', '.join(prior_net.AFFINITY_MAPPINGS)}, got {prior.placement!r}")
@@ -100,10 +103,10 @@ def _net(config: ml_collections.ConfigDict) -> prior_net.PriorNet:
                             prior_net.num_classes(_devices(config)))
 
 
-def load(workdir: str, problem) -> tuple[prior_net.PriorNet, Any, float, str]:
-  """(network, parameters, chosen q, affinity mapping) of the learned prior in `workdir`,
-  checked against the problem (its device count and objective must be what the prior was
-  trained for)."""
+def load(workdir: str, problem) -> tuple[prior_net.PriorNet, Any, float, Any, int]:
+  """(network, parameters, chosen q, its `config.prior`, the budget q was chosen at) of the
+  learned prior in `workdir`, checked against the problem (its device count and objective
+  must be what the prior was trained for)."""
   path = os.path.join(workdir, PRIOR_FILE)
   meta = checkpoint.read_meta(path)
   from regal.learning import policy_runner  # It imports this module's guide lazily too.
@@ -112,28 +115,38 @@ def load(workdir: str, problem) -> tuple[prior_net.PriorNet, Any, float, str]:
     raise errors.ConfigError(f"the policy in {workdir} is not calibrated yet: rerun its "
                              f"training to finish")
   params, _ = checkpoint.restore_raw(path)  # No template: `init` costs ~0.4 s.
-  return _net(config), params, float(meta["q"]), config.prior.get("placement", "calibrated")
+  return _net(config), params, float(meta["q"]), config.prior, int(config.evals)
 
 
 def holds_prior(workdir: str) -> bool:
   return os.path.exists(os.path.join(workdir, PRIOR_FILE))
 
 
+def budget_q(q: float, trained_evals: int, evals: int | None) -> float:
+  """The prior's q for a search of `evals` evaluations: the calibrated q up to the budget it
+  was calibrated at, then falling as trained_evals / evals (the prior's share of the budget
+  stays what it was calibrated for; past it the search explores as unguided)."""
+  if not evals or evals <= trained_evals:
+    return q
+  return q * trained_evals / evals
+
+
 @dataclasses.dataclass(frozen=True)
 class LearnedPriorGuide:
   """The learned prior of a training workdir as a guide (`regal.optimize --policy WORKDIR`),
-  at the q its validation chose. No model evaluation."""
+  at the q its validation chose, scaled for budgets past the calibrated one (`budget_q`;
+  `evals`: the search's budget, None: the calibrated q). No model evaluation."""
   workdir: str
+  evals: int | None = None
 
   def planned_evaluations(self, problem) -> int:
     del problem
     return 0
 
   def guide(self, problem, seed: int, before: guides.Guidance) -> guides.Guidance:
-    net, params, q, placement = load(self.workdir, problem)
-    guided = prior_policy.PriorGuide(
-        lambda p: prior_policy.outputs(net, params, p, seeds=before.seeds), q,
-        placement).guide(problem, seed, before)
+    net, params, q, prior, trained_evals = load(self.workdir, problem)
+    q = budget_q(q, trained_evals, self.evals)
+    guided = _prior_guide(net, params, q, prior, before.seeds).guide(problem, seed, before)
     return dataclasses.replace(guided, details={
         **guided.details, "policy": self.workdir, "prior_q": q,
         "steered_genes": int(np.sum(guided.prior_q > 0))})
@@ -214,19 +227,24 @@ class _Run:
     return net, params, history
 
   def measure(self, name: str, what: str, indices: list[int], seeds: int,
-              arms: dict[str, Callable[[int], tuple | None] | int]) -> dict[str, np.ndarray]:
+              arms: dict[str, Callable[[int, int], guides.Guidance] | int]
+              ) -> dict[str, np.ndarray]:
     """{arm: [graphs, seeds] objectives, arm + ' seconds': wall seconds}: each arm's search
-    on each graph and paired seed. An arm is a function of the graph index giving its prior
-    (None: unguided), or an int: the unguided search with that many evaluations."""
+    on each graph and paired seed. An arm is a function of (graph index, search seed) giving
+    its guidance (a prior, seeds besides the heuristics'), or an int: the unguided search with
+    that many evaluations."""
     tasks = []
     for arm, prior in arms.items():
       for i in indices:
         for k in range(seeds):
+          seed = MEASURE_SEED_BASE + k
           if isinstance(prior, int):
-            tasks.append(Task(i, None, None, MEASURE_SEED_BASE + k, evals=prior, timed=True))
-          else:
-            tasks.append(Task(i, None, None, MEASURE_SEED_BASE + k, prior=prior(i),
-                              timed=True))
+            tasks.append(Task(i, None, None, seed, evals=prior, timed=True))
+            continue
+          guided = prior(i, seed)
+          tasks.append(Task(i, None, None, seed, timed=True, seeds=guided.seeds or None,
+                            prior=None if guided.prior_q is None else (
+                                guided.prior_q, guided.prior_mean, guided.prior_spread)))
 
     def compute(missing, on_done):
       self.pool.map([tasks[k] for k in missing], lambda chunk, values: on_done(
@@ -273,18 +291,22 @@ def _summary(objectives: dict[str, np.ndarray], arm: str, base: str = "unguided"
 
 
 def _learned_prior(run: _Run, net, params, q: float):
-  def prior(index: int):
-    problem = run.problems[index]
-    return prior_net.steered_keys(prior_policy.outputs(net, params, problem),
-                                  problem.graph.num_ops, problem.layout, problem.devices, q,
-                                  placement=run.config.prior.placement)
+  def prior(index: int, seed: int) -> guides.Guidance:
+    return _prior_guide(net, params, q, run.config.prior).guide(
+        run.problems[index], seed, guides.Guidance())
   return prior
 
 
+def _prior_guide(net, params, q: float, prior: ml_collections.ConfigDict,
+                 seeds: dict | None = None) -> prior_policy.PriorGuide:
+  return prior_policy.PriorGuide(
+      lambda p: prior_policy.outputs(net, params, p, seeds=seeds), q,
+      prior.get("placement", "calibrated"), prior.get("seeds", "none"))
+
+
 def _bottom_level_prior(run: _Run, q: float):
-  def prior(index: int):
-    guided = guides.BottomLevelPrior(q).guide(run.problems[index], 0, guides.Guidance())
-    return guided.prior_q, guided.prior_mean, guided.prior_spread
+  def prior(index: int, seed: int) -> guides.Guidance:
+    return guides.BottomLevelPrior(q).guide(run.problems[index], seed, guides.Guidance())
   return prior
 
 
@@ -307,7 +329,8 @@ def _train_and_evaluate(run: _Run) -> dict[str, Any]:
   label_seconds = time.perf_counter() - started
   net, params, history = run.network(answers)
   qs = [float(q) for q in config.prior.qs]
-  valid_arms: dict[str, Any] = {"unguided": lambda i: None}
+  unguided = lambda i, seed: guides.Guidance()  # noqa: E731
+  valid_arms: dict[str, Any] = {"unguided": unguided}
   for q in qs:
     valid_arms[f"learned q={q:g}"] = _learned_prior(run, net, params, q)
     valid_arms[f"bottom_level q={q:g}"] = _bottom_level_prior(run, q)
@@ -318,23 +341,32 @@ def _train_and_evaluate(run: _Run) -> dict[str, Any]:
             for kind in ("learned", "bottom_level")}
   # The chosen q goes into the checkpoint (`regal.optimize --policy` runs the prior with it),
   # with the equal-time budget, measured once: a resumed test stage keeps its tasks.
+  # What inference reads comes from this run's config (the network may be an earlier run's
+  # with other guide settings: its stage depends on the labels and the network only).
   meta = checkpoint.read_meta(run.path(PRIOR_FILE))
-  if meta.get("q") != chosen["learned"] or "time_ratio" not in meta:
+  if meta.get("config_values") != config.to_dict():
+    meta = {**meta, "config_values": config.to_dict()}
+    checkpoint.save(run.path(PRIOR_FILE), params, meta)
+  if meta.get("q") != chosen["learned"] or meta.get("calibrated") != run.ids["valid"]:
     # Equal wall time: the unguided search gets the evaluations the guided one's extra
     # seconds (its guide, its draws) would have bought, at the validation graphs' rates.
-    guide_seconds = _guide_seconds(net, params, [run.problems[i] for i in run.splits["valid"]])
+    guide_seconds = _guide_seconds(net, params, config.prior,
+                                   [run.problems[i] for i in run.splits["valid"]])
     learned_seconds = calibration[f"learned q={chosen['learned']:g}"]["seconds_per_search"]
-    meta = {**meta, "q": chosen["learned"], "guide_seconds": guide_seconds, "time_ratio": (
-        learned_seconds + guide_seconds) / float(valid["unguided seconds"].mean())}
+    meta = {**meta, "q": chosen["learned"], "calibrated": run.ids["valid"],
+            "guide_seconds": guide_seconds, "time_ratio": (
+                learned_seconds + guide_seconds) / float(valid["unguided seconds"].mean())}
     checkpoint.save(run.path(PRIOR_FILE), params, meta)
   guide_seconds, time_ratio = meta["guide_seconds"], meta["time_ratio"]
   equal_time_evals = int(np.ceil(config.evals * max(time_ratio, 1.0)))
   test_arms: dict[str, Any] = {
-      "unguided": lambda i: None,
+      "unguided": unguided,
       "learned": _learned_prior(run, net, params, chosen["learned"]),
       "bottom_level": _bottom_level_prior(run, chosen["bottom_level"]),
       "unguided, equal time": equal_time_evals}
-  test = run.measure(f"test-{run.ids['test']}.json", "test graphs", run.splits["test"],
+  # Named by the equal-time budget too: its arm's searches are only valid for that budget.
+  test = run.measure(f"test-{run.ids['test']}-{equal_time_evals}.json", "test graphs",
+                     run.splits["test"],
                      config.prior.test_seeds, test_arms)
   report = {
       "learner": "prior", "dataset": config.dataset, "evals": config.evals,
@@ -358,12 +390,12 @@ def _train_and_evaluate(run: _Run) -> dict[str, Any]:
   return report
 
 
-def _guide_seconds(net, params, problems) -> float:
-  """Median wall seconds of the learned guide per graph (features, forward pass, keys),
+def _guide_seconds(net, params, prior: ml_collections.ConfigDict, problems) -> float:
+  """Median wall seconds of the learned guide per graph (features, forward pass, keys, seeds),
   after a first call per size bucket compiled it: what `--policy` adds to a search."""
   seconds = []
   for problem in problems:
-    guide = prior_policy.PriorGuide(lambda p: prior_policy.outputs(net, params, p), 1.0)
+    guide = _prior_guide(net, params, 1.0, prior)
     guide.guide(problem, 0, guides.Guidance())
     started = time.perf_counter()
     guide.guide(problem, 0, guides.Guidance())
@@ -381,7 +413,8 @@ def verdict(report: dict) -> str:
   if low > 0 and versus["interval_pct"][0] <= 0:
     said += ", but not told apart from the bottom-level prior"
   return (f"test: on {report['test_graphs']} unseen graphs x {report['test_seeds']} seeds at "
-          f"{report['evals']:,} evaluations, the learned prior (q {report['chosen_q']['learned']:g})"
+          f"{report['evals']:,} evaluations, the learned prior "
+          f"(q {report['chosen_q']['learned']:g})"
           f" is {test['improvement_pct']:+.2f}% against the same search unguided (95% interval "
           f"[{low:+.2f}, {high:+.2f}], better on {100 * test['win_rate']:.0f}% of runs) and "
           f"{versus['improvement_pct']:+.2f} points against the bottom-level prior "

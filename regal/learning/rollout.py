@@ -38,6 +38,7 @@ class Task:
   # [layout.size]; None: none.
   prior: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
   timed: bool = False  # Return (objective, wall seconds of the search).
+  seeds: dict[str, np.ndarray] | None = None  # First-population seeds besides the heuristics'.
 
 
 class RolloutWorker:
@@ -68,7 +69,8 @@ class RolloutWorker:
     results = []
     for task in tasks:
       prior = task.prior or (None, None, None)
-      guidance = guides.Guidance(self.seeds(task.graph_index), task.alpha, task.beta,
+      guidance = guides.Guidance({**self.seeds(task.graph_index), **(task.seeds or {})},
+                                 task.alpha, task.beta,
                                  prior_q=prior[0], prior_mean=prior[1], prior_spread=prior[2])
       started = time.perf_counter()
       result = guides.run_guided(self.problems[task.graph_index], task.evals or self.evals,

@@ -73,7 +73,8 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
       steps=400, learning_rate=3e-3,  # Full-batch Adam; the best validation step kept.
       qs=(0.3, 0.6, 1.0),  # Chosen on the validation graphs, calibration_seeds each.
       calibration_seeds=5, test_seeds=5,
-      placement="calibrated"))  # How class probabilities become affinity keys.
+      placement="calibrated",  # How class probabilities become affinity keys.
+      seeds="predicted"))  # One more first-population seed: the predicted split and order.
   config.policy = ml_collections.ConfigDict(dict(
       hidden=32, rounds=2, update="residual", aggregation="sum", placement_bins=2,
       priority_bins=16, initial_steer=0.1))
