@@ -37,11 +37,10 @@ from absl import flags  # noqa: E402
 from datasets import errors  # noqa: E402
 from experiments import command, prior_lib, report  # noqa: E402
 from regal.learning import policy as policy_lib  # noqa: E402
-from regal.learning import prior_net, prior_policy  # noqa: E402
-from regal.learning import rollout_pool, stats, train_lib  # noqa: E402
+from regal.learning import prior_net, prior_policy, prior_train  # noqa: E402
+from regal.learning import rollout_pool, stats  # noqa: E402
 from regal.search import guides  # noqa: E402
 
-LABEL_SEED_BASE = 40_000_003  # Long runs' seeds: none of the measured searches'.
 
 _LEARNED_Q = flags.DEFINE_list("learned_q", ["0.3", "0.6", "1.0"],
                                "Prior probabilities of the learned prior.")
@@ -92,34 +91,19 @@ def answers(problems: list, tag: str, evals: int, runs: int, actors: int, workdi
             ) -> list[np.ndarray]:
   """The best long-run answer of every problem, cached in `workdir` per graph."""
   os.makedirs(workdir, exist_ok=True)
-  path = os.path.join(workdir, f"answers_{tag}_{evals}x{runs}.npz")
-  pool = None
+  pools = []
 
-  def compute(missing, on_done):
-    nonlocal pool
-    pool = rollout_pool.RolloutPool(problems, evals, num_actors=actors)
-    tasks = [t for i in missing for t in prior_policy.answer_tasks(i, runs, evals,
-                                                                   LABEL_SEED_BASE)]
-    per_graph = {}
-
-    def finished(positions, values):
-      done = []
-      for position, value in zip(positions, values):
-        index = tasks[position].graph_index
-        per_graph.setdefault(index, []).append(value)
-        if len(per_graph[index]) == runs:
-          done.append(index)
-      on_done(done, [prior_policy.best_answer(per_graph[i]) for i in done])
-    pool.map(tasks, finished)
-
+  def pool_of():
+    pools.append(rollout_pool.RolloutPool(problems, evals, num_actors=actors))
+    return pools[-1]
   try:
-    done = train_lib.per_graph_stage(path, path if os.path.exists(path) else None,
-                                     f"long runs ({tag})",
-                                     list(range(len(problems))), compute)
+    done = prior_train.long_run_answers(
+        pool_of, list(range(len(problems))), runs, evals,
+        os.path.join(workdir, f"answers_{tag}_{evals}x{runs}.npz"), f"long runs ({tag})")
   finally:
-    if pool is not None:
+    for pool in pools:
       pool.shutdown()
-  return [np.asarray(done[i], np.float32) for i in range(len(problems))]
+  return [done[i] for i in range(len(problems))]
 
 
 def verdict_line(objective: dict[str, np.ndarray], rows: list[dict]
@@ -207,7 +191,6 @@ def main(argv: Sequence[str]) -> None:
     arms["learned order, label placement q=1"] = lambda index: mixed(index, False)
     arms["label order, learned placement q=1"] = lambda index: mixed(index, True)
   if _DEFAULT_BUDGET.value:  # The product's budget: only what could ship, and unguided.
-    from regal.learning import prior_train
     evals = "default"
     arms = {"unguided": None, "bottom_level q=0.6": guides.BottomLevelPrior(0.6),
             "learned q=1 + predicted seeds": prior_policy.PriorGuide(learned, 1.0,

@@ -34,6 +34,7 @@ import ml_collections
 import numpy as np
 
 from datasets import atomic, errors
+from datasets import devices as devices_lib
 from regal.learning import checkpoint
 from regal.learning import policy as policy_lib
 from regal.learning import prior_net, prior_policy, stats, train_lib
@@ -94,7 +95,6 @@ def check_config(config: ml_collections.ConfigDict) -> None:
 
 
 def _devices(config):
-  from datasets import devices as devices_lib
   return devices_lib.homogeneous(config.num_devices)
 
 
@@ -152,6 +152,33 @@ class LearnedPriorGuide:
         "steered_genes": int(np.sum(guided.prior_q > 0))})
 
 
+def long_run_answers(pool_of: Callable[[], RolloutPool], indices: list[int], runs: int,
+                     evals: int, path: str, what: str) -> dict[int, np.ndarray]:
+  """{index: the best answer of `runs` unguided searches of `evals` evaluations} for the
+  problems `indices` of the pool `pool_of()` gives (asked for only when something is
+  missing): a per-graph stage saved at `path` as each graph's runs finish."""
+  tasks = [t for i in indices for t in prior_policy.answer_tasks(i, runs, evals,
+                                                                 LABEL_SEED_BASE)]
+
+  def compute(missing, on_done):
+    wanted = [tasks[k] for graph in missing for k in range(graph * runs, (graph + 1) * runs)]
+    collected: dict[int, list] = {}
+
+    def finished(positions, values):
+      done = []
+      for position, value in zip(positions, values):
+        graph = missing[position // runs]
+        collected.setdefault(graph, []).append(value)
+        if len(collected[graph]) == runs:
+          done.append(graph)
+      on_done(done, [prior_policy.best_answer(collected[g]) for g in done])
+    pool_of().map(wanted, finished)
+
+  done = train_lib.per_graph_stage(path, path if os.path.exists(path) else None, what,
+                                   list(range(len(indices))), compute, "graphs")
+  return {index: np.asarray(done[k], np.float32) for k, index in enumerate(indices)}
+
+
 class _Run:
   """One training run's problems, pool and stage files."""
 
@@ -173,30 +200,10 @@ class _Run:
   def answers(self) -> dict[int, np.ndarray]:
     """Every training and validation graph's label answer (stage 1)."""
     prior = self.config.prior
-    indices = self.splits["train"] + self.splits["valid"]
-    tasks = [t for i in indices for t in prior_policy.answer_tasks(
-        i, prior.label_runs, prior.label_evals, LABEL_SEED_BASE)]
-
-    def compute(missing, on_done):
-      wanted = [tasks[k] for graph in missing
-                for k in range(graph * prior.label_runs, (graph + 1) * prior.label_runs)]
-      collected: dict[int, list] = {}
-
-      def finished(positions, values):
-        done = []
-        for position, value in zip(positions, values):
-          graph = position // prior.label_runs
-          collected.setdefault(graph, []).append(value)
-          if len(collected[graph]) == prior.label_runs:
-            done.append(graph)
-        on_done([missing[g] for g in done],
-                [prior_policy.best_answer(collected[g]) for g in done])
-      self.pool.map(wanted, finished)
-
-    done = self.stage(f"answers-{self.ids['labels']}.npz",
-                      f"labels: the best of {prior.label_runs} runs of "
-                      f"{prior.label_evals:,} evaluations", len(indices), compute, "graphs")
-    return {index: np.asarray(done[k], np.float32) for k, index in enumerate(indices)}
+    return long_run_answers(
+        lambda: self.pool, self.splits["train"] + self.splits["valid"], prior.label_runs,
+        prior.label_evals, self.path(f"answers-{self.ids['labels']}.npz"),
+        f"labels: the best of {prior.label_runs} runs of {prior.label_evals:,} evaluations")
 
   def network(self, answers: dict[int, np.ndarray]):
     """(network, parameters, loss history) of stage 2, trained or read back."""

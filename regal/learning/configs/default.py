@@ -1,7 +1,7 @@
 """Training configurations for `python -m regal.train` (ml_collections).
 
-  --config=regal/learning/configs/default.py         the default (sync model, 2 devices):
-                                                     ~11 minutes on 2 cores
+  --config=regal/learning/configs/default.py         the default (the learned prior; sync
+                                                     model, 2 devices): ~8 minutes on 2 cores
   --config=regal/learning/configs/default.py:wc      the same for the WC model on 4 devices
   --config=regal/learning/configs/default.py:paper   REGAL's synthetic setting (hours to days)
   --config=regal/learning/configs/default.py:long    an hour on 2 CPU cores: REGAL at 5K
