@@ -110,9 +110,11 @@ flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph, map the answer "
                     "(graphs above 500 ops: QuickP fusion, then heavy edges to 256 "
                     "groups, keeping the critical path short) or a group count.")
 flags.DEFINE_enum("prior", "none", list(choices.PRIORS), "A parameter-free prior over "
-                  "BRKGA's fresh keys: none (the unguided search) or bottom_level (each "
+                  "BRKGA's fresh keys: none (the unguided search), bottom_level (each "
                   "priority gene, with probability 0.3, drawn around the op's bottom-level "
-                  "rank; the others as unguided).")
+                  "rank; the others as unguided) or group_island (devices in link groups "
+                  "only: islands confined to stage-balanced splits of the ops among the "
+                  "groups, and a free run, seed the search; all within the budget).")
 flags.DEFINE_string("policy", None, "A regal.train workdir: its trained policy "
                     "steers the search (per-gene mutant distributions), within the "
                     "same budget.")

@@ -37,6 +37,15 @@ EXPERIMENT_CASES = {
          "--synthetic_graphs would do nothing here"),
         ("search_targets_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
     ],
+    "experiments.group_island": [
+        ("group_island_unknown_arm", ["--arms", "default,oracle"], "--arms"),
+        ("group_island_quick_with_workloads", ["--quick", "--workloads", "ffnn"],
+         "--workloads would do nothing here: --quick sets its own value"),
+        ("group_island_negative_seed", ["--seeds=-1"], "--seeds takes one or more integers"),
+        ("group_island_unreadable_seed_spread", ["--seed_spread", "/nonexistent.json"],
+         "--seed_spread /nonexistent.json does not read"),
+        ("group_island_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
+    ],
     "experiments.seed_spread": [
         ("seed_spread_negative_seed", ["--seeds=-1"], "take seeds from 0 to 4294967295"),
         ("seed_spread_quick_with_reference_evals", ["--quick", "--reference_evals", "500"],

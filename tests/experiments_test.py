@@ -318,3 +318,16 @@ def test_compare_runs_quick(tmp_path):
   run_quick("experiments.bench.compare_runs", out, "--baseline", "HEAD")
   _, data = read_report(out, "compare_runs")
   assert data["answers_agree"] and set(data["runs"]) == {"default"}
+
+
+def test_group_island_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.group_island", out)
+  _, data = read_report(out, "group_island-quick")
+  arms = {entry["arm"]: entry for entry in data["summary"]}
+  assert set(arms) == {"default", "stage_balanced"}
+  assert all(len(entry["gaps_pct"]) == 2 for entry in arms.values())
+  assert "vs_default_points" in arms["stage_balanced"]
+  rows = [json.loads(line) for line in open(tmp_path / "group_island-quick.jsonl")]
+  assert len(rows) == 4 and all(r["evaluations"] <= r["budget"] for r in rows)
+  assert all(r["guide_evaluations"] > 0 for r in rows if r["arm"] == "stage_balanced")

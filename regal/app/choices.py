@@ -20,6 +20,6 @@ SPLIT_METHODS = ("search", "pipedream", "contiguous_dp", "one_accelerator",
 ARMS = ("single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs",
         "doppler")  # `methods.ARMS`: BRKGA's seed arms.
 DEFAULT_ARMS = ARMS[:-1]  # `methods.DEFAULT_ARMS`: every cheap one.
-PRIORS = ("none", "bottom_level")  # `guides.PRIORS`: parameter-free priors of fresh keys.
+PRIORS = ("none", "bottom_level", "group_island")  # `guides.PRIORS`: parameter-free priors of fresh keys.
 MAX_EVALS = 10 ** 9  # `methods.MAX_EVALS`.
 MAX_DOPPLER_SAMPLES = 1024  # `doppler_policy.method.MAX_SAMPLES`.

@@ -141,7 +141,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
     time_limit = brkga_search.DEFAULT_SEARCH_SECONDS
   chain = seed_guides(config.arms, config.doppler)
   if guides.PRIORS[config.prior] is not None:
-    chain.append(guides.PRIORS[config.prior])
+    chain.append(guides.PRIORS[config.prior](evals))
   if policy_dir:
     chain.append(policy_runner.guide_for(policy_dir, evals))
   guides.check_budget(problem, evals, chain, brkga_preset)  # Before the arms run.

@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from datasets import atomic, cli, coarsen, errors
+from datasets import devices as devices_lib
 from datasets import io as graph_io
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
@@ -23,7 +24,7 @@ from regal.app import methods, units
 from regal.app import report as report_lib
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import bounds, performance
-from regal.search import compile_clock
+from regal.search import compile_clock, guides
 
 
 
@@ -78,6 +79,10 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   if devices.num_devices > graph.num_ops:
     raise errors.ConfigError(f"graph {graph.name!r}: {devices.num_devices} devices for "
                              f"{graph.num_ops} ops: at most {graph.num_ops} devices can be used")
+  if config.prior in guides.NEEDS_LINK_GROUPS and devices_lib.link_groups(devices).max() == 0:
+    raise errors.ConfigError(f"--prior {config.prior} splits the ops among link groups, but "
+                             f"these {devices.num_devices} devices form one (give a device "
+                             f"spec with groups, e.g. --device_preset nvlink_two_groups)")
   problem = performance.Problem(graph, devices, model=config.model, objective=config.objective,
                                 memory_limit=config.memory_limit, engine=config.engine)
   coarsening = coarsen.coarsen_for_search(graph, coarsen_spec, devices.num_devices)

@@ -462,8 +462,11 @@ def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
              seeds: dict[str, np.ndarray] | None = None,
              settings: SearchSettings = SearchSettings(),
              time_limit: float | None = None, shape: PaddedShape | None = None,
-             should_stop: Callable[[], bool] | None = None, progress=None) -> SearchResult:
-  """BRKGA with `evals` fitness evaluations; `seeds` name chromosomes for the first population.
+             should_stop: Callable[[], bool] | None = None, progress=None,
+             single_device: bool = True) -> SearchResult:
+  """BRKGA with `evals` fitness evaluations; `seeds` name chromosomes for the first population,
+  after the one-device seed (`single_device=False`: without it, e.g. in a population confined
+  to a split of the devices, which it would leave).
   `time_limit` seconds end the search early, at a generation boundary, as does SIGINT or
   SIGTERM under `cli.run_cli` (during the compile too: the search then stops at once), and
   `should_stop()` turning true. `shape`: the padded shape of a bucketed search (default: the
@@ -471,15 +474,19 @@ def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
   generation."""
   with cli.stoppable():
     return _optimize(problem, evals, seed, params, seeds, settings, time_limit, shape,
-                     should_stop, progress)
+                     should_stop, progress, single_device)
 
 
 def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga.Params | None,
               seeds: dict[str, np.ndarray] | None, settings: SearchSettings,
               time_limit: float | None, shape: PaddedShape | None,
-              should_stop: Callable[[], bool] | None, progress=None) -> SearchResult:
+              should_stop: Callable[[], bool] | None, progress=None,
+              single_device: bool = True) -> SearchResult:
   params = params or default_params(problem, evals)
-  seeds = {"single_device": single_device_seed(problem), **(seeds or {})}
+  seeds = {**({"single_device": single_device_seed(problem)} if single_device else {}),
+           **(seeds or {})}
+  if not seeds:
+    raise ValueError("a search needs at least one seed chromosome")
   swaps = swap_fraction(problem, settings)
   if bucketed(problem):
     return _optimize_bucketed(problem, evals, seed, params, seeds, settings, swaps, time_limit,

@@ -8,7 +8,8 @@ the first population and its per-gene mutant distributions, on the bucketed comp
 (one compile per size bucket, guided or not).
 
 A guide turns a problem into `Guidance`: heuristic seeds (`HeuristicSeeds`: the list
-schedulers, GP, one device), a placement's group split (`GroupSplit`), the Doppler policy's
+schedulers, GP, one device), a placement's group split (`GroupSplit`), islands confined to
+splits of the ops among link groups (`GroupIsland`), the Doppler policy's
 assignments (`regal.doppler_policy.guide.DopplerSeeds`), the REGAL policy
 (`regal.learning.policy_runner.RegalGuide`: mutant distributions from a GNN over the graph and
 its seeds). Guides live beside what they wrap and import this module, never the reverse.
@@ -27,6 +28,7 @@ import brkga
 from datasets import analysis, cli, errors
 from datasets import devices as devices_lib
 from regal.baselines import heuristics
+from regal.baselines import partition
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 from regal.search import brkga_presets
@@ -46,6 +48,7 @@ class Guidance:
   prior_q: np.ndarray | None = None
   prior_mean: np.ndarray | None = None
   prior_spread: np.ndarray | None = None
+  single_device: bool = True  # The search's own one-device seed (a confined island: none).
 
 
 class Guide(Protocol):
@@ -108,6 +111,119 @@ def group_split_chromosome(problem: performance.Problem, placement: np.ndarray,
   return chromosome_lib.encode(drawn, problem.graph.topological_order, problem.layout)
 
 
+def confinement_prior(problem: performance.Problem, op_group: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """A prior (`Guidance.prior_q` / `prior_mean` / `prior_spread`) that keeps every fresh key's
+  placement inside its op's link group `op_group` [o]: each affinity gene of a device outside
+  the group is always drawn at ~0 (q = 1, no spread), below every gene inside it, which keep
+  their own draws. Crossover copies genes, so a population that starts confined stays so;
+  only the climbs' moves can leave the groups."""
+  layout = problem.layout
+  device_group = devices_lib.link_groups(problem.devices)
+  outside = device_group[None, :] != np.asarray(op_group)[:, None]  # [o, d]
+  q = np.zeros(layout.size, np.float32)
+  q[layout.affinity_slice] = outside.ravel()
+  mean = np.where(q > 0, 1e-6, 0.5).astype(np.float32)
+  return q, mean, np.zeros(layout.size, np.float32)
+
+
+SPLITS = ("stage_balanced", "metis")  # `GroupIsland.split`'s parameter-free sources.
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupIsland:
+  """Issue 68's group prior, run as islands, on devices in link groups (NVLink groups): which
+  ops share a group decides those problems' basins (`experiments/results/group_island`).
+  Each of `candidates` splits of the ops into the groups (`split`: a `SPLITS` source, or a
+  placement whose link groups are the split, e.g. a learned prediction) gets an island: the
+  search confined to it (`confinement_prior`, its group-split chromosome as the seed) for
+  `island_share` of the run's `evals`; beside them a free run (the guidance so far, unconfined)
+  gets `free_share`. The best island and the free run seed the search that follows, so a poor
+  split loses to the free run's basin instead of capturing the search. Every evaluation is
+  counted in the budget. Devices in one group: no island, nothing spent."""
+  evals: int  # The whole run's budget, which the shares are of.
+  split: str | tuple[int, ...] = "stage_balanced"
+  candidates: int = 4
+  island_share: float = 0.05
+  free_share: float = 0.2
+  name: str = "island"
+
+  def __post_init__(self):
+    if isinstance(self.split, str) and self.split not in SPLITS:
+      raise errors.ConfigError(f"unknown split {self.split!r}; known: {', '.join(SPLITS)}")
+    if not (self.candidates >= 1 and 0 < self.island_share and 0 <= self.free_share
+            and self.candidates * self.island_share + self.free_share < 1):
+      raise errors.ConfigError("a group island needs at least one candidate and shares that "
+                               "leave the search part of the budget")
+
+  def _budgets(self, problem: performance.Problem) -> tuple[int, int, int]:
+    """(islands, evaluations of each, of the free run); no island on devices in one group."""
+    if devices_lib.link_groups(problem.devices).max(initial=0) == 0:
+      return 0, 0, 0
+    candidates = 1 if not isinstance(self.split, str) or self.split == "metis" else (
+        self.candidates)  # One split only where it is fixed.
+    return (candidates, int(self.evals * self.island_share), int(self.evals * self.free_share))
+
+  def planned_evaluations(self, problem: performance.Problem) -> int:
+    islands, each, free = self._budgets(problem)
+    return islands * each + (free if islands else 0)
+
+  def splits(self, problem: performance.Problem, seed: int) -> list[np.ndarray]:
+    """The candidate splits: each op's link group."""
+    device_group = devices_lib.link_groups(problem.devices)
+    groups = int(device_group.max()) + 1
+    if not isinstance(self.split, str):
+      placement = np.asarray(self.split)
+      if placement.shape != (problem.graph.num_ops,) or not (
+          0 <= placement.min(initial=0) <= placement.max(initial=0) < len(device_group)):
+        raise errors.ConfigError(f"a group island's split needs a device in "
+                                 f"0..{len(device_group) - 1} for each of the "
+                                 f"{problem.graph.num_ops} ops")
+      return [device_group[placement]]
+    if self.split == "metis":
+      return [partition.balanced_partition(problem.graph, groups)]
+    rng = np.random.default_rng([seed, 0x15])
+    return [partition.stage_balanced_split(problem.graph, groups, rng)
+            for _ in range(self._budgets(problem)[0])]
+
+  def guide(self, problem: performance.Problem, seed: int, before: Guidance) -> Guidance:
+    islands, each, free = self._budgets(problem)
+    if not islands:
+      return before
+    device_group = devices_lib.link_groups(problem.devices)
+    first_device = np.array([np.flatnonzero(device_group == g)[0]
+                             for g in range(device_group.max() + 1)])
+    spent, best, scores = 0, None, []
+    for index, op_group in enumerate(self.splits(problem, seed)):
+      island_seed = derived_seed(seed, index + 1)
+      q, mean, spread = confinement_prior(problem, op_group)
+      start = group_split_chromosome(problem, first_device[op_group],
+                                     np.random.default_rng(island_seed))
+      result = run_guided(problem, each, island_seed, Guidance(
+          seeds={"split": start}, prior_q=q, prior_mean=mean, prior_spread=spread,
+          single_device=False))
+      spent += result.evaluations
+      scores.append({"objective": result.objective, "evaluations": result.evaluations})
+      if best is None or result.objective < best.objective:
+        best = result
+    seeds = {**before.seeds, f"{self.name}/split": np.asarray(best.best_chromosome)}
+    details = {"islands": scores}
+    if free:
+      unconfined = run_guided(problem, free, derived_seed(seed, 0), dataclasses.replace(
+          before, evaluations=0))
+      spent += unconfined.evaluations
+      seeds[f"{self.name}/free"] = np.asarray(unconfined.best_chromosome)
+      details["free"] = {"objective": unconfined.objective,
+                         "evaluations": unconfined.evaluations}
+    return dataclasses.replace(before, seeds=seeds, evaluations=before.evaluations + spent,
+                               details={**before.details, self.name: details})
+
+
+def derived_seed(seed: int, index: int) -> int:
+  """A sub-run's seed, apart from the run's own and every other sub-run's."""
+  return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+
+
 @dataclasses.dataclass(frozen=True)
 class BottomLevelPrior:
   """A parameter-free prior on the priority genes: each fresh key's priority gene is, with
@@ -136,7 +252,13 @@ class BottomLevelPrior:
                                prior_spread=np.full(layout.size, self.spread, np.float32))
 
 
-PRIORS = {"none": None, "bottom_level": BottomLevelPrior()}  # `regal.optimize --prior`.
+# `regal.optimize --prior`: name -> the guide for a run of `evals` evaluations (None: none).
+PRIORS: dict[str, Callable[[int], Guide] | None] = {
+    "none": None,
+    "bottom_level": lambda evals: BottomLevelPrior(),
+    "group_island": lambda evals: GroupIsland(evals),
+}
+NEEDS_LINK_GROUPS = ("group_island",)  # Priors that do nothing on devices in one link group.
 
 
 def arm_of(seed_name: str) -> str:
@@ -210,7 +332,8 @@ def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guid
       result = brkga_search.optimize(problem, evals=left, seed=seed, params=params,
                                      seeds=guided.seeds, settings=settings,
                                      time_limit=time_limit, shape=shape,
-                                     should_stop=should_stop, progress=live)
+                                     should_stop=should_stop, progress=live,
+                                     single_device=guided.single_device)
     except ValueError as error:  # e.g. a budget below one population
       raise errors.ConfigError(str(error)) from None
   return dataclasses.replace(result, evaluations=result.evaluations + guided.evaluations)
