@@ -54,6 +54,34 @@ def stg_instances(root: str) -> list[dict[str, Any]]:
   return sorted(instances, key=lambda i: (i["file"], i["processors"]))
 
 
+# Constructed-optimum task graphs (`datasets.constructed`): the benchmark family, and the
+# generator seed of each split (train: where settings may be tuned; test: never tuned on).
+CONSTRUCTED_TASKS = (50, 100, 200, 300, 500)
+CONSTRUCTED_PROCESSORS = (2, 4, 8, 16)
+CONSTRUCTED_CCRS = (0.5, 1.0, 2.0)
+CONSTRUCTED_SPLITS = {"constructed_train": 0, "constructed_test": 1000}
+
+
+def constructed_instances(folder: str, split: str) -> list[dict[str, Any]]:
+  """The split's 60 constructed instances (every size x processors x ratio), their DOT files
+  written into `folder` (regenerated: they are deterministic), optimum proven by the work
+  bound."""
+  from datasets import atomic, constructed  # Only this family needs the generator.
+  os.makedirs(folder, exist_ok=True)
+  instances = []
+  for tasks in CONSTRUCTED_TASKS:
+    for processors in CONSTRUCTED_PROCESSORS:
+      for ccr in CONSTRUCTED_CCRS:
+        instance = constructed.generate(tasks, processors, ccr, CONSTRUCTED_SPLITS[split])
+        path = os.path.join(folder, instance.name + ".dot")
+        atomic.write_text(path, instance.dot_text())
+        instances.append({"set": split, "file": instance.name + ".dot", "path": path,
+                          "processors": processors, "optimum": float(instance.optimum),
+                          "lower": float(instance.optimum), "proven": True, "tasks": tasks,
+                          "ccr": ccr, "family": "constructed"})
+  return instances
+
+
 def stratified(instances: list[dict], count: int, seed: int = 0) -> list[dict]:
   """`count` instances spread over (tasks, ccr, processors) strata, deterministically."""
   if count <= 0 or count >= len(instances):

@@ -3,11 +3,18 @@ r"""Task-scheduling benchmarks with proven optima: every method's gap to the opt
   python -m experiments.task_graph_table                  # Sinnen's 1,118 graphs and STG's 720
   python -m experiments.task_graph_table --quick          # a stratified sample, a few minutes
   python -m experiments.task_graph_table --sets sinnen --methods heft,hill_climb
+  python -m experiments.task_graph_table --sets constructed_test --methods heft,cpsat,brkga \
+      --time_limit 10
 
 Instances: `../shared/graphs/sinnen` (DOT task graphs of 10-30 tasks on 2-8 identical
 processors, `optimal.csv`: optima proven by an exact A* search) and `../shared/graphs/stg`
 (Kasahara's 50-task graphs on 2, 4, 8 and 16 processors, no communication; a row with bounds
 instead of an optimum is compared with its upper bound, and checked against its lower one).
+The constructed sets (`constructed_train`, `constructed_test`: `datasets.constructed`, 50-500
+tasks on 2-16 processors, ratios 0.5, 1 and 2, 60 each, other generator seeds) have an optimum
+known by construction: a schedule that keeps every processor busy to T = total work / p, which
+the work bound proves; tune on the train set only. `brkga_long` (on request) is the default
+search with 1,000,000 evaluations.
 The model is the delay model (`--model delay`): identical processors, a task starts once its
 processor is free and its inputs arrived, communication is paid across processors only.
 
@@ -42,6 +49,7 @@ import logging as std_logging  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Any, Sequence  # noqa: E402
 
@@ -60,7 +68,10 @@ from regal.baselines import exact  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 
 SHARED = benchmarks.SHARED_GRAPHS
-OURS = ("critical_path", "heft", "hill_climb", "cpsat", "brkga")
+OURS = ("critical_path", "heft", "hill_climb", "cpsat", "brkga", "brkga_long")
+DEFAULT_OURS = OURS[:-1]  # brkga_long (1M evaluations) only on request.
+LONG_EVALS = 1_000_000
+SETS = ("sinnen", "stg") + tuple(benchmarks.CONSTRUCTED_SPLITS)
 # anrg-saga's schedulers; not run by default: BruteForce and SMT (exhaustive), Hybrid (needs
 # arguments), DPS (over 20 s per instance on 50-task STG graphs: `--methods ...,saga:DPS`).
 PEERS = ("Heft", "Cpop", "ETF", "FCP", "MCT", "MinMin", "MaxMin", "Sufferage", "Hbmct", "Msbc",
@@ -69,8 +80,13 @@ DEFAULT_PEERS = tuple(p for p in PEERS if p != "DPS")
 
 _QUICK = flags.DEFINE_bool("quick", False, "A stratified sample of 40 Sinnen and 16 STG "
                            "instances.")
-_SETS = flags.DEFINE_list("sets", ["sinnen", "stg"], "Benchmark sets.")
-_METHODS = flags.DEFINE_list("methods", list(OURS) + [f"saga:{p}" for p in DEFAULT_PEERS],
+_SETS = flags.DEFINE_list("sets", ["sinnen", "stg"], f"Benchmark sets, of {', '.join(SETS)} "
+                         f"(constructed_*: `datasets.constructed`'s family, written to "
+                         f"--constructed_dir).")
+_CONSTRUCTED_DIR = flags.DEFINE_string(
+    "constructed_dir", os.path.join(tempfile.gettempdir(), "regal-constructed"),
+    "Where the constructed sets' DOT files are written (deterministic; regenerated each run).")
+_METHODS = flags.DEFINE_list("methods", list(DEFAULT_OURS) + [f"saga:{p}" for p in DEFAULT_PEERS],
                              "Methods: ours, and saga:NAME for anrg-saga's schedulers.")
 _EVALS = flags.DEFINE_integer("evals", None, "Budget of hill_climb and BRKGA (default: BRKGA's "
                               "default budget for each graph, `regal.search.default_evals`).",
@@ -146,9 +162,10 @@ def ours(method: str, graph, processors: int, tasks_per_graph: int) -> tuple[dic
   devices = devices_lib.homogeneous(processors)
   problem = performance.Problem(graph, devices, model="delay")
   facts: dict[str, Any] = {}
-  if method == "brkga":
+  if method in ("brkga", "brkga_long"):
+    evals = LONG_EVALS if method == "brkga_long" else _EVALS.value
     result = optimize_lib.run(
-        graph, devices, methods.RunConfig(model="delay", evals=_EVALS.value, seed=_SEED.value))
+        graph, devices, methods.RunConfig(model="delay", evals=evals, seed=_SEED.value))
     placement, schedule = result.placement, result.schedule
     facts = {"search_objective": result.data["search_objective"],
              "best_seed": result.data["baselines"].get("best_seed", {}).get("objective"),
@@ -243,7 +260,7 @@ def run_one(instance: dict, method: str, graph, reference) -> dict:
     if not method.startswith("saga:"):
       raise
     return {**key, "invalid": str(error), "seconds": seconds}  # The peer is left out.
-  bound = facts.get("lower_bound") if method == "brkga" else None
+  bound = facts.get("lower_bound") if method in ("brkga", "brkga_long") else None
   if bound is not None and instance["proven"] and bound > instance["optimum"] + 1e-6:
     raise AssertionError(f"{method} on {instance['file']} ({instance['processors']} "
                          f"processors): its lower bound {bound} exceeds the proven optimum "
@@ -267,7 +284,7 @@ def budgets(rows: list[dict]) -> str:
   before budgets were recorded ran with 5,000)."""
   parts = []
   for (set_name, method) in sorted({(r["set"], r["method"]) for r in rows
-                                    if r["method"] in ("brkga", "hill_climb")}):
+                                    if r["method"] in ("brkga", "brkga_long", "hill_climb")}):
     spent = [r.get("evals", 5000) for r in rows if (r["set"], r["method"]) == (set_name, method)
              and "makespan" in r]
     if spent:
@@ -388,14 +405,19 @@ def main(argv: Sequence[str]) -> None:
       print("anrg-saga is not installed (pip install -e \".[peers]\"): its schedulers are "
             "left out")
       methods = [m for m in methods if not m.startswith("saga:")]
-  if not os.path.isdir(_SHARED.value):
+  if {"sinnen", "stg"} & set(_SETS.value) and not os.path.isdir(_SHARED.value):
     raise errors.ConfigError(f"{_SHARED.value}: the shared graphs folder is missing")
   instances = []
+  unknown_sets = [s for s in _SETS.value if s not in SETS]
+  if unknown_sets:
+    raise errors.ConfigError(f"unknown set {unknown_sets[0]!r}; known: {', '.join(SETS)}")
   for set_name in _SETS.value:
-    if set_name not in ("sinnen", "stg"):
-      raise errors.ConfigError(f"unknown set {set_name!r}; known: sinnen, stg")
-    found = (sinnen_instances if set_name == "sinnen" else stg_instances)(_SHARED.value)
-    sample = (40 if set_name == "sinnen" else 16) if _QUICK.value else _SAMPLE.value
+    if set_name in benchmarks.CONSTRUCTED_SPLITS:
+      found = benchmarks.constructed_instances(_CONSTRUCTED_DIR.value, set_name)
+    else:
+      found = (sinnen_instances if set_name == "sinnen" else stg_instances)(_SHARED.value)
+    sample = ({"sinnen": 40, "stg": 16}.get(set_name, 12) if _QUICK.value
+              else _SAMPLE.value)
     instances += stratified(found, sample)
   path = rows_path()
   done = load_rows(path)

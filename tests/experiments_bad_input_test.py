@@ -60,6 +60,8 @@ EXPERIMENT_CASES = {
         ("task_graph_time_limit_inf", ["--time_limit", "inf"], "flag --time_limit=inf"),
         ("task_graph_tiny_budget", ["--evals", "10"], "flag --evals=10"),
         ("task_graph_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
+        ("task_graph_unknown_set", ["--sets", "sinnen,constructed"],
+         "unknown set 'constructed'; known: sinnen, stg, constructed_train, constructed_test"),
     ],
     "experiments.baselines_table": [
         ("baselines_zero_budget", ["--evals", "0"], "flag --evals=0"),

@@ -8,6 +8,7 @@ from cli_test import assert_one_line_error, run
 
 from datasets import devices as devices_lib
 from datasets import errors
+from datasets.formats import dot
 from datasets import io as graph_io
 from regal.baselines import exact
 from regal.scoring import performance
@@ -39,6 +40,9 @@ def test_dot_reads_tasks_edges_and_ignores_other_attributes():
   # a on 0, b and c on 1: b waits 3 + 5, c waits for b (8 + 2) and a's tensor (3 + 1).
   schedule = rm.simulate_delay(graph, devices, np.array([0, 1, 1]))
   assert schedule.op_end.tolist() == [3, 10, 14]
+  # A name given by the caller replaces the file's graph id, which is still read past.
+  named = dot.parse(DOT, "tiny.dot", name="renamed")
+  assert named.name == "renamed" and named.op_names == graph.op_names
 
 
 def test_dot_chains_repeated_edges_and_defaults():

@@ -129,7 +129,8 @@ def parse(text: str, source: str = "<dot>", name: str | None = None) -> Graph:
                        else f"expected 'digraph', found {head[1]!r}")
   graph_name = name or re.sub(r"\.(dot|gv)$", "", source.rsplit("/", 1)[-1])
   if parser.is_id(parser.peek()):
-    graph_name = name or parser.take()[1] or graph_name
+    graph_id = parser.take()[1]  # Taken even when `name` overrides it.
+    graph_name = name or graph_id or graph_name
   parser.take("punct", "{")
   ids: dict[str, int] = {}
   weights: dict[int, float] = {}
