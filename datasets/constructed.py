@@ -137,12 +137,16 @@ def main(argv: Sequence[str]) -> None:
 
 if __name__ == "__main__":
   from absl import flags as _flags
-  _flags.DEFINE_integer("tasks", 100, "Tasks.")
-  _flags.DEFINE_integer("processors", 4, "Processors.")
-  _flags.DEFINE_float("ccr", 1.0, "Communication-to-computation ratio.")
+  _flags.DEFINE_integer("tasks", 100, "Tasks.", lower_bound=1, upper_bound=MAX_TASKS)
+  _flags.DEFINE_integer("processors", 4, "Processors.", lower_bound=1,
+                        upper_bound=MAX_PROCESSORS)
+  _flags.DEFINE_float("ccr", 1.0, "Communication-to-computation ratio.", lower_bound=0.0,
+                      upper_bound=1000.0)
   _flags.DEFINE_integer("seed", 0, "Seed.", lower_bound=0, upper_bound=errors.MAX_SEED)
-  _flags.DEFINE_float("reads", 3.0, "Mean number of tasks each task reads from.")
-  _flags.DEFINE_integer("mean_length", 10, "Mean task length.")
+  _flags.DEFINE_float("reads", 3.0, "Mean number of tasks each task reads from.",
+                      lower_bound=0.0, upper_bound=1000.0)
+  _flags.DEFINE_integer("mean_length", 10, "Mean task length.", lower_bound=1,
+                        upper_bound=10_000)
   _flags.DEFINE_string("out", None, "The .dot file to write (its certificate beside it).")
   _flags.mark_flag_as_required("out")
   cli.run_cli(main)
