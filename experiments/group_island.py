@@ -185,7 +185,8 @@ def verdict(summary: list[dict], arm: str) -> str:
   worse = [w for w in passing
            if of[w]["mean_gap_pct"] > default[w]["mean_gap_pct"] + PASSING_SLACK_PCT]
   met = (len(halved) == len(failing) == len(TODAY_PCT) and len(all_seeds) >= 2 and not worse)
-  return (f"{arm}: mean gap at most half the default's on {len(halved)} of {len(failing)} failing graphs "
+  return (f"{arm}: mean gap at most half the default's on {len(halved)} of {len(failing)} "
+          f"failing graphs "
           f"({', '.join(halved) or 'none'}); every seed within {WITHIN_PCT:g}% on "
           f"{len(all_seeds)} ({', '.join(all_seeds) or 'none'}); passing graphs worse by over "
           f"{PASSING_SLACK_PCT}%: {', '.join(worse) or 'none'} -> target "
@@ -248,8 +249,9 @@ def main(argv: Sequence[str]) -> None:
   summary = summarize(rows, workloads, arms, seeds, carried)
   lines, facts = report.header("Group islands on 8 devices in two NVLink groups",
                                "experiments.group_island", mode)
-  body = [f"Sharded workloads x8 ({_GRAPHS.value} graphs), WC model, `nvlink_two_groups(4)`; the default budget "
-          f"(`search.default_evals`) per run{'' if evals_override is None else ' (quick: 20,000)'}, "
+  quick_budget = "" if evals_override is None else " (quick: 20,000)"
+  body = [f"Sharded workloads x8 ({_GRAPHS.value} graphs), WC model, `nvlink_two_groups(4)`; "
+          f"the default budget (`search.default_evals`) per run{quick_budget}, "
           f"seeds {', '.join(map(str, seeds))}; free runs take {_FREE_SHARE.value:.0%} of the "
           f"budget, each island 5%. Gap to the best known (the lower of seed_spread's and "
           f"every run here), %. vs default: the paired difference in gap points (negative: "
@@ -261,7 +263,8 @@ def main(argv: Sequence[str]) -> None:
         ", ".join(f"{g:.2f}" for g in e["gaps_pct"]),
         f"{e['within_2pct']}/{len(e['gaps_pct'])}",
         "" if "vs_default_points" not in e else
-        f"{e['vs_default_points']:+.2f} [{e['vs_default_ci'][0]:+.2f}, {e['vs_default_ci'][1]:+.2f}]",
+        f"{e['vs_default_points']:+.2f} [{e['vs_default_ci'][0]:+.2f}, "
+        f"{e['vs_default_ci'][1]:+.2f}]",
         f"{e['seconds']:.1f}", f"{e['best_known']:.6g} ({e['best_from']})"]
        for e in summary])
   verdicts = ([verdict(summary, arm) for arm in arms if arm != "default"]

@@ -55,7 +55,8 @@ def test_the_graph_reads_back_as_written_and_edges_are_as_described():
   assert written == sorted((u, v, float(w)) for u, v, w in instance.edges)
   reads = np.bincount([v for _, v, _ in instance.edges], minlength=200)
   assert 2.5 <= reads.mean() <= 5.0 and abs(instance.lengths.mean() - 10) < 1.5
-  cross = [(u, v, w) for u, v, w in instance.edges if instance.placement[u] != instance.placement[v]]
+  cross = [(u, v, w) for u, v, w in instance.edges
+           if instance.placement[u] != instance.placement[v]]
   tight = [w == instance.start[v] - instance.end[u] for u, v, w in cross]
   assert 0.5 <= np.mean(tight) <= 0.9  # Most edges across processors leave no slack.
   inside = [w for u, v, w in instance.edges if instance.placement[u] == instance.placement[v]]
