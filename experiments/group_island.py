@@ -86,9 +86,7 @@ class FreeRun:
 
   def guide(self, problem: performance.Problem, seed: int,
             before: guides.Guidance) -> guides.Guidance:
-    result = guides.run_guided(problem, self.planned_evaluations(problem),
-                               guides.derived_seed(seed, 0), dataclasses.replace(
-                                   before, evaluations=0))
+    result = guides.free_run(problem, self.planned_evaluations(problem), seed, before)
     return dataclasses.replace(
         before, seeds={**before.seeds, "island/free": np.asarray(result.best_chromosome)},
         evaluations=before.evaluations + result.evaluations)

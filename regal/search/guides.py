@@ -209,14 +209,21 @@ class GroupIsland:
     seeds = {**before.seeds, f"{self.name}/split": np.asarray(best.best_chromosome)}
     details = {"islands": scores}
     if free:
-      unconfined = run_guided(problem, free, derived_seed(seed, 0), dataclasses.replace(
-          before, evaluations=0))
+      unconfined = free_run(problem, free, seed, before)
       spent += unconfined.evaluations
       seeds[f"{self.name}/free"] = np.asarray(unconfined.best_chromosome)
       details["free"] = {"objective": unconfined.objective,
                          "evaluations": unconfined.evaluations}
     return dataclasses.replace(before, seeds=seeds, evaluations=before.evaluations + spent,
                                details={**before.details, self.name: details})
+
+
+def free_run(problem: performance.Problem, evals: int, seed: int,
+             before: Guidance) -> brkga_search.SearchResult:
+  """`GroupIsland`'s free run: the search as `before` guides it, unconfined, with `evals`
+  evaluations of its own and a seed apart from the run's."""
+  return run_guided(problem, evals, derived_seed(seed, 0),
+                    dataclasses.replace(before, evaluations=0))
 
 
 def derived_seed(seed: int, index: int) -> int:
