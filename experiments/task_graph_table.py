@@ -15,7 +15,10 @@ tasks on 2-16 processors, ratios 0.5, 1 and 2, 60 each, other generator seeds) h
 known by construction: a schedule that keeps every processor busy to T = total work / p, which
 the work bound proves; tune on the train set only. `brkga_long` (on request) is the default
 search with 1,000,000 evaluations, `brkga_full_time` (on request) the default search with no
-budget but its 10 s time limit (issue 69: does the time the default budget leaves unused pay?).
+budget but its 10 s time limit (issue 69: does the time the default budget leaves unused pay?),
+`brkga_unpolished` (on request) the default run without its polish
+(`regal.search.schedule_polish`), `brkga_insertions` with the polish's insertion moves only
+(no exact window re-solves), `brkga_60s` the default run with `--time_limit 60`.
 The model is the delay model (`--model delay`): identical processors, a task starts once its
 processor is free and its inputs arrived, communication is paid across processors only.
 
@@ -63,6 +66,7 @@ from datasets import atomic, cli, errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from datasets.benchmarks import sinnen_instances, stg_instances, stratified  # noqa: E402,F401
 from experiments import command, report  # noqa: E402
+from regal.learning.stats import bootstrap_interval  # noqa: E402
 from regal import baselines, search  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.baselines import exact  # noqa: E402
@@ -70,10 +74,14 @@ from regal.scoring import performance  # noqa: E402
 from regal.search import brkga_search  # noqa: E402
 
 SHARED = benchmarks.SHARED_GRAPHS
-OURS = ("critical_path", "heft", "hill_climb", "cpsat", "brkga", "brkga_long", "brkga_full_time")
-DEFAULT_OURS = OURS[:5]  # brkga_long (1M evaluations) and brkga_full_time only on request.
+OURS = ("critical_path", "heft", "hill_climb", "cpsat", "brkga", "brkga_long", "brkga_full_time",
+        "brkga_unpolished", "brkga_insertions", "brkga_60s")
+DEFAULT_OURS = OURS[:5]  # The other BRKGA variants only on request.
 LONG_EVALS = 1_000_000
-BRKGA_METHODS = ("brkga", "brkga_long", "brkga_full_time")
+BRKGA_METHODS = ("brkga", "brkga_long", "brkga_full_time", "brkga_unpolished",
+                 "brkga_insertions", "brkga_60s")
+# The polish each BRKGA method runs with (`RunConfig.polish`; the others: the default's).
+POLISH = {"brkga_unpolished": "off", "brkga_insertions": "insertions"}
 SETS = ("sinnen", "stg") + tuple(benchmarks.CONSTRUCTED_SPLITS)
 # anrg-saga's schedulers; not run by default: BruteForce and SMT (exhaustive), Hybrid (needs
 # arguments), DPS (over 20 s per instance on 50-task STG graphs: `--methods ...,saga:DPS`).
@@ -168,9 +176,11 @@ def ours(method: str, graph, processors: int, tasks_per_graph: int) -> tuple[dic
   if method in BRKGA_METHODS:
     evals = {"brkga_long": LONG_EVALS, "brkga_full_time": methods.MAX_EVALS}.get(
         method, _EVALS.value)
-    time_limit = brkga_search.DEFAULT_SEARCH_SECONDS if method == "brkga_full_time" else None
+    time_limit = {"brkga_full_time": brkga_search.DEFAULT_SEARCH_SECONDS,
+                  "brkga_60s": 60.0}.get(method)
     result = optimize_lib.run(graph, devices, methods.RunConfig(
-        model="delay", evals=evals, seed=_SEED.value, time_limit=time_limit))
+        model="delay", evals=evals, seed=_SEED.value, time_limit=time_limit,
+        polish=POLISH.get(method, "auto")))
     placement, schedule = result.placement, result.schedule
     facts = {"search_objective": result.data["search_objective"],
              "best_seed": result.data["baselines"].get("best_seed", {}).get("objective"),
@@ -178,6 +188,8 @@ def ours(method: str, graph, processors: int, tasks_per_graph: int) -> tuple[dic
              "lower_bound": result.data["lower_bound"],
              "bound_source": result.data["bound_source"],
              "proven_optimal": result.data["proven_optimal"]}
+    if "polish" in result.data["details"]:
+      facts["polish"] = result.data["details"]["polish"]
   else:
     if method == "cpsat":
       limit = 120.0 if tasks_per_graph == 10 else _TIME_LIMIT.value
@@ -339,8 +351,29 @@ def summarize(rows: list[dict], methods: Sequence[str]) -> dict[str, Any]:
       if searched:
         by["overall"][method]["search_vs_best_seed_pct"] = float(np.mean(
             [100.0 * (1 - r["search_objective"] / r["best_seed"]) for r in searched]))
+    by["paired"] = {method: paired(in_set, method) for method in methods
+                    if method in BRKGA_METHODS and method != "brkga"
+                    and paired(in_set, method) is not None}
     out[set_name] = by
   return out
+
+
+def paired(rows: list[dict], method: str, baseline: str = "brkga") -> dict[str, Any] | None:
+  """`method` against `baseline` on the instances both solved: the mean difference of their
+  gaps (points; negative: `method` is better) with a 95% bootstrap interval over instances,
+  and on how many it was better and worse (None: no common instance)."""
+  gaps = {}
+  for r in rows:
+    if r["method"] in (method, baseline) and "gap_pct" in r:
+      gaps.setdefault((r["file"], r["processors"]), {})[r["method"]] = r["gap_pct"]
+  both = [g for g in gaps.values() if len(g) == 2]
+  if not both:
+    return None
+  difference = np.array([g[method] - g[baseline] for g in both])
+  low, high = bootstrap_interval(difference[:, None], np.random.default_rng(0))
+  return {"baseline": baseline, "instances": len(both),
+          "mean_difference_points": float(difference.mean()), "ci95_points": [low, high],
+          "better": int((difference < -1e-9).sum()), "worse": int((difference > 1e-9).sum())}
 
 
 def _bound_text(bound: float | None) -> str:
@@ -366,6 +399,11 @@ def markdown(summary: dict[str, Any], methods: Sequence[str]) -> list[str]:
       lines.append(f"| {method} | {s['mean_gap_pct']:.3f} | {s['max_gap_pct']:.1f} | "
                    f"{100 * s['optimal_share']:.1f}% | {proven} | "
                    f"{s['seconds_per_instance']:.3f} | {seed} |")
+    for method, p in by.get("paired", {}).items():
+      lines += ["", f"Paired over {p['instances']} instances, {method} - {p['baseline']}: "
+                    f"{p['mean_difference_points']:+.2f} points of gap [95% bootstrap: "
+                    f"{p['ci95_points'][0]:+.2f}, {p['ci95_points'][1]:+.2f}], better on "
+                    f"{p['better']} and worse on {p['worse']}."]
     for method in ranked:
       s = by["overall"][method]
       if "open_proven" in s:

@@ -128,6 +128,19 @@ def test_task_graph_table_quick(tmp_path):
   assert "CP-SAT to proven optimality on the 10-task graphs" in markdown
 
 
+def test_polish_oracle_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.polish_oracle", out)
+  markdown, data = read_report(out, "polish_oracle")
+  rows = data["rows"]
+  assert [r["share"] for r in rows] == [0.02, 0.05, 0.1]
+  for r in rows:
+    assert 0 <= r["polished_gap_pct"] <= r["start_gap_pct"]  # Never below the optimum.
+    assert (r["stop_reason"] == "bound") == (r["polished_gap_pct"] == 0)
+    assert 0 <= r["default_gap_pct"] <= r["start_gap_pct"]
+  assert "ops moved" in markdown
+
+
 def test_doppler_scorer_quick(tmp_path):
   out = str(tmp_path)
   run_quick("experiments.bench.doppler_scorer", out)

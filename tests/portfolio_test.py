@@ -59,8 +59,10 @@ def test_off_is_the_search_alone():
   devices = devices_lib.homogeneous(instance["processors"])
   d = optimize_lib.run(graph, devices, methods.RunConfig(model="delay", evals=200,
                                                          arms=("single_device",),
-                                                         exact_solver="off")).data
-  assert "solver" not in d["details"] and d["bound_source"] == "structure"
+                                                         exact_solver="off",
+                                                         polish="off")).data
+  assert "solver" not in d["details"] and "polish" not in d["details"]
+  assert d["bound_source"] == "structure"
   assert d["lower_bound"] == analysis.makespan_lower_bound(graph, devices)
   assert not d["proven_optimal"]
   assert d["evaluations"] <= 200 and not d["settings"]["brkga"]["stopped_early"]

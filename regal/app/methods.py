@@ -20,9 +20,10 @@ from regal.doppler_policy import method as doppler_method
 from regal.learning import policy_runner
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import models, performance
-from regal.search import brkga_presets, brkga_search, guides, portfolio
+from regal.search import brkga_presets, brkga_search, guides, portfolio, schedule_polish
 
 MAX_EVALS = choices.MAX_EVALS  # Evaluation counters are int32 inside the search.
+POLISH = ("auto", "insertions", "off")  # `RunConfig.polish`
 
 # The guides that seed the search (`--seed_arms`): every cheap heuristic by default; Doppler's
 # policy trains, so it is opt-in.
@@ -80,6 +81,10 @@ class RunConfig:
   stage3_steps: int = 0
   # "auto": BRKGA runs CP-SAT beside it where `search.portfolio.worth_starting`; "off": never.
   exact_solver: str = "auto"
+  # "auto": BRKGA's answer is polished where `search.schedule_polish.applies` (the delay
+  # model's makespan) by insertion moves and exact window re-solves; "insertions": by the
+  # insertion moves alone; "off": never.
+  polish: str = "auto"
   progress: Callable[[str], None] | None = dataclasses.field(default=None, compare=False)
 
   def validate(self) -> "RunConfig":
@@ -103,6 +108,9 @@ class RunConfig:
                                f"{', '.join(guides.PRIORS)}")
     if self.exact_solver not in ("auto", "off"):
       raise errors.ConfigError(f"exact_solver must be auto or off, got {self.exact_solver!r}")
+    if self.polish not in POLISH:
+      raise errors.ConfigError(f"polish must be one of {', '.join(POLISH)}, got "
+                               f"{self.polish!r}")
     if self.method != "brkga":
       for given, why in ((self.brkga_preset not in ("", brkga_presets.DEFAULT),
                           "--brkga_preset sets BRKGA's parameters"),
@@ -202,7 +210,23 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
           settings=settings, alternatives=alternatives)
   result = guides.run_guided(problem, evals, seed, guided, brkga_preset, decoder, time_limit,
                              config.progress, should_stop=solver and solver.proven.is_set)
-  objective, schedule = scores(result.best_chromosome)
+  best_chromosome, evaluations = result.best_chromosome, result.evaluations
+  wall_seconds = result.search_seconds
+  if config.polish != "off" and schedule_polish.applies(problem) and not (
+      solver and solver.proven.is_set()):
+    polished = _polish(problem, result, seed, evals, time_limit,
+                       should_stop=solver and solver.proven.is_set,
+                       windows=config.polish == "auto")
+    details["polish"] = {k: v for k, v in dataclasses.asdict(polished).items()
+                         if k not in ("placement", "order")}
+    evaluations += polished.evaluations
+    wall_seconds += polished.seconds
+    candidate = polished.chromosome(problem.layout)
+    # The answer when the reference model scores it lower (the search's own answer aside).
+    details["polish"]["answer"] = bool(scores(candidate)[0] < scores(best_chromosome)[0])
+    if details["polish"]["answer"]:
+      best_chromosome = candidate
+  objective, schedule = scores(best_chromosome)
   settings["brkga"]["stopped_early"] = result.stopped_early
   details["stopped"] = {"reason": result.stop_reason, "evaluations": result.evaluations,
                         "budget": evals, "time_limit": time_limit,
@@ -215,12 +239,29 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
     answer = solver.chromosome()
     if answer is not None:
       alternatives["cpsat"] = answer
-  placement, order = chromosome_lib.assignment(result.best_chromosome, problem.layout)
+  placement, order = chromosome_lib.assignment(best_chromosome, problem.layout)
   return baselines.MethodResult(
       method="brkga", placement=placement, order=order, objective=objective, schedule=schedule,
-      wall_seconds=result.search_seconds, compile_seconds=result.compile_seconds,
-      evaluations=result.evaluations, details=details, chromosome=result.best_chromosome,
+      wall_seconds=wall_seconds, compile_seconds=result.compile_seconds,
+      evaluations=evaluations, details=details, chromosome=best_chromosome,
       settings=settings, alternatives=alternatives)
+
+
+def _polish(problem: performance.Problem, result: brkga_search.SearchResult, seed: int,
+            evals: int, time_limit: float | None,
+            should_stop: Callable[[], bool] | None,
+            windows: bool) -> schedule_polish.PolishResult:
+  """The polish from the search's answer: for the search time the limit leaves
+  (a run with a time limit: the default), or for the search's budget of evaluations again
+  (a run with an explicit budget and no limit)."""
+  placement, order = chromosome_lib.assignment(result.best_chromosome, problem.layout)
+  if time_limit is None:
+    return schedule_polish.polish(problem, placement, order, seed, evals=evals,
+                                  should_stop=should_stop, windows=windows)
+  return schedule_polish.polish(
+      problem, placement, order, seed, evals=MAX_EVALS, should_stop=should_stop,
+      deadline=time.perf_counter() + max(0.0, time_limit - result.search_seconds),
+      windows=windows)
 
 
 def _run_doppler(problem: performance.Problem, config: RunConfig, evals: int,
