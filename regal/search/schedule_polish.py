@@ -181,7 +181,7 @@ def _by_start(order, position, start):
 
 
 @numba.njit(inline="always")
-def _critical(order, placement, start, end, makespan, cost, succs_ptr, succs, preds_ptr, preds,
+def _critical(order, placement, start, end, makespan, succs_ptr, succs, preds_ptr, preds,
               pred_bytes, bandwidth, latency, tail, next_on_device, last_on_device):
   """Ops with no slack: start + the longest path from their start to the end >= makespan."""
   num_ops = order.shape[0]
@@ -230,9 +230,9 @@ def _descend(order, position, placement, budget, cost, preds_ptr,
                              pred_bytes, speed, bandwidth, latency, start, end, free)
     if makespan <= bound:
       return makespan, total, evaluations, moves, False
-    critical = _critical(order, placement, start, end, makespan, cost, succs_ptr, succs,
-                         preds_ptr, preds, pred_bytes, bandwidth, latency, tail,
-                         next_on_device, last_on_device)
+    critical = _critical(order, placement, start, end, makespan, succs_ptr, succs, preds_ptr,
+                         preds, pred_bytes, bandwidth, latency, tail, next_on_device,
+                         last_on_device)
     candidates = np.flatnonzero(critical)
     np.random.shuffle(candidates)
     improved = False
@@ -394,9 +394,9 @@ def _window_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadli
   order, placement = best[2].copy(), best[3].copy()
   makespan, start, end = score(graph, placement, order)
   num_ops, num_devices = graph.num_ops, graph.num_devices
-  critical = _critical(order, placement, start, end, np.float32(makespan), graph.cost,
-                       graph.succs_ptr, graph.succs, graph.preds_ptr, graph.preds,
-                       graph.pred_bytes, graph.bandwidth, graph.latency,
+  critical = _critical(order, placement, start, end, np.float32(makespan), graph.succs_ptr,
+                       graph.succs, graph.preds_ptr, graph.preds, graph.pred_bytes,
+                       graph.bandwidth, graph.latency,
                        np.zeros(num_ops, np.float32), np.zeros(num_ops, np.int64),
                        np.zeros(num_devices, np.int64))
   by_start = order[np.argsort(start[order], kind="stable")]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from regal.baselines import cpsat_solve
 from regal.scoring.native_common import link_time
 from regal.scoring.native_delay import NativeDelayGraph
 
@@ -131,7 +132,6 @@ def resolve(graph: NativeDelayGraph, placement: np.ndarray, order: np.ndarray,
   solver.parameters.max_time_in_seconds = float(time_limit)
   solver.parameters.num_workers = 1
   solver.parameters.random_seed = int(seed)
-  from regal.baselines import cpsat_solve
   status = cpsat_solve.solve(solver, model)
   if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
     return None
