@@ -7,6 +7,7 @@
 | doppler   | .txt              | first line is a bare integer                 |
 | dot       | .dot .gv          | `digraph` (a task graph: Sinnen's set)       |
 | stg       | .stg              | a bare integer, then `id cost count preds...` |
+| onnx      | .onnx             | read only: `datasets.onnx_import` (binary)   |
 """
 from __future__ import annotations
 
@@ -125,7 +126,11 @@ def read_text(path: str) -> str:
 
 
 def load_graph(path: str, format: str | None = None) -> Graph:
-  """Reads a graph; the format is `format`, else sniffed from the content, else the extension."""
+  """Reads a graph; the format is `format`, else sniffed from the content, else the extension
+  (an `.onnx` file is imported by `datasets.onnx_import`)."""
+  if format is None and path.lower().endswith(".onnx") and not os.path.isdir(path):
+    from datasets import onnx_import  # Only ONNX files need the onnx package.
+    return onnx_import.load(path)
   return parse_graph(read_text(path), path, format)
 
 

@@ -113,6 +113,7 @@ def _inputs(folder, shared_graphs) -> dict[str, str]:
     (folder / name).parent.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(text)
   (folder / "devices_binary.json").write_bytes(bytes(range(256)) * 4)
+  (folder / "not_onnx.onnx").write_bytes(bytes(range(256)) * 4)
   data = json.loads(files["sizes_past_float32_memory.json"])
   data["ops"][1]["extra_memory"] = 3e38
   (folder / "sizes_past_float32_memory.json").write_text(json.dumps(data))
@@ -265,6 +266,7 @@ OPTIMIZE_CASES = [
     ("doppler_samples_1e8", ["--graph", "good.json", "--seed_arms", "doppler",
                              "--doppler_samples", "100000000"], 2,
      "is not an integer in the range [0, 1024]"),
+    ("not_onnx", ["--graph", "not_onnx.onnx"], 2, "not an ONNX model"),
     # Device descriptions that are not ones.
     ("devices_binary", ["--graph", "four.json", "--device_spec", "devices_binary.json"], 2,
      "not a text file (binary content)"),

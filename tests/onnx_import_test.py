@@ -1,0 +1,114 @@
+"""datasets.onnx_import: ONNX models built here with onnx.helper (nothing downloaded) import with
+FLOPs equal to a hand count, weights as parameter ops with their bytes, edges as the model
+wires them; `.onnx` files load through `datasets.io`; bad files are one-line errors."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from datasets import errors, onnx_import
+from datasets import io as graph_io
+
+B, I, H, O = 4, 16, 32, 8  # batch, input, hidden, output
+
+
+def _weight(name, *shape):
+  return numpy_helper.from_array(np.zeros(shape, np.float32), name)
+
+
+def _mlp() -> onnx.ModelProto:
+  nodes = [helper.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+           helper.make_node("Add", ["h0", "b1"], ["h1"], name="bias1"),
+           helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
+           helper.make_node("MatMul", ["h2", "w2"], ["y0"], name="fc2"),
+           helper.make_node("Add", ["y0", "b2"], ["y"], name="bias2")]
+  graph = helper.make_graph(
+      nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, I])],
+      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, O])],
+      [_weight("w1", I, H), _weight("b1", H), _weight("w2", H, O), _weight("b2", O)])
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _attention_block(seq=6, dim=8) -> onnx.ModelProto:
+  nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"),
+           helper.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+           helper.make_node("MatMul", ["x", "wv"], ["v"], name="v"),
+           helper.make_node("Transpose", ["k"], ["kt"], perm=[1, 0], name="kt"),
+           helper.make_node("MatMul", ["q", "kt"], ["scores"], name="scores"),
+           helper.make_node("Softmax", ["scores"], ["probs"], axis=-1, name="softmax"),
+           helper.make_node("MatMul", ["probs", "v"], ["attended"], name="attend"),
+           helper.make_node("Add", ["attended", "x"], ["residual"], name="residual"),
+           helper.make_node("LayerNormalization", ["residual", "gamma", "beta"], ["y"],
+                            axis=-1, name="norm")]
+  graph = helper.make_graph(
+      nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, dim])],
+      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [seq, dim])],
+      [_weight("wq", dim, dim), _weight("wk", dim, dim), _weight("wv", dim, dim),
+       _weight("gamma", dim), _weight("beta", dim)])
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_two_layer_mlp_imports_with_its_hand_counted_flops(tmp_path):
+  path = str(tmp_path / "mlp.onnx")
+  onnx.save(_mlp(), path)
+  graph = graph_io.load_graph(path)
+  flops = dict(zip(graph.op_names, graph.metadata["op_flops"]))
+  assert flops["fc1"] == 2 * B * I * H and flops["fc2"] == 2 * B * H * O
+  assert flops["bias1"] == flops["relu"] == B * H and flops["bias2"] == B * O
+  assert graph.metadata["total_flops"] == 2 * B * I * H + 2 * B * H + 2 * B * H * O + B * O
+  assert graph.name == "mlp" and graph.metadata["source"] == "onnx"
+  # Weights are parameter ops whose one tensor holds their bytes (float32).
+  params = {n: t for t, n in zip(graph.tensor_producer, graph.op_names) if n.startswith("param:")}
+  sizes = {graph.op_names[graph.tensor_producer[t]]: graph.tensor_size[t]
+           for t in range(graph.num_tensors)}
+  assert sizes["param:w1"] == 4 * I * H and sizes["param:b2"] == 4 * O and len(params) == 4
+  assert sizes["fc1"] == 4 * B * H and sizes["input:x"] == 4 * B * I
+  np.testing.assert_allclose(graph.compute_cost[graph.op_names.index("fc1")],
+                             2 * B * I * H / onnx_import.DEFAULT_FLOPS_PER_BYTE)
+  readers = {(graph.op_names[graph.tensor_producer[t]], graph.op_names[c])
+             for t, c in zip(graph.data_edge_tensor, graph.data_edge_consumer)}
+  assert {("input:x", "fc1"), ("param:w1", "fc1"), ("fc1", "bias1"), ("relu", "fc2"),
+          ("fc2", "bias2")} <= readers
+
+
+def test_an_attention_block_imports_with_its_hand_counted_flops():
+  seq, dim = 6, 8
+  graph = onnx_import.from_model(_attention_block(seq, dim), "block")
+  flops = dict(zip(graph.op_names, graph.metadata["op_flops"]))
+  projections = 3 * 2 * seq * dim * dim
+  attention = 2 * seq * seq * dim + 2 * seq * seq * dim
+  assert flops["q"] + flops["k"] + flops["v"] == projections
+  assert flops["scores"] + flops["attend"] == attention
+  assert flops["softmax"] == 5 * seq * seq and flops["norm"] == 8 * seq * dim
+  assert flops["kt"] == 0 and graph.compute_cost[graph.op_names.index("kt")] > 0  # Movement.
+  assert graph.metadata["total_flops"] == (projections + attention + 5 * seq * seq
+                                           + seq * dim + 8 * seq * dim)
+
+
+def test_an_operator_without_a_cost_rule_is_warned_about_by_name(caplog):
+  model = _mlp()
+  model.graph.node.append(helper.make_node("Hardmax", ["y"], ["z"], name="hardmax"))
+  model.graph.output[0].CopyFrom(helper.make_tensor_value_info("z", TensorProto.FLOAT, [B, O]))
+  onnx_import._warned.discard("Hardmax")
+  graph = onnx_import.from_model(model)
+  assert "Hardmax" in caplog.text and "data movement" in caplog.text
+  assert graph.metadata["op_flops"][graph.op_names.index("hardmax")] == 0
+
+
+@pytest.mark.parametrize("content", [b"not a model at all \x00\x01", b""])
+def test_a_file_that_is_not_onnx_is_one_error(tmp_path, content):
+  path = tmp_path / "broken.onnx"
+  path.write_bytes(content)
+  with pytest.raises(errors.FormatError, match="not an ONNX model"):
+    graph_io.load_graph(str(path))
+
+
+def test_an_unknown_operator_and_a_symbolic_shape_are_one_error_each():
+  model = _mlp()
+  model.graph.node.append(helper.make_node("NoSuchOp", ["y"], ["z"], name="mystery"))
+  with pytest.raises(errors.FormatError, match="not valid.*NoSuchOp"):
+    onnx_import.from_model(model)
+  dynamic = _mlp()
+  dynamic.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+  with pytest.raises(errors.FormatError, match="symbolic dimension"):
+    onnx_import.from_model(dynamic)
