@@ -10,12 +10,13 @@
 
 Cost model, as `datasets.jax_import`'s (FLOPs in `metadata["op_flops"]`, compute cost = units /
 `flops_per_byte`): MatMul 2 x output elements x the contracted size; Gemm the same plus the
-bias; Conv 2 x output elements x input channels per group x kernel elements (plus the bias);
-elementwise operators one per output element; reductions and global pools one per input
-element; pooling one per output element and kernel position; Softmax five per element,
-LayerNormalization eight, BatchNormalization two; data movement (Reshape, Transpose, Gather,
-Concat, ...) no FLOPs but one unit per output element; an operator this table does not know
-is warned about once by name and costed like data movement. Shapes must be static after
+bias; Einsum 2 x the product of all its index sizes (without an ellipsis); Conv 2 x output
+elements x input channels per group x kernel elements (plus the bias); elementwise operators
+one per output element; reductions and global pools one per input element; pooling one per
+output element and kernel position; Softmax five per element, LayerNormalization eight,
+BatchNormalization two; data movement (Reshape, Transpose, Gather, Concat, ...) no FLOPs but
+one unit per output element; an operator this table does not know is warned about once by
+name and costed like data movement. Shapes must be static after
 inference (a symbolic batch dimension is an error naming the tensor: export with fixed shapes).
 """
 from __future__ import annotations
@@ -68,6 +69,17 @@ def _attribute(node, name: str, default):
   return default
 
 
+def einsum_flops(equation: str, shapes: list[tuple[int, ...]]) -> float:
+  """An einsum's FLOPs: one multiply-add (2 FLOPs) per point of the space of all its indices
+  when it multiplies operands, one per point for a single operand (a sum or a transpose)."""
+  operands = equation.replace(" ", "").split("->")[0].split(",")
+  size: dict[str, int] = {}
+  for letters, shape in zip(operands, shapes):
+    for letter, dim in zip(letters, shape):
+      size[letter] = dim
+  return (2.0 if len(operands) > 1 else 1.0) * math.prod(size.values())
+
+
 def node_flops(node, shapes: dict[str, tuple[int, ...]]) -> tuple[float, float]:
   """(FLOPs, cost units) of one node from its tensors' static shapes (the module doc)."""
   inputs = [shapes.get(name) for name in node.input if name]
@@ -81,6 +93,8 @@ def node_flops(node, shapes: dict[str, tuple[int, ...]]) -> tuple[float, float]:
   elif op == "Conv":
     weight = inputs[1]  # [output channels, input channels / group, *kernel]
     flops = 2.0 * out_elements * math.prod(weight[1:]) + (out_elements if len(inputs) > 2 else 0)
+  elif op == "Einsum" and "..." not in _attribute(node, "equation", b"...").decode():
+    flops = einsum_flops(_attribute(node, "equation", b"").decode(), inputs)
   elif op in _ELEMENTWISE:
     flops = float(out_elements)
   elif op in _REDUCTIONS:

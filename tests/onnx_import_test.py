@@ -85,6 +85,18 @@ def test_an_attention_block_imports_with_its_hand_counted_flops():
                                            + seq * dim + 8 * seq * dim)
 
 
+def test_einsum_costs_a_multiply_add_per_point_of_its_index_space():
+  heads, seq, dim = 2, 5, 4
+  node = helper.make_node("Einsum", ["q", "k"], ["s"], equation="hqd,hkd->hqk", name="scores")
+  graph = helper.make_graph(
+      [node], "einsum", [helper.make_tensor_value_info("q", TensorProto.FLOAT, [heads, seq, dim]),
+                         helper.make_tensor_value_info("k", TensorProto.FLOAT, [heads, seq, dim])],
+      [helper.make_tensor_value_info("s", TensorProto.FLOAT, [heads, seq, seq])])
+  imported = onnx_import.from_model(helper.make_model(
+      graph, opset_imports=[helper.make_opsetid("", 17)]))
+  assert imported.metadata["total_flops"] == 2 * heads * seq * seq * dim
+
+
 def test_an_operator_without_a_cost_rule_is_warned_about_by_name(caplog):
   model = _mlp()
   model.graph.node.append(helper.make_node("Hardmax", ["y"], ["z"], name="hardmax"))
