@@ -355,9 +355,9 @@ def summarize(rows: list[dict], methods: Sequence[str]) -> dict[str, Any]:
       if searched:
         by["overall"][method]["search_vs_best_seed_pct"] = float(np.mean(
             [100.0 * (1 - r["search_objective"] / r["best_seed"]) for r in searched]))
-    by["paired"] = {method: paired(in_set, method) for method in methods
-                    if method in BRKGA_METHODS and method != "brkga"
-                    and paired(in_set, method) is not None}
+    comparisons = {method: paired(in_set, method) for method in methods
+                   if method in BRKGA_METHODS and method != "brkga"}
+    by["paired"] = {m: p for m, p in comparisons.items() if p is not None}
     out[set_name] = by
   return out
 

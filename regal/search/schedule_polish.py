@@ -225,9 +225,9 @@ def _descend(order, position, placement, budget, cost, preds_ptr,
   num_devices = speed.shape[0]
   evaluations = 0
   moves = 0
-  while True:
-    makespan, total = _score(order, placement, -1, 0, num_ops, cost, preds_ptr, preds,
-                             pred_bytes, speed, bandwidth, latency, start, end, free)
+  makespan, total = _score(order, placement, -1, 0, num_ops, cost, preds_ptr, preds,
+                           pred_bytes, speed, bandwidth, latency, start, end, free)
+  while True:  # start, end, makespan and total are the current schedule's here.
     if makespan <= bound:
       return makespan, total, evaluations, moves, False
     critical = _critical(order, placement, start, end, makespan, succs_ptr, succs, preds_ptr,
@@ -254,9 +254,10 @@ def _descend(order, position, placement, budget, cost, preds_ptr,
                                       end, free)
           if trial < makespan or (trial == makespan and trial_total < total):
             _apply(order, position, placement, op, device, at)
-            _score(order, placement, -1, 0, num_ops, cost, preds_ptr, preds, pred_bytes,
-                   speed, bandwidth, latency, start, end, free)
-            _by_start(order, position, start)
+            makespan, total = _score(order, placement, -1, 0, num_ops, cost, preds_ptr,
+                                     preds, pred_bytes, speed, bandwidth, latency, start,
+                                     end, free)
+            _by_start(order, position, start)  # The same schedule: its times stand.
             moves += 1
             improved = True
             break
