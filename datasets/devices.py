@@ -11,7 +11,9 @@ JSON form (all keys but `num_devices` optional; scalars broadcast to every devic
      "speed": 1.0 | [..], "bandwidth": 1.0 | [[..]], "latency": 0.0 | [[..]]}
 
 `memory_capacity: null` means unlimited. The diagonal of bandwidth and latency is ignored: a
-tensor already on its device moves for free.
+tensor already on its device moves for free. An optional `"kinds": ["h100", ...]` names each
+device's accelerator (`datasets.accelerators`): an imported graph's ops are then costed by
+their roofline on those kinds (`accelerators.recost`), in the importers' time unit.
 """
 from __future__ import annotations
 
@@ -26,7 +28,10 @@ import numpy as np
 
 from datasets import errors
 
-PRESETS = ("homogeneous", "nvlink_two_groups")
+TOPOLOGY_PRESETS = ("homogeneous", "nvlink_two_groups")  # Abstract units.
+ACCELERATOR_PRESETS = ("h100", "a100", "v100", "tpu_v5e", "cpu", "h100+cpu",
+                       "a100+cpu")  # `datasets.accelerators.PRESETS` (a test holds them equal).
+PRESETS = TOPOLOGY_PRESETS + ACCELERATOR_PRESETS
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -37,6 +42,7 @@ class DeviceSpec:
   bandwidth: np.ndarray  # [D, D] bytes per time unit, > 0 off the diagonal.
   latency: np.ndarray  # [D, D] time units, >= 0 off the diagonal.
   name: str = "devices"
+  kinds: tuple[str, ...] = ()  # Each device's accelerator kind, or () for abstract units.
 
   def __post_init__(self):
     if np.ndim(self.speed) != 1:
@@ -48,6 +54,16 @@ class DeviceSpec:
     set_field("speed", _vector(self.speed, num, "speed"))
     set_field("bandwidth", _matrix(self.bandwidth, num, "bandwidth"))
     set_field("latency", _matrix(self.latency, num, "latency"))
+    set_field("kinds", tuple(str(k) for k in self.kinds))
+    if self.kinds:
+      from datasets import accelerators  # Local: accelerators builds on this module.
+      if len(self.kinds) != num:
+        raise errors.DeviceSpecError(f"device spec: kinds lists {len(self.kinds)} devices, "
+                                     f"expected {num}")
+      unknown = sorted(set(self.kinds) - set(accelerators.KINDS))
+      if unknown:
+        raise errors.DeviceSpecError(f"device spec: unknown kind {unknown[0]!r}; known: "
+                                     f"{', '.join(accelerators.KINDS)}")
     _validate(self)
 
   @property
@@ -68,12 +84,13 @@ class DeviceSpec:
         "bandwidth": np.where(np.eye(self.num_devices, dtype=bool), 0.0,
                               self.bandwidth).tolist(),
         "latency": self.latency.tolist(),
+        **({"kinds": list(self.kinds)} if self.kinds else {}),
     }
 
   def __eq__(self, other: object) -> bool:
     if not isinstance(other, DeviceSpec):
       return NotImplemented
-    return self.name == other.name and all(
+    return self.name == other.name and self.kinds == other.kinds and all(
         np.array_equal(getattr(self, f), getattr(other, f))
         for f in ("memory_capacity", "speed", "bandwidth", "latency"))
 
@@ -192,7 +209,7 @@ def from_json_dict(data: Any) -> DeviceSpec:
   if not isinstance(data, dict):
     raise errors.DeviceSpecError("device spec JSON must be an object")
   unknown = set(data) - {"name", "num_devices", "memory_capacity", "speed", "bandwidth",
-                         "latency"}
+                         "latency", "kinds"}
   if unknown:
     raise errors.DeviceSpecError(f"device spec: unknown keys {sorted(unknown)}")
   num = data.get("num_devices")
@@ -207,13 +224,20 @@ def from_json_dict(data: Any) -> DeviceSpec:
     return DeviceSpec(memory_capacity=np.inf if memory is None else memory,
                       speed=_broadcast(data.get("speed", 1.0), num),
                       bandwidth=data.get("bandwidth", 1.0), latency=data.get("latency", 0.0),
-                      name=str(data.get("name", f"devices{num}")))
+                      name=str(data.get("name", f"devices{num}")),
+                      kinds=_kinds(data.get("kinds", ())))
   except OverflowError:  # An integer past float64's range.
     raise errors.DeviceSpecError("device spec: a number is beyond float64's range") from None
   except (TypeError, ValueError) as error:
     if isinstance(error, errors.RegalError):
       raise
     raise errors.DeviceSpecError(f"device spec: {error}") from None
+
+
+def _kinds(value: Any) -> tuple[str, ...]:
+  if not isinstance(value, (list, tuple)) or not all(isinstance(k, str) for k in value):
+    raise errors.DeviceSpecError("device spec: kinds must be a list of accelerator names")
+  return tuple(value)
 
 
 def _broadcast(value: Any, num: int) -> np.ndarray:
@@ -268,6 +292,9 @@ def resolve(num_devices: int | None = None, spec_path: str | None = None,
       raise errors.DeviceSpecError(
           f"preset nvlink_two_groups needs an even device count >= 2, got {num_devices}")
     return nvlink_two_groups(4 if num_devices is None else num_devices // 2)
+  if preset in ACCELERATOR_PRESETS:
+    from datasets import accelerators
+    return accelerators.spec(accelerators.kinds_of(preset, num_devices))
   raise errors.DeviceSpecError(f"unknown device preset {preset!r}; known: {', '.join(PRESETS)}")
 
 
@@ -277,11 +304,15 @@ def define_flags(flag_values=None) -> None:
   from absl import flags  # Deferred: library users need not import absl.
   flag_values = flags.FLAGS if flag_values is None else flag_values
   flags.DEFINE_integer("devices", None, "Number of devices for the preset (default 2 for "
-                       "homogeneous, 8 for nvlink_two_groups).", flag_values=flag_values)
+                       "homogeneous, 8 for nvlink_two_groups, 4 accelerators for h100 and the "
+                       "other accelerator presets; a +cpu mix adds one host).",
+                       flag_values=flag_values)
   flags.DEFINE_string("device_spec", None, "Device description JSON file (overrides "
                       "--devices and --device_preset).", flag_values=flag_values)
-  flags.DEFINE_enum("device_preset", "homogeneous", list(PRESETS), "Device set preset.",
-                    flag_values=flag_values)
+  flags.DEFINE_enum("device_preset", "homogeneous", list(PRESETS), "Device set preset: "
+                    "abstract units (homogeneous, nvlink_two_groups) or real accelerators "
+                    "whose roofline costs an imported graph's ops in seconds "
+                    "(datasets/accelerators.py).", flag_values=flag_values)
 
 
 def from_flags(flag_values=None) -> DeviceSpec:

@@ -22,6 +22,11 @@ against ~100 GB/s), so that with unit device speed and bandwidth a tensor's byte
 cost are in the same time unit: the time the link takes per byte, 10 ps at the nominal
 `NOMINAL_LINK_BYTES_PER_SECOND` the graph records (`link_bytes_per_second`), so results read in
 seconds (`regal.app.units`).
+
+What splitting the graph needs (`datasets.shard_imported`) is in its metadata too: per op its
+`op_dims` (`datasets.op_dims`: each axis's index label) and `operands` (each operand's tensor,
+null for a literal), per tensor its `tensor_shapes`, and `data_inputs`: the input ops of the
+data arguments (`data_args`, default the last), whose axis 0 is the batch.
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ from typing import Any, Callable
 import numpy as np
 from absl import logging
 
-from datasets import errors
+from datasets import errors, op_dims
 from datasets.graph import Graph, GraphBuilder
 
 DEFAULT_FLOPS_PER_BYTE = 1000.0
@@ -60,6 +65,10 @@ _warned: set[str] = set()
 
 def _elements(aval) -> int:
   return int(math.prod(getattr(aval, "shape", ())))
+
+
+def _shape(aval) -> tuple[int, ...]:
+  return tuple(int(d) for d in getattr(aval, "shape", ()))
 
 
 def _bytes(aval) -> float:
@@ -152,6 +161,9 @@ class _Importer:
     self.op_flops: list[float] = []
     self.counts: dict[str, int] = {}
     self.equations: list = []  # Per op: (equation, operands) or None for inputs / consts.
+    self.dims: list = []  # Per op: its `op_dims.OpDims` as JSON, or None.
+    self.operands: list = []  # Per op: the tensor of each operand (None: a literal).
+    self.tensor_shapes: list = []  # Per tensor: its shape.
     self.literals: dict = {}  # Variables bound to literals through inlined bodies.
 
   def add_op(self, op_type: str, flops: float, units: float, outvars, inputs: list[int],
@@ -161,10 +173,24 @@ class _Importer:
     op = self.builder.add_op(f"{op_type}_{count}", units / self.flops_per_byte, op_type)
     self.op_flops.append(flops)
     self.equations.append(equation)
+    dims = op_dims.from_equation(equation[0]) if equation is not None else None
+    self.dims.append(None if dims is None else dims.to_json())
+    self.operands.append(list(inputs))
     for tensor in dict.fromkeys(t for t in inputs if t is not None):
       self.builder.add_data_edge(tensor, op)
-    return [None if type(v).__name__ == "DropVar" else self.builder.add_tensor(op, _bytes(v.aval))
+    return [None if type(v).__name__ == "DropVar" else self.add_tensor(op, v.aval)
             for v in outvars]
+
+  def add_tensor(self, op: int, aval) -> int:
+    self.tensor_shapes.append(list(_shape(aval)))
+    return self.builder.add_tensor(op, _bytes(aval))
+
+  def add_source(self, aval) -> None:
+    """The records of an input or constant op just added."""
+    self.op_flops.append(0.0)
+    self.equations.append(None)
+    self.dims.append(op_dims.source_dims(_shape(aval)).to_json())
+    self.operands.append([])
 
   def walk(self, jaxpr, env: dict) -> None:
     literals = self.literals
@@ -223,14 +249,19 @@ class Traced:
 
 
 def trace_graph(fn: Callable[..., Any], *args: Any, name: str = "jax_function",
-                inline: bool = True, flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE) -> Graph:
+                inline: bool = True, flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE,
+                data_args: tuple[int, ...] | None = None) -> Graph:
   """The graph of `fn(*args)`; args are pytrees of arrays or `jax.ShapeDtypeStruct`s."""
-  return trace(fn, *args, name=name, inline=inline, flops_per_byte=flops_per_byte).graph
+  return trace(fn, *args, name=name, inline=inline, flops_per_byte=flops_per_byte,
+               data_args=data_args).graph
 
 
 def trace(fn: Callable[..., Any], *args: Any, name: str = "jax_function", inline: bool = True,
-          flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE) -> Traced:
-  """`trace_graph`, keeping the equations behind every op."""
+          flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE,
+          data_args: tuple[int, ...] | None = None) -> Traced:
+  """`trace_graph`, keeping the equations behind every op. `data_args`: the positional
+  arguments that hold data, whose axis 0 is the batch (default: the last one, as in
+  `apply(params, x)`); the others are parameters (`metadata["data_inputs"]`)."""
   import jax
   if not flops_per_byte > 0:
     raise errors.ConfigError(f"flops_per_byte must be positive, got {flops_per_byte}")
@@ -238,23 +269,27 @@ def trace(fn: Callable[..., Any], *args: Any, name: str = "jax_function", inline
   closed = jax.make_jaxpr(fn)(*abstract_args)
   importer = _Importer(name, inline, flops_per_byte)
   env = {}
-  paths = [jax.tree_util.keystr(path) or f"[{k}]" for k, (path, _) in enumerate(
-      jax.tree_util.tree_flatten_with_path(abstract_args)[0])]
-  for var, path in zip(closed.jaxpr.invars, paths):
+  leaves = jax.tree_util.tree_flatten_with_path(abstract_args)[0]
+  paths = [jax.tree_util.keystr(path) or f"[{k}]" for k, (path, _) in enumerate(leaves)]
+  data_args = (len(args) - 1,) if data_args is None else tuple(data_args)
+  data_inputs = []
+  for var, path, (key_path, _) in zip(closed.jaxpr.invars, paths, leaves):
     op = importer.builder.add_op(f"input{path}", 0.0, "input")
-    importer.op_flops.append(0.0)
-    importer.equations.append(None)
-    env[var] = importer.builder.add_tensor(op, _bytes(var.aval))
+    if getattr(key_path[0], "idx", None) in data_args and _shape(var.aval):
+      data_inputs.append(op)
+    importer.add_source(var.aval)
+    env[var] = importer.add_tensor(op, var.aval)
   for var in closed.jaxpr.constvars:  # Captured constants: present from the start.
     op = importer.builder.add_op(f"const_{len(importer.op_flops)}", 0.0, "const")
-    importer.op_flops.append(0.0)
-    importer.equations.append(None)
-    env[var] = importer.builder.add_tensor(op, _bytes(var.aval))
+    importer.add_source(var.aval)
+    env[var] = importer.add_tensor(op, var.aval)
   importer.walk(closed.jaxpr, env)
   importer.builder.metadata.update({
       "source": "jax", "flops_per_byte": flops_per_byte,
       "link_bytes_per_second": NOMINAL_LINK_BYTES_PER_SECOND, "inline": inline,
-      "total_flops": float(sum(importer.op_flops)), "op_flops": importer.op_flops})
+      "total_flops": float(sum(importer.op_flops)), "op_flops": importer.op_flops,
+      "op_dims": importer.dims, "operands": importer.operands, "data_inputs": data_inputs,
+      "tensor_shapes": importer.tensor_shapes})
   outputs = [None if hasattr(v, "val") else env.get(v) for v in closed.jaxpr.outvars]
   return Traced(importer.builder.build(), importer.equations,
                 [v.aval for v in closed.jaxpr.invars], list(closed.consts), outputs)

@@ -18,6 +18,8 @@ BatchNormalization two; data movement (Reshape, Transpose, Gather, Concat, ...) 
 one unit per output element; an operator this table does not know is warned about once by
 name and costed like data movement. Shapes must be static after
 inference (a symbolic batch dimension is an error naming the tensor: export with fixed shapes).
+As the JAX importer, it records `op_dims`, `operands`, `tensor_shapes` and `data_inputs` (the
+graph inputs that are not weights) for `datasets.shard_imported`.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import os
 import numpy as np
 from absl import logging
 
-from datasets import errors
+from datasets import errors, op_dims
 from datasets.graph import Graph, GraphBuilder
 from datasets.jax_import import DEFAULT_FLOPS_PER_BYTE, NOMINAL_LINK_BYTES_PER_SECOND
 
@@ -162,16 +164,31 @@ def from_model(model, name: str = "onnx_model",
       raise errors.FormatError(f"ONNX model {name!r}: no inferred shape for tensor {tensor!r}")
     return float(math.prod(shapes[tensor]) * item_bytes[tensor])
 
+  dims: list = []
+  operands: list = []
+  tensor_shapes: list = []
+  data_inputs: list = []
+
+  def add_tensor(op: int, tensor: str) -> None:
+    tensor_of[tensor] = builder.add_tensor(op, tensor_bytes(tensor))
+    tensor_shapes.append(list(shapes[tensor]))
+
+  def add_source(kind: str, tensor: str) -> int:
+    op = builder.add_op(f"{kind}:{tensor}", 0.0, kind)
+    op_flops.append(0.0)
+    dims.append(op_dims.source_dims(shapes.get(tensor, ())).to_json())
+    operands.append([])
+    add_tensor(op, tensor)
+    return op
+
   weights = {initializer.name for initializer in model.graph.initializer}
   for initializer in model.graph.initializer:
-    op = builder.add_op(f"param:{initializer.name}", 0.0, "param")
-    op_flops.append(0.0)
-    tensor_of[initializer.name] = builder.add_tensor(op, tensor_bytes(initializer.name))
+    add_source("param", initializer.name)
   for value in model.graph.input:
     if value.name not in weights:
-      op = builder.add_op(f"input:{value.name}", 0.0, "input")
-      op_flops.append(0.0)
-      tensor_of[value.name] = builder.add_tensor(op, tensor_bytes(value.name))
+      op = add_source("input", value.name)
+      if shapes.get(value.name):
+        data_inputs.append(op)
   counts: dict[str, int] = {}
   for node in model.graph.node:
     missing = [t for t in node.input if t and t not in tensor_of]
@@ -184,15 +201,21 @@ def from_model(model, name: str = "onnx_model",
     op = builder.add_op(node.name or f"{node.op_type}_{count}", units / flops_per_byte,
                         node.op_type)
     op_flops.append(flops)
+    node_dims = op_dims.from_onnx_node(node, [shapes.get(t) for t in node.input if t],
+                                       [shapes.get(t) for t in node.output if t], _attribute,
+                                       _ELEMENTWISE)
+    dims.append(None if node_dims is None else node_dims.to_json())
+    operands.append([tensor_of[t] for t in node.input if t])
     for tensor in dict.fromkeys(t for t in node.input if t):
       builder.add_data_edge(tensor_of[tensor], op)
     for tensor in node.output:
       if tensor:
-        tensor_of[tensor] = builder.add_tensor(op, tensor_bytes(tensor))
+        add_tensor(op, tensor)
   builder.metadata.update({
       "source": "onnx", "flops_per_byte": flops_per_byte,
       "link_bytes_per_second": NOMINAL_LINK_BYTES_PER_SECOND,
-      "total_flops": float(sum(op_flops)), "op_flops": op_flops})
+      "total_flops": float(sum(op_flops)), "op_flops": op_flops, "op_dims": dims,
+      "operands": operands, "data_inputs": data_inputs, "tensor_shapes": tensor_shapes})
   return builder.build()
 
 

@@ -8,8 +8,10 @@ Models (Flax linen; parameters are only ever shapes, via `jax.eval_shape`):
   inception_v3  Inception-V3 (stem, 3 A, B, 4 C, D, 2 E blocks), 299 x 299 images;
   bert_base     BERT-base encoder: 12 layers, hidden 768, 12 heads, MLP 3072, vocab 30522;
   llama_block   one Llama-2-7B decoder block: RMSNorm, rotary attention (32 heads of 128),
-                SwiGLU MLP 11008.
-`--layers` shortens BERT (e.g. one layer for tests). The forward pass is traced by default;
+                SwiGLU MLP 11008;
+  gpt2_small    a GPT-2-small-sized decoder: 12 pre-LayerNorm layers, hidden 768, 12 heads,
+                causal attention, GELU MLP 3072, vocab 50257, 1024 positions, tied LM head.
+`--layers` shortens BERT and GPT-2 (e.g. one layer for tests). The forward pass is traced by default;
 `--backward` traces the gradient of the summed output with respect to the parameters too.
 """
 from __future__ import annotations
@@ -25,7 +27,9 @@ from datasets import cli, errors
 from datasets.graph import Graph
 from datasets.jax_import import DEFAULT_FLOPS_PER_BYTE, trace_graph
 
-MODELS = ("resnet50", "inception_v3", "bert_base", "llama_block")
+MODELS = ("resnet50", "inception_v3", "bert_base", "llama_block", "gpt2_small")
+SEQUENCE_MODELS = ("bert_base", "llama_block", "gpt2_small")  # Read --seq_len.
+LAYERED_MODELS = ("bert_base", "gpt2_small")  # Read --layers.
 
 
 # ----- ResNet-50 ---------------------------------------------------------------------------
@@ -227,6 +231,42 @@ class LlamaBlock(nn.Module):
     return x + nn.Dense(self.hidden, use_bias=False)(gate * up)
 
 
+# ----- GPT-2 small -------------------------------------------------------------------------
+class GPT2Block(nn.Module):
+  hidden: int = 768
+  heads: int = 12
+
+  @nn.compact
+  def __call__(self, x):
+    batch, seq, _ = x.shape
+    head_dim = self.hidden // self.heads
+    q, k, v = jnp.split(nn.Dense(3 * self.hidden)(nn.LayerNorm()(x)), 3, axis=-1)
+    q, k, v = (t.reshape(batch, seq, self.heads, head_dim) for t in (q, k, v))
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(head_dim)
+    mask = jnp.tril(jnp.ones((seq, seq), bool))
+    weights = jax.nn.softmax(jnp.where(mask, logits, -1e9), axis=-1)
+    attended = jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(batch, seq, self.hidden)
+    x = x + nn.Dense(self.hidden)(attended)
+    y = nn.Dense(self.hidden)(nn.gelu(nn.Dense(4 * self.hidden)(nn.LayerNorm()(x))))
+    return x + y
+
+
+class GPT2Small(nn.Module):
+  layers: int = 12
+  hidden: int = 768
+  vocab: int = 50257
+  max_len: int = 1024
+
+  @nn.compact
+  def __call__(self, tokens):
+    token_embedding = nn.Embed(self.vocab, self.hidden)
+    positions = nn.Embed(self.max_len, self.hidden)(jnp.arange(tokens.shape[1]))
+    x = token_embedding(tokens) + positions[None]
+    for _ in range(self.layers):
+      x = GPT2Block(self.hidden)(x)
+    return token_embedding.attend(nn.LayerNorm()(x))  # The tied LM head: logits.
+
+
 # ----- graphs ------------------------------------------------------------------------------
 def build(model: str, batch: int = 1, seq_len: int = 128, layers: int = 12
           ) -> tuple[nn.Module, jax.ShapeDtypeStruct]:
@@ -239,6 +279,11 @@ def build(model: str, batch: int = 1, seq_len: int = 128, layers: int = 12
     return BertBase(layers=layers), jax.ShapeDtypeStruct((batch, seq_len), jnp.int32)
   if model == "llama_block":
     return LlamaBlock(), jax.ShapeDtypeStruct((batch, seq_len, 4096), jnp.float32)
+  if model == "gpt2_small":
+    if seq_len > GPT2Small.max_len:
+      raise errors.ConfigError(f"gpt2_small has {GPT2Small.max_len} positions: seq_len "
+                               f"{seq_len} is longer")
+    return GPT2Small(layers=layers), jax.ShapeDtypeStruct((batch, seq_len), jnp.int32)
   raise errors.ConfigError(f"unknown zoo model {model!r}; known: {', '.join(MODELS)}")
 
 
@@ -255,7 +300,7 @@ def model_graph(model: str, batch: int = 1, seq_len: int = 128, layers: int = 12
   fn = forward
   if backward:
     fn = lambda v, x: jax.grad(lambda w: jnp.sum(forward(w, x)))(v)
-  name = f"{model}_b{batch}" + (f"_s{seq_len}" if model in ("bert_base", "llama_block") else "")
+  name = f"{model}_b{batch}" + (f"_s{seq_len}" if model in SEQUENCE_MODELS else "")
   graph = trace_graph(fn, variables, example, name=name + ("_fwbw" if backward else ""),
                       inline=inline, flops_per_byte=flops_per_byte)
   return graph.replace(metadata={**graph.metadata, "zoo_model": model, "batch": batch,
@@ -268,7 +313,7 @@ def main(argv: Sequence[str]) -> None:
   flag = flags.FLAGS
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  for name, readers in (("seq_len", ("bert_base", "llama_block")), ("layers", ("bert_base",))):
+  for name, readers in (("seq_len", SEQUENCE_MODELS), ("layers", LAYERED_MODELS)):
     if flag[name].present and flag.model not in readers:
       raise errors.ConfigError(f"--{name} would do nothing here: --model {flag.model} does not "
                                f"read it (only {', '.join(readers)} do)")
@@ -289,9 +334,9 @@ if __name__ == "__main__":
   from absl import flags as _flags
   _flags.DEFINE_enum("model", "resnet50", list(MODELS), "Zoo model.")
   _flags.DEFINE_integer("batch", 1, "Batch size.", lower_bound=1, upper_bound=1_000_000)
-  _flags.DEFINE_integer("seq_len", 128, "Sequence length (bert_base, llama_block).",
+  _flags.DEFINE_integer("seq_len", 128, "Sequence length (bert_base, llama_block, gpt2_small).",
                         lower_bound=1, upper_bound=1_000_000)
-  _flags.DEFINE_integer("layers", 12, "Encoder layers (bert_base).", lower_bound=1,
+  _flags.DEFINE_integer("layers", 12, "Layers (bert_base, gpt2_small).", lower_bound=1,
                         upper_bound=1000)
   _flags.DEFINE_bool("backward", False, "Trace forward + backward.")
   _flags.DEFINE_bool("inline", True, "Inline jit / custom_jvp bodies into their primitives.")

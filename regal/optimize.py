@@ -105,6 +105,12 @@ flags.DEFINE_enum("exact_solver", "auto", ["auto", "off"], "auto: BRKGA runs "
                   "the search alone.")
 flags.DEFINE_integer("seed", 0, "Random seed (0 to 2^32 - 1).", lower_bound=0,
                      upper_bound=errors.MAX_SEED)
+flags.DEFINE_string("shard", "off", "Split an imported graph's ops (JAX or ONNX) into "
+                    "blocks before placing them (datasets/shard_imported.py): off, a shard "
+                    "count K (each op on its batch, or another dimension K divides) or auto "
+                    "(K among the device count's divisors, or no split, by measured benefit; "
+                    "regal/app/sharding.py). With --method data_parallel: K shards instead "
+                    "of one per device.")
 flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph, map the answer "
                     "back and (brkga) refine it on the original graph: off, auto "
                     "(graphs above 500 ops: QuickP fusion, then heavy edges to 256 "
@@ -161,7 +167,7 @@ FLAG_GROUPS = (
     ("Graph", ("graph", "format", "dataset", "split", "index", "data_dir")),
     ("Devices", ("devices", "device_preset", "device_spec")),
     ("Model and objective", ("model", "objective", "memory_limit", "engine")),
-    ("Method and budget", ("method", "evals", "time_limit", "seed", "coarsen")),
+    ("Method and budget", ("method", "evals", "time_limit", "seed", "shard", "coarsen")),
     ("BRKGA", ("brkga_preset", "decoder", "seed_arms", "exact_solver", "prior", "policy",
                "compare_unguided")),
     ("Doppler's policy (--method doppler or the doppler seed arm)",

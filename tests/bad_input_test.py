@@ -58,6 +58,7 @@ def _inputs(folder, shared_graphs) -> dict[str, str]:
   files = {
       "good.json": json.dumps(_TWO_OPS),
       "four.json": graph_io.graph_to_text(_chain(4), "json"),
+      "tanh_4x6.json": graph_io.graph_to_text(_tanh_4x6(), "json"),
       "cost_1e39.json": _json_graph(cost=1e39),
       "cost_1e300.json": _json_graph(cost=1e300),
       "size_1e39.json": _json_graph(size=1e39),
@@ -121,6 +122,15 @@ def _inputs(folder, shared_graphs) -> dict[str, str]:
   (folder / "link_target.json").write_text("to be replaced by a result")
   (folder / "link.json").symlink_to("link_target.json")
   return files
+
+
+def _tanh_4x6():
+  """An imported function whose only dimensions are 4 and 6."""
+  import jax
+  import jax.numpy as jnp
+
+  from datasets import jax_import
+  return jax_import.trace_graph(jnp.tanh, jax.ShapeDtypeStruct((4, 6), jnp.float32))
 
 
 def _chain(num_ops: int):
@@ -267,6 +277,22 @@ OPTIMIZE_CASES = [
                              "--doppler_samples", "100000000"], 2,
      "is not an integer in the range [0, 1024]"),
     ("not_onnx", ["--graph", "not_onnx.onnx"], 2, "not an ONNX model"),
+    # Sharding and accelerator presets (issue 70).
+    ("shard_word", ["--graph", "tanh_4x6.json", "--shard", "many"], 2,
+     "--shard must be auto, off or a shard count, got 'many'"),
+    ("shard_not_imported", ["--graph", "four.json", "--shard", "auto"], 2,
+     "records no op shapes"),
+    ("shard_divides_no_dimension", ["--graph", "tanh_4x6.json", "--shard", "5"], 2,
+     "--shard 5 divides no splittable dimension"),
+    ("shard_auto_with_data_parallel", ["--graph", "tanh_4x6.json", "--method",
+                                       "data_parallel", "--shard", "auto"], 2,
+     "--shard auto would do nothing with --method data_parallel"),
+    ("data_parallel_not_imported", ["--graph", "four.json", "--method", "data_parallel"], 2,
+     "records no op shapes"),
+    ("preset_unknown", ["--graph", "tanh_4x6.json", "--device_preset", "h200"], 2,
+     "--device_preset"),
+    ("preset_on_abstract_costs", ["--graph", "four.json", "--device_preset", "h100"], 2,
+     "records no FLOPs"),
     # Device descriptions that are not ones.
     ("devices_binary", ["--graph", "four.json", "--device_spec", "devices_binary.json"], 2,
      "not a text file (binary content)"),

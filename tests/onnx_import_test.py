@@ -124,3 +124,59 @@ def test_an_unknown_operator_and_a_symbolic_shape_are_one_error_each():
   dynamic.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
   with pytest.raises(errors.FormatError, match="symbolic dimension"):
     onnx_import.from_model(dynamic)
+
+
+def _batched_transformer_block(batch=4, seq=6, dim=8) -> onnx.ModelProto:
+  nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"),
+           helper.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+           helper.make_node("MatMul", ["x", "wv"], ["v"], name="v"),
+           helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="kt"),
+           helper.make_node("MatMul", ["q", "kt"], ["scores"], name="scores"),
+           helper.make_node("Softmax", ["scores"], ["probs"], axis=-1, name="softmax"),
+           helper.make_node("MatMul", ["probs", "v"], ["attended"], name="attend"),
+           helper.make_node("Add", ["attended", "x"], ["residual"], name="residual"),
+           helper.make_node("LayerNormalization", ["residual", "gamma", "beta"], ["normed"],
+                            axis=-1, name="norm"),
+           helper.make_node("MatMul", ["normed", "w1"], ["up"], name="up"),
+           helper.make_node("Relu", ["up"], ["act"], name="relu"),
+           helper.make_node("MatMul", ["act", "w2"], ["down"], name="down"),
+           helper.make_node("Add", ["down", "normed"], ["y"], name="residual2")]
+  graph = helper.make_graph(
+      nodes, "transformer_block",
+      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, dim])],
+      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, dim])],
+      [_weight("wq", dim, dim), _weight("wk", dim, dim), _weight("wv", dim, dim),
+       _weight("gamma", dim), _weight("beta", dim), _weight("w1", dim, 4 * dim),
+       _weight("w2", 4 * dim, dim)])
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_onnx_models_shard_and_optimize_end_to_end(tmp_path):
+  """An MLP and a transformer block: FLOPs by hand, every op with FLOPs split on the batch,
+  and `regal.optimize --device_preset h100 --shard auto` beats one device and is no worse
+  than data parallelism."""
+  from datasets import op_dims, shard_imported
+  from datasets import devices as devices_lib
+  from regal.app import methods, optimize_lib
+  batch, seq, dim = 4, 6, 8
+  block = onnx_import.from_model(_batched_transformer_block(batch, seq, dim), "block")
+  tokens = batch * seq
+  assert block.metadata["total_flops"] == (
+      3 * 2 * tokens * dim * dim + 2 * 2 * batch * seq * seq * dim + 5 * batch * seq * seq
+      + tokens * dim + 8 * tokens * dim + 2 * 2 * tokens * dim * 4 * dim + tokens * 4 * dim
+      + tokens * dim)
+  path = str(tmp_path / "mlp.onnx")
+  onnx.save(_mlp(), path)
+  for graph in (graph_io.load_graph(path), block):
+    batch_labels = op_dims.batch_labels(graph)
+    assert op_dims.label_flops_share(graph, batch_labels) == 1.0
+    split = shard_imported.shard(graph, 4, shard_imported.data_parallel_choice(graph, 4))
+    assert sum(split.metadata["op_flops"]) == graph.metadata["total_flops"]
+    spec = devices_lib.resolve(4, None, "h100")
+    ours = optimize_lib.run(graph, spec, methods.RunConfig(shard="auto", evals=300))
+    data_parallel = optimize_lib.run(graph, spec, methods.RunConfig(method="data_parallel"))
+    assert ours.data["sharding"]["chosen"]["shards"] > 1
+    assert ours.data["objective"] <= data_parallel.data["objective"] * (1 + 1e-6)
+    assert ours.data["improvement_pct"] > 0
+    assert {row["op"] for row in ours.data["sharding"]["plan"]} >= {
+        op for op, t in enumerate(graph.op_types) if t not in ("input", "param")}

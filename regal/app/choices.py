@@ -14,7 +14,7 @@ ENGINES = ("auto", "jax", "native")  # `performance.ENGINES`.
 DECODERS = ("direct", "list", "consumer")  # `performance.DECODERS`.
 METHODS = ("brkga", "doppler", "critical_path", "critical_path_doppler", "heft", "gp_dfs",
            "local_search", "hill_climb", "random", "enumerative", "cpsat",
-           "quickp")  # `methods.METHODS`.
+           "quickp", "data_parallel")  # `methods.METHODS`.
 SPLIT_METHODS = ("search", "pipedream", "contiguous_dp", "one_accelerator",
                  "cpsat")  # `pipeline_lib.METHODS`.
 ARMS = ("single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs",
@@ -22,4 +22,5 @@ ARMS = ("single_device", "critical_path", "critical_path_doppler", "heft", "gp_d
 DEFAULT_ARMS = ARMS[:-1]  # `methods.DEFAULT_ARMS`: every cheap one.
 PRIORS = ("none", "bottom_level", "group_island")  # `guides.PRIORS`: parameter-free priors of fresh keys.
 MAX_EVALS = 10 ** 9  # `methods.MAX_EVALS`.
+SHARD_MODES = ("off", "auto")  # `--shard`: these or a shard count (`regal.app.sharding`).
 MAX_DOPPLER_SAMPLES = 1024  # `doppler_policy.method.MAX_SAMPLES`.

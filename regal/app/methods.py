@@ -14,7 +14,7 @@ import numpy as np
 from datasets import errors
 from regal import baselines
 from regal.app import choices
-from regal.baselines import heuristics
+from regal.baselines import data_parallel, heuristics
 from regal.doppler_policy import guide as doppler_guide
 from regal.doppler_policy import method as doppler_method
 from regal.learning import policy_runner
@@ -67,6 +67,9 @@ class RunConfig:
   time_limit: float | None = None
   coarsen_spec: str = "off"
   engine: str = "auto"
+  # "off", "auto" or a shard count: how an imported graph's ops are split first
+  # (`regal.app.sharding`).
+  shard: str = "off"
   # BRKGA's guides and settings.
   arms: tuple[str, ...] = DEFAULT_ARMS
   policy_dir: str | None = None
@@ -108,6 +111,15 @@ class RunConfig:
                                f"{', '.join(guides.PRIORS)}")
     if self.exact_solver not in ("auto", "off"):
       raise errors.ConfigError(f"exact_solver must be auto or off, got {self.exact_solver!r}")
+    from regal.app import sharding  # Local: sharding builds on the baselines.
+    shard = sharding.parse(self.shard)
+    if shard == "auto" and self.method == "data_parallel":
+      raise errors.ConfigError("--shard auto would do nothing with --method data_parallel: it "
+                               "splits every op on its batch, one shard per device (give "
+                               "--shard K for K shards)")
+    if shard != "off" and self.coarsen_spec != "off":
+      raise errors.ConfigError("--shard and --coarsen pull opposite ways (split ops, then "
+                               "group them): give one")
     if self.polish not in POLISH:
       raise errors.ConfigError(f"polish must be one of {', '.join(POLISH)}, got "
                                f"{self.polish!r}")
@@ -148,6 +160,8 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   if time_limit is None and config.evals is None:
     time_limit = brkga_search.DEFAULT_SEARCH_SECONDS
   chain = seed_guides(config.arms, config.doppler)
+  if data_parallel.is_sharded(problem.graph):
+    chain.append(guides.AlignedShards())
   if guides.PRIORS[config.prior] is not None:
     chain.append(guides.PRIORS[config.prior](evals))
   if policy_dir:

@@ -57,7 +57,7 @@ def run_config(measured=None, progress=None) -> methods.RunConfig:
   return methods.RunConfig(
       model=FLAGS.model, objective=FLAGS.objective, memory_limit=FLAGS.memory_limit,
       method=FLAGS.method, evals=FLAGS.evals, seed=FLAGS.seed, time_limit=FLAGS.time_limit,
-      coarsen_spec=FLAGS.coarsen, engine=FLAGS.engine,
+      coarsen_spec=FLAGS.coarsen, engine=FLAGS.engine, shard=FLAGS.shard,
       arms=methods.parse_arms(FLAGS.seed_arms), policy_dir=FLAGS.policy, prior=FLAGS.prior,
       brkga_preset=FLAGS.brkga_preset, decoder=FLAGS.decoder,
       compare_unguided=FLAGS.compare_unguided, exact_solver=FLAGS.exact_solver,

@@ -20,7 +20,7 @@ from datasets import io as graph_io
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import baselines, search
-from regal.app import methods, units
+from regal.app import methods, sharding, units
 from regal.app import report as report_lib
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import bounds, performance
@@ -76,6 +76,9 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   method, seed, time_limit = config.method, config.seed, config.time_limit
   coarsen_spec = config.coarsen_spec
   model, objective, memory_limit = config.model, config.objective, config.memory_limit
+  # Split (--shard, data parallelism) and cost (a preset's roofline) before anything else.
+  planned = sharding.plan(graph, devices, config.shard, method, model, objective, memory_limit)
+  graph, devices = planned.graph, planned.devices
   if devices.num_devices > graph.num_ops:
     raise errors.ConfigError(f"graph {graph.name!r}: {devices.num_devices} devices for "
                              f"{graph.num_ops} ops: at most {graph.num_ops} devices can be used")
@@ -122,6 +125,11 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   # simulator for --model doppler), so it can be checked independently.
   seed_chromosome = search.single_device_seed(problem)
   single_value, single_schedule = scores(seed_chromosome)
+  if planned.details is not None:  # One device runs the model unsplit.
+    unsplit = performance.Problem(planned.original, planned.original_devices, model=model,
+                                  objective=objective, memory_limit=memory_limit)
+    single_value, single_schedule = performance.ReferenceScores(unsplit)(
+        search.single_device_seed(unsplit))
   scored = {name: scores(c) for name, c in candidates.items()}
   best_name = min(scored, key=lambda name: scored[name][0])  # Ties: the method's own answer.
   simplest = simplest_among_equals(problem, candidates, scored, best_name)
@@ -153,6 +161,11 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
                    "objective": objective, "memory_limit": memory_limit, "evals": evals,
                    "seed": seed, **method_settings},
       "details": details,
+      "sharding": None if planned.details is None else {
+          **planned.details,
+          "resident_parameter_bytes": sharding.resident_bytes(graph, placement,
+                                                              devices.num_devices),
+          "plan": sharding.plan_rows(graph, placement, schedule)},
       "objective": best_value,
       "lower_bound": lower_bound,
       "bound_source": bound_source,

@@ -26,6 +26,14 @@ Result JSON schema (`format: "regal.result"`, version 1):
                   improving_moves, seconds}: the climb on the original graph whose answer is
                   the method's; or {skipped: why}} (the method ran on the group graph;
                   everything else reported is for the original graph)
+  sharding        null, or (--shard, --method data_parallel; `regal.app.sharding`) {mode,
+                  chosen {shards, strategy}, candidates [{shards, strategy, ops, split_ops,
+                  objective}] (each split measured with its blocks placed by shard index;
+                  "none": the unsplit graph on one device), source_ops, ops, param_copies,
+                  resident_parameter_bytes [D], plan [{op (the original op), label (the
+                  dimension it was split on, null: whole), shards [{name, shard, role, device,
+                  start, end}]}]}: the graph placed is the split one (every field below is
+                  for it) and single_device is the model unsplit on one device
   objective       the best solution's objective value
   lower_bound     no solution's objective is below this (regal.scoring.bounds: the structural
                   bound of the model and objective, or an exact solver's proven bound where
@@ -207,6 +215,21 @@ def stop_line(stopped: dict[str, Any]) -> str:
   return f"{words} ({', '.join(facts)})"
 
 
+def sharding_line(sharding: dict[str, Any], objective) -> str:
+  """How the graph was split, what was measured to choose it, and the parameters resident per
+  device."""
+  chosen = sharding["chosen"]
+  split = ("left whole" if chosen["shards"] == 1 else
+           f"split {chosen['shards']} ways ({chosen['strategy']}: {sharding['ops']} ops, "
+           f"{sharding['param_copies']} parameter copies)")
+  measured = "; ".join(
+      f"{'unsplit on one device' if row['strategy'] == 'none' else str(row['shards']) + 'x ' + row['strategy']} "
+      f"{objective(row['objective'])}" for row in sharding["candidates"])
+  gigabytes = ", ".join(f"{b / 1e9:.3g}" for b in sharding.get("resident_parameter_bytes", []))
+  return (f"sharded:       {sharding['source_ops']} ops {split}; measured with blocks by shard "
+          f"index: {measured}; parameters resident per device [{gigabytes}] GB")
+
+
 def summary(report: Report) -> str:
   d = report.data
   time_unit = units.TimeUnit(d["settings"]["model"], **d["time_units"])
@@ -232,8 +255,10 @@ def summary(report: Report) -> str:
       f"best:          objective {objective(d['objective'])}  makespan {time(d['makespan'])}  "
       f"{peak}" + _chosen_note(d),
       f"single device: objective {objective(single['objective'])}  makespan "
-      f"{time(single['makespan'])}",
+      f"{time(single['makespan'])}" + (" (the model unsplit)" if d.get("sharding") else ""),
   ]
+  if d.get("sharding"):
+    lines.insert(1, sharding_line(d["sharding"], objective))
   if "best_seed" in d["baselines"]:
     seed = d["baselines"]["best_seed"]
     source = ("the exact solver's answer" if seed["name"] == "cpsat" and "solver" in d["details"]

@@ -67,6 +67,11 @@ def time_unit(model: str, graph: Graph, typical: float) -> TimeUnit:
   flops = float(graph.metadata["flops_per_byte"]) * rate
   note = (f"on the nominal device the graph was built for: {flops / 1e12:.3g} TFLOP/s at "
           f"speed 1, links of {rate / 1e9:.3g} GB/s at bandwidth 1")
+  roofline = graph.metadata.get("roofline")
+  if roofline:
+    note = (f"the roofline of {roofline['device']} ({roofline['peak_tflops']:.4g} TFLOP/s, "
+            f"{roofline['memory_tb_per_s']:.4g} TB/s) at speed 1, links of {rate / 1e9:.3g} "
+            f"GB/s at bandwidth 1")
   return TimeUnit(model, seconds / size, name, note)
 
 

@@ -16,13 +16,15 @@ is what `regal.optimize --method NAME` and the baselines table call.
 | enumerative | Doppler's Enumerative Optimizer over meta-op groups |
 | cpsat | OR-Tools CP-SAT: best known solution and lower bound, with a time limit |
 | quickp | QuickP: operator fusion + co-location, then CP-SAT on the smaller model |
+| data_parallel | every op split on its batch, shard s on device s (a sharded graph's blocks) |
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from datasets import errors
-from regal.baselines import enumerative, exact, list_scheduling, local_search, partition, sampling
+from regal.baselines import (data_parallel, enumerative, exact, list_scheduling, local_search,
+                             partition, sampling)
 from regal.baselines.common import MethodResult, finish, score
 from regal.scoring import performance
 
@@ -50,6 +52,8 @@ _METHODS: dict[str, tuple[Callable[..., MethodResult], frozenset[str]]] = {
     "cpsat": (lambda p, evals, seed, time_limit: exact.cpsat(p, time_limit, seed=seed), _SOLVER),
     "quickp": (lambda p, evals, seed, time_limit: exact.quickp(p, time_limit, seed=seed),
                _SOLVER),
+    "data_parallel": (lambda p, evals, seed, time_limit: data_parallel.data_parallel(p),
+                      frozenset()),
 }
 METHODS = tuple(_METHODS)
 # Methods that plan the makespan only (they refuse the memory objectives).

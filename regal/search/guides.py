@@ -27,7 +27,7 @@ import numpy as np
 import brkga
 from datasets import analysis, cli, errors
 from datasets import devices as devices_lib
-from regal.baselines import heuristics
+from regal.baselines import data_parallel, heuristics
 from regal.baselines import partition
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
@@ -73,6 +73,24 @@ class HeuristicSeeds:
     del seed  # Deterministic.
     return dataclasses.replace(before, seeds={**before.seeds,
                                               **heuristics.seeds(problem, self.names)})
+
+
+@dataclasses.dataclass(frozen=True)
+class AlignedShards:
+  """A sharded graph's blocks placed by shard index (`baselines.data_parallel`) as one
+  first-population chromosome: the assignment `--shard` measured its split with. Spends no
+  model evaluation."""
+  name: str = "aligned_shards"
+
+  def planned_evaluations(self, problem: performance.Problem) -> int:
+    del problem
+    return 0
+
+  def guide(self, problem: performance.Problem, seed: int, before: Guidance) -> Guidance:
+    del seed  # Deterministic.
+    placement, order = data_parallel.aligned_assignment(problem.graph, problem.devices)
+    chromosome = chromosome_lib.encode(placement, order, problem.layout)
+    return dataclasses.replace(before, seeds={**before.seeds, self.name: chromosome})
 
 
 @dataclasses.dataclass(frozen=True)

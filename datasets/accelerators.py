@@ -1,0 +1,141 @@
+"""Real device specs (issue 70): accelerators and hosts with their FLOP rates, memory sizes and
+links, and the roofline that turns an imported graph's FLOPs and bytes into seconds on them.
+
+  python -m regal.optimize --graph bert.json --devices 4 --device_preset h100 --shard auto
+  python -m regal.optimize --graph bert.json --devices 4 --device_preset h100+cpu  # + a host
+
+A preset names one kind for every device (`h100`, `a100`, `tpu_v5e`, `v100`, `cpu`) or a mix
+(`h100+cpu`: `--devices` GPUs and one CPU host). An op's time on a kind is its roofline,
+max(FLOPs / peak FLOP/s, bytes read and written / memory bandwidth); a tensor crosses a link
+in latency + bytes / bandwidth (NVLink or ICI between accelerators of one kind, PCIe between
+a GPU and the host). Peak rates are the dense figures for the graphs' float32 matmuls as XLA
+runs them by default (TF32 tensor cores on A100 / H100, bfloat16 passes on TPU; V100 has no
+TF32: its FP32 rate); memory is the device's HBM (the host: its DRAM). Launch overheads and
+fusion are not modelled: every op is its own kernel at its roofline.
+
+Times keep the importers' unit (one unit is 10 ps, the time a nominal 100 GB/s link takes per
+byte; `datasets.jax_import.NOMINAL_LINK_BYTES_PER_SECOND`), so results read in seconds. The
+graph's costs are the first device's times; the others' `speed` is the ratio of their total
+roofline time on this graph to the first's (exact for a graph of one kind; for a mix, per
+graph rather than per op, stated in the result).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from datasets import devices as devices_lib
+from datasets import errors
+from datasets.graph import Graph
+from datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND
+
+
+@dataclasses.dataclass(frozen=True)
+class Accelerator:
+  """One device kind (SI units: FLOP/s, bytes/s, bytes, seconds)."""
+  name: str
+  peak_flops: float
+  memory_bandwidth: float
+  memory_bytes: float
+  link_bandwidth: float  # To a peer of the same kind, each direction.
+  link_latency: float
+  family: str  # Accelerators of one family share the fast link; others meet over PCIe.
+
+
+KINDS = {
+    "h100": Accelerator("H100-SXM-80GB", 494.7e12, 3.35e12, 80e9, 450e9, 3e-6, "nvidia"),
+    "a100": Accelerator("A100-SXM-80GB", 156e12, 2.039e12, 80e9, 300e9, 3e-6, "nvidia"),
+    "v100": Accelerator("V100-SXM2-32GB", 15.7e12, 0.9e12, 32e9, 150e9, 3e-6, "nvidia"),
+    "tpu_v5e": Accelerator("TPU-v5e", 197e12, 0.819e12, 16e9, 200e9, 2e-6, "tpu"),
+    "cpu": Accelerator("CPU-host (2-socket, AVX-512)", 3e12, 0.3e12, 512e9, 0.3e12, 1e-6,
+                       "host"),
+}
+PCIE_BANDWIDTH = 50e9  # PCIe 5.0 x16, each direction, as measured rather than nominal.
+PCIE_LATENCY = 10e-6
+MIXES = ("h100+cpu", "a100+cpu")
+PRESETS = (*KINDS, *MIXES)
+
+
+def kinds_of(preset: str, num_devices: int | None) -> list[str]:
+  """The kind of each device of `preset` (`--devices` accelerators, plus a host for a mix)."""
+  if preset not in PRESETS:
+    raise errors.DeviceSpecError(f"unknown accelerator preset {preset!r}; known: "
+                                 f"{', '.join(PRESETS)}")
+  count = 4 if num_devices is None else num_devices
+  if preset in MIXES:
+    accelerator, host = preset.split("+")
+    return [accelerator] * count + [host]
+  return [preset] * count
+
+
+def spec(kinds: list[str]) -> devices_lib.DeviceSpec:
+  """Devices of these kinds: memory in bytes, speeds by peak FLOP/s (refined per graph by
+  `recost`), links in bytes per time unit and latencies in time units."""
+  units_per_second = NOMINAL_LINK_BYTES_PER_SECOND
+  specs = [KINDS[k] for k in kinds]
+  num = len(specs)
+  bandwidth = np.empty((num, num))
+  latency = np.empty((num, num))
+  for i, a in enumerate(specs):
+    for j, b in enumerate(specs):
+      if a.family == b.family and a.family != "host":
+        bandwidth[i, j] = min(a.link_bandwidth, b.link_bandwidth)
+        latency[i, j] = max(a.link_latency, b.link_latency)
+      else:
+        bandwidth[i, j], latency[i, j] = PCIE_BANDWIDTH, PCIE_LATENCY
+  counts = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
+  name = "+".join(f"{n}x{k}" for k, n in counts.items())
+  return devices_lib.DeviceSpec(
+      memory_capacity=np.array([s.memory_bytes for s in specs]),
+      speed=np.array([s.peak_flops / specs[0].peak_flops for s in specs]),
+      bandwidth=bandwidth / units_per_second, latency=latency * units_per_second, name=name,
+      kinds=tuple(kinds))
+
+
+def op_bytes(graph: Graph) -> np.ndarray:
+  """[num_ops] bytes each op reads and writes (its distinct input tensors and its outputs)."""
+  read = np.zeros(graph.num_ops)
+  pairs = set(zip(graph.data_edge_tensor.tolist(), graph.data_edge_consumer.tolist()))
+  for tensor, consumer in pairs:
+    read[consumer] += graph.tensor_size[tensor]
+  written = np.bincount(graph.tensor_producer, weights=graph.tensor_size,
+                        minlength=graph.num_ops)
+  return read + written
+
+
+def roofline_seconds(graph: Graph, kind: str) -> np.ndarray:
+  """[num_ops] seconds of each op on `kind`: max(FLOPs / peak, bytes / memory bandwidth);
+  sources and what derives from parameters alone (present before the step, computed once:
+  `shard_imported.resident_ops`) take none."""
+  from datasets import shard_imported  # Local: shard_imported builds on the importers.
+  accelerator = KINDS[kind]
+  flops = np.asarray(graph.metadata["op_flops"], float)
+  seconds = np.maximum(flops / accelerator.peak_flops, op_bytes(graph) /
+                       accelerator.memory_bandwidth)
+  return np.where(shard_imported.resident_ops(graph), 0.0, seconds)
+
+
+def recost(graph: Graph, devices: devices_lib.DeviceSpec
+           ) -> tuple[Graph, devices_lib.DeviceSpec]:
+  """`graph` with its costs the roofline times of `devices`' first kind (in the importers'
+  time unit) and `devices` with each kind's speed its total roofline time's ratio."""
+  if not devices.kinds:
+    return graph, devices
+  if "op_flops" not in graph.metadata:
+    raise errors.ConfigError(
+        f"--device_preset {devices.kinds[0]} costs ops by their FLOPs and bytes: graph "
+        f"{graph.name!r} records no FLOPs (import it from JAX or ONNX, or give --device_spec "
+        f"with speeds in its own units)")
+  seconds = {kind: roofline_seconds(graph, kind) for kind in dict.fromkeys(devices.kinds)}
+  reference = seconds[devices.kinds[0]]
+  total = float(reference.sum())
+  speed = np.array([total / float(seconds[kind].sum()) if total else 1.0
+                    for kind in devices.kinds])
+  costs = reference * NOMINAL_LINK_BYTES_PER_SECOND
+  metadata = {**graph.metadata, "link_bytes_per_second": NOMINAL_LINK_BYTES_PER_SECOND,
+              "roofline": {"device": KINDS[devices.kinds[0]].name,
+                           "peak_tflops": KINDS[devices.kinds[0]].peak_flops / 1e12,
+                           "memory_tb_per_s": KINDS[devices.kinds[0]].memory_bandwidth / 1e12}}
+  graph = graph.replace(compute_cost=costs, metadata=metadata)
+  return graph, dataclasses.replace(devices, speed=speed)

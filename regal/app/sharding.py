@@ -1,0 +1,187 @@
+"""How `regal.optimize` splits an imported graph before placing it (issue 70's `--shard`), and
+the plan it hands back per original op.
+
+`--shard K` splits ops into K blocks (`datasets.shard_imported`), `--shard auto` chooses K
+among the divisors of the device count (and of the count of the first accelerator kind, so a
+GPU + host mix can leave the host out), or no split. For each K two strategies are measured:
+`batch` (every op on its batch dimension, as data parallelism) and `batch+largest` (an op
+without a batch dimension that K divides, and with FLOPs, on its largest parallel dimension
+instead of whole). Measured means: the graph split, costed (a preset's roofline), and its
+blocks placed by shard index (`baselines.data_parallel.aligned_assignment`) scored by the
+reference model, against the unsplit graph on one device; the lowest objective wins (ties: the
+first measured, fewer shards), and the search starts from that aligned assignment among its
+seeds. `--method data_parallel` is the `batch` split with one
+shard per device (or K with `--shard K`). The run reports every candidate measured.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from datasets import accelerators, errors, op_dims, shard_imported
+from datasets.devices import DeviceSpec
+from datasets.graph import Graph
+from regal.baselines import data_parallel
+from regal.scoring import chromosome as chromosome_lib
+from regal.scoring import performance
+
+MAX_SHARDS = 1024
+STRATEGIES = ("batch", "batch+largest")
+
+
+def parse(spec: str | int) -> str | int:
+  """"off", "auto" or a shard count; anything else is a one-line error."""
+  if isinstance(spec, int) and not isinstance(spec, bool):
+    value = spec
+  elif isinstance(spec, str) and spec in ("off", "auto"):
+    return spec
+  elif isinstance(spec, str) and spec.strip().isdigit():
+    value = int(spec)
+  else:
+    raise errors.ConfigError(f"--shard must be auto, off or a shard count, got {spec!r}")
+  if not 1 <= value <= MAX_SHARDS:
+    raise errors.ConfigError(f"--shard must be between 1 and {MAX_SHARDS}, got {value}")
+  return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """The graph and devices a run places (split and costed), the original graph costed the
+  same way (for the one-device baseline), and what was chosen (None: no split asked)."""
+  graph: Graph
+  devices: DeviceSpec
+  original: Graph
+  original_devices: DeviceSpec
+  details: dict[str, Any] | None
+
+
+def choice_for(graph: Graph, shards: int, strategy: str) -> list[int | None]:
+  """Per op, the label `strategy` splits it on into `shards` blocks (None: whole)."""
+  choice = shard_imported.data_parallel_choice(graph, shards)
+  if strategy == "batch":
+    return choice
+  dims = op_dims.graph_dims(graph)
+  flops = np.asarray(graph.metadata["op_flops"], float)
+  for op, label in enumerate(choice):
+    d = dims[op]
+    if label is None and d is not None and flops[op] > 0:
+      parallel = [l for l in sorted(d.split) if d.sizes[l] % shards == 0]
+      if parallel:
+        choice[op] = max(parallel, key=lambda l: d.sizes[l])
+  return choice
+
+
+def _aligned_objective(graph: Graph, devices: DeviceSpec, model: str, objective: str,
+                       memory_limit: float | None) -> float:
+  problem = performance.Problem(graph, devices, model=model, objective=objective,
+                                memory_limit=memory_limit)
+  placement, order = data_parallel.aligned_assignment(graph, devices)
+  chromosome = chromosome_lib.encode(placement, order, problem.layout)
+  return performance.score_reference(problem, chromosome)[0]
+
+
+def _shard_counts(devices: DeviceSpec) -> list[int]:
+  counts = {devices.num_devices}
+  if devices.kinds:
+    counts.add(devices.kinds.count(devices.kinds[0]))
+  return sorted({k for n in counts for k in range(2, n + 1) if n % k == 0})
+
+
+def plan(graph: Graph, devices: DeviceSpec, shard: str | int, method: str, model: str = "wc",
+         objective: str = "runtime", memory_limit: float | None = None) -> Plan:
+  """What the run places (the module doc)."""
+  shard = parse(shard)
+  if shard == "off" and method != "data_parallel":
+    original, original_devices = accelerators.recost(graph, devices)
+    return Plan(original, original_devices, original, original_devices, None)
+  shard_imported.candidates(graph, 2)  # Refuses a graph without op shapes, in one line.
+  original, original_devices = accelerators.recost(
+      shard_imported.without_resident_costs(graph), devices)
+  if method == "data_parallel":
+    if shard == "auto":
+      raise errors.ConfigError("--shard auto would do nothing with --method data_parallel: it "
+                               "splits every op on its batch, one shard per device (give "
+                               "--shard K for K shards)")
+    shards = devices.num_devices if shard == "off" else shard
+    shard_imported.check_shards(graph, shards)
+    candidates = [(shards, "batch")]
+  elif shard == "auto":
+    candidates = [(1, "none")] + [(k, s) for k in _shard_counts(devices) for s in STRATEGIES
+                                  if any(shard_imported.candidates(graph, k))]
+  else:
+    shard_imported.check_shards(graph, shard)
+    candidates = [(shard, s) for s in STRATEGIES] if shard > 1 else [(1, "none")]
+  measured = []
+  best = None
+  for shards, strategy in candidates:
+    choice = None
+    if strategy == "none":
+      split, split_devices = original, original_devices
+      value = _single_device_objective(original, original_devices, model, objective,
+                                       memory_limit)
+    else:
+      choice = choice_for(graph, shards, strategy)
+      if not any(label is not None for label in choice):
+        if method == "data_parallel":
+          raise errors.ConfigError(f"--method data_parallel: no op of graph {graph.name!r} "
+                                   f"has a batch dimension that {shards} divides")
+        continue
+      split, split_devices = accelerators.recost(shard_imported.shard(graph, shards, choice),
+                                                 devices)
+      value = _aligned_objective(split, split_devices, model, objective, memory_limit)
+    row = {"shards": shards, "strategy": strategy, "ops": split.num_ops,
+           "split_ops": 0 if choice is None else sum(c is not None for c in choice),
+           "objective": value}
+    measured.append(row)
+    if best is None or value < best[0] * (1 - 1e-9):
+      best = (value, split, split_devices, row)
+  _, graph_out, devices_out, row = best
+  details = {"mode": "data_parallel" if method == "data_parallel" else shard,
+             "chosen": {"shards": row["shards"], "strategy": row["strategy"]},
+             "candidates": measured, "source_ops": graph.num_ops, "ops": graph_out.num_ops,
+             "param_copies": graph_out.metadata.get("sharding", {}).get("param_copies", 0)}
+  return Plan(graph_out, devices_out, original, original_devices, details)
+
+
+def _single_device_objective(graph: Graph, devices: DeviceSpec, model: str, objective: str,
+                             memory_limit: float | None) -> float:
+  """The unsplit graph on one device: what a split must beat."""
+  from regal import search  # Local: the search package loads JAX programs.
+  problem = performance.Problem(graph, devices, model=model, objective=objective,
+                                memory_limit=memory_limit)
+  return performance.score_reference(problem, search.single_device_seed(problem))[0]
+
+
+def plan_rows(graph: Graph, placement: np.ndarray, schedule) -> list[dict[str, Any]]:
+  """The plan per original op: how it was split and where each shard runs, when (a run's
+  result JSON, `sharding.plan`)."""
+  shard_of = graph.metadata.get("shard_of")
+  if not shard_of:
+    return []
+  rows: dict[int, dict[str, Any]] = {}
+  for op, (original, shard, role, label) in enumerate(shard_of):
+    if role == "param":
+      continue
+    row = rows.setdefault(original, {"op": original, "label": label, "shards": []})
+    row["shards"].append({"name": graph.op_names[op], "shard": shard, "role": role,
+                          "device": int(placement[op]), "start": float(schedule.op_start[op]),
+                          "end": float(schedule.op_end[op])})
+  return [rows[k] for k in sorted(rows)]
+
+
+def resident_bytes(graph: Graph, placement: np.ndarray, num_devices: int) -> list[float]:
+  """Per device, the bytes of the parameters resident there: each distinct region of a
+  parameter that a copy placed there holds, counted once (what stays in its memory between
+  steps)."""
+  shard_of, regions = graph.metadata.get("shard_of"), graph.metadata.get("tensor_region")
+  held = [dict() for _ in range(num_devices)]
+  if not shard_of:
+    return [0.0] * num_devices
+  for tensor, producer in enumerate(graph.tensor_producer.tolist()):
+    if shard_of[producer][2] == "param":
+      original, region = regions[tensor]
+      key = (original, str(region))
+      held[int(placement[producer])][key] = float(graph.tensor_size[tensor])
+  return [sum(h.values()) for h in held]

@@ -1,0 +1,70 @@
+"""datasets.accelerators: the roofline costs an imported graph's ops in seconds on a real
+accelerator (checked by hand), presets carry each kind's memory in bytes and links in bytes
+per time unit, a mix's speeds are the ratio of its kinds' total roofline times, and device
+spec files may name kinds."""
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from datasets import accelerators, devices, errors, jax_import
+
+UNITS_PER_SECOND = jax_import.NOMINAL_LINK_BYTES_PER_SECOND  # One unit: 10 ps.
+
+
+def _matmul_then_tanh():
+  def fn(w, x):
+    return jnp.tanh(x @ w)
+  return jax_import.trace_graph(fn, jax.ShapeDtypeStruct((512, 512), jnp.float32),
+                                jax.ShapeDtypeStruct((256, 512), jnp.float32))
+
+
+def test_the_roofline_is_the_slower_of_compute_and_memory_by_hand():
+  graph = _matmul_then_tanh()
+  spec = devices.resolve(2, None, "h100")
+  costed, costed_spec = accelerators.recost(graph, spec)
+  h100 = accelerators.KINDS["h100"]
+  matmul, tanh = graph.op_types.index("dot_general"), graph.op_types.index("tanh")
+  flops = 2 * 256 * 512 * 512
+  moved = 4 * (512 * 512 + 256 * 512 + 256 * 512)
+  assert costed.compute_cost[matmul] / UNITS_PER_SECOND == pytest.approx(
+      max(flops / h100.peak_flops, moved / h100.memory_bandwidth))
+  # tanh: 256 x 512 FLOPs against 2 x 512 kB moved: memory-bound.
+  assert costed.compute_cost[tanh] / UNITS_PER_SECOND == pytest.approx(
+      2 * 4 * 256 * 512 / h100.memory_bandwidth)
+  assert costed.compute_cost[graph.op_types.index("input")] == 0  # Present before the step.
+  np.testing.assert_array_equal(costed_spec.speed, [1.0, 1.0])
+  assert costed_spec.memory_capacity[0] == 80e9
+  assert costed_spec.bandwidth[0, 1] == pytest.approx(450e9 / UNITS_PER_SECOND)
+  assert costed.metadata["roofline"]["device"] == h100.name
+
+
+def test_a_gpu_and_host_mix_links_over_pcie_with_the_hosts_speed_from_the_graph():
+  spec = devices.resolve(2, None, "h100+cpu")
+  assert spec.num_devices == 3 and spec.kinds == ("h100", "h100", "cpu")
+  assert spec.bandwidth[0, 2] == pytest.approx(accelerators.PCIE_BANDWIDTH / UNITS_PER_SECOND)
+  assert spec.bandwidth[0, 1] == pytest.approx(450e9 / UNITS_PER_SECOND)
+  graph = _matmul_then_tanh()
+  _, costed = accelerators.recost(graph, spec)
+  gpu = accelerators.roofline_seconds(graph, "h100").sum()
+  cpu = accelerators.roofline_seconds(graph, "cpu").sum()
+  assert costed.speed[2] == pytest.approx(gpu / cpu) and 0 < costed.speed[2] < 0.1
+
+
+def test_a_device_spec_file_may_name_kinds_and_round_trips(tmp_path):
+  spec = devices.resolve(4, None, "tpu_v5e")
+  path = tmp_path / "tpus.json"
+  devices.save(spec, str(path))
+  assert json.loads(path.read_text())["kinds"] == ["tpu_v5e"] * 4
+  assert devices.load(str(path)) == spec
+  path.write_text(json.dumps({"num_devices": 2, "kinds": ["h100", "b300"]}))
+  with pytest.raises(errors.DeviceSpecError, match="unknown kind 'b300'"):
+    devices.load(str(path))
+
+
+def test_the_presets_are_listed_once():
+  assert devices.ACCELERATOR_PRESETS == accelerators.PRESETS
+  with pytest.raises(errors.DeviceSpecError, match="unknown device preset"):
+    devices.resolve(2, None, "h200")

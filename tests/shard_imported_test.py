@@ -1,0 +1,152 @@
+"""datasets.shard_imported against slow references: a split graph executed on host devices
+(`regal.execute.sharded_jax`, any placement) computes what the unsplit JAX function does, for
+random small graphs of matmuls, einsums, elementwise ops and reductions split on random
+dimensions; FLOPs are conserved (reduce ops aside); data parallelism splits every op that
+has a batch; bad shard counts are one-line errors."""
+import functools
+
+import hypothesis
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from datasets import errors, jax_import, op_dims, shard_imported, zoo
+from regal.execute import executor, jax_program, sharded_jax
+
+B, S = 4, 3  # Batch and sequence of the random functions (2 shards divide the batch).
+
+
+def _layer(kind: str, width: int, h, prev, w):
+  if kind == "dense":
+    return h @ w[:h.shape[-1], :width]
+  if kind == "bias_relu":
+    return jax.nn.relu(h + w[0, :h.shape[-1]])
+  if kind == "attention":
+    scores = jnp.einsum("bsf,btf->bst", h, h)
+    return jnp.einsum("bst,btf->bsf", jax.nn.softmax(scores, axis=-1), h)
+  if kind == "norm":
+    return h / jnp.sqrt(jnp.mean(h * h, axis=-1, keepdims=True) + 1.0)
+  if kind == "seq_sum":
+    return h.sum(axis=1, keepdims=True) + h
+  if kind == "max_shift":
+    return h - h.max(axis=-1, keepdims=True)
+  if kind == "transpose":
+    half = h.shape[-1] // 2
+    return h.reshape(B, S, half, 2).transpose(0, 1, 3, 2).reshape(B, S, 2 * half)
+  return h * prev  # "product": two tensors.
+
+
+KINDS = ("dense", "bias_relu", "attention", "norm", "seq_sum", "max_shift", "transpose",
+         "product")
+
+
+def _function(kinds, widths):
+  def fn(params, x):
+    h = prev = x
+    for index, (kind, width) in enumerate(zip(kinds, widths)):
+      h, prev = _layer(kind, width, h, prev, params[index]), h
+      if h.shape != prev.shape:
+        prev = h
+    return h.sum(axis=-1)
+  return fn
+
+
+def _run_split(traced, graph, shards, choice, placement_seed):
+  split = shard_imported.shard(graph, shards, choice)
+  program = sharded_jax.sharded_jax_program(traced, split)
+  placement = np.random.default_rng(placement_seed).integers(0, 2, split.num_ops)
+  values = executor.Executor(split, program, executor.available_devices(2)).tensor_values(
+      placement)
+  regions = split.metadata["tensor_region"]
+  out = traced.outputs[0]
+  result = np.zeros(traced.graph.metadata["tensor_shapes"][out], np.float32)
+  for tensor in program.outputs:
+    original, region = regions[tensor]
+    if original == out:
+      result[tuple(slice(lo, hi) for lo, hi in region)] = np.asarray(values[tensor])
+  return split, result
+
+
+@hypothesis.settings(max_examples=6, deadline=None)
+@hypothesis.given(kinds=st.lists(st.sampled_from(KINDS), min_size=2, max_size=4),
+                  widths=st.lists(st.sampled_from((2, 4, 6)), min_size=4, max_size=4),
+                  picks=st.lists(st.integers(0, 7), min_size=64, max_size=64),
+                  placement_seed=st.integers(0, 100))
+def test_a_split_graph_computes_what_the_function_does(kinds, widths, picks, placement_seed):
+  params = [jax.ShapeDtypeStruct((8, 8), jnp.float32) for _ in kinds]
+  x = jax.ShapeDtypeStruct((B, S, 4), jnp.float32)
+  fn = _function(kinds, widths)
+  traced = jax_import.trace(fn, params, x)
+  graph = traced.graph
+  candidates = shard_imported.candidates(graph, 2)
+  # Each op: whole, or one of the dimensions 2 divides (contracted ones included).
+  choice = [None if not c or picks[op % 64] % (len(c) + 1) == len(c) else
+            c[picks[op % 64] % (len(c) + 1)] for op, c in enumerate(candidates)]
+  inputs = jax_program.input_values(traced)
+  expected = fn(*jax.tree_util.tree_unflatten(jax.tree_util.tree_structure((params, x)),
+                                              inputs))
+  split, result = _run_split(traced, graph, 2, choice, placement_seed)
+  np.testing.assert_allclose(result, np.asarray(expected), rtol=2e-5, atol=2e-5)
+  roles = [row[2] for row in split.metadata["shard_of"]]
+  kept = sum(f for f, role in zip(split.metadata["op_flops"], roles) if role != "reduce")
+  assert kept == pytest.approx(graph.metadata["total_flops"], rel=1e-12)
+
+
+def test_a_split_on_every_kind_of_label_matches_the_function():
+  """The fixed cases hypothesis may miss: batch, features, heads and a contracted dimension
+  with its reduce, in one graph."""
+  def fn(params, x):
+    q = jnp.einsum("bsf,fhd->bshd", x, params["w"])
+    scores = jnp.einsum("bshd,bthd->bhst", q, q)
+    y = jnp.einsum("bhst,bthd->bshd", jax.nn.softmax(scores, axis=-1), q)
+    return jnp.einsum("bshd,hdf->bsf", y, params["o"]) + x
+
+  params = {"w": jax.ShapeDtypeStruct((4, 2, 2), jnp.float32),
+            "o": jax.ShapeDtypeStruct((2, 2, 4), jnp.float32)}
+  x = jax.ShapeDtypeStruct((B, S, 4), jnp.float32)
+  traced = jax_import.trace(fn, params, x)
+  inputs = jax_program.input_values(traced)
+  expected = np.asarray(fn(*jax.tree_util.tree_unflatten(
+      jax.tree_util.tree_structure((params, x)), inputs)))
+  candidates = shard_imported.candidates(traced.graph, 2)
+  for position in range(3):  # The first, second and last label of every op.
+    choice = [c[min(position, len(c) - 1)] if c else None for c in candidates]
+    split, result = _run_split(traced, traced.graph, 2, choice, position)
+    np.testing.assert_allclose(result, expected, rtol=2e-5, atol=2e-5)
+  assert "reduce" in [row[2] for row in split.metadata["shard_of"]]
+
+
+def test_data_parallelism_splits_every_op_with_a_batch_and_keeps_weights_resident():
+  graph = zoo.model_graph("gpt2_small", batch=4, seq_len=8, layers=1)
+  batch = op_dims.batch_labels(graph)
+  assert op_dims.label_flops_share(graph, batch) > 0.99999  # All but a scale constant.
+  split = shard_imported.shard(graph, 4, shard_imported.data_parallel_choice(graph, 4))
+  roles = [row[2] for row in split.metadata["shard_of"]]
+  assert "reduce" not in roles and roles.count("param") == split.metadata["sharding"][
+      "param_copies"] > 0
+  # Every parameter copy has exactly one reader, and nothing reads a weight otherwise.
+  copies = {op for op, role in enumerate(roles) if role == "param"}
+  readers = {}
+  for tensor, consumer in zip(split.data_edge_tensor, split.data_edge_consumer):
+    producer = int(split.tensor_producer[tensor])
+    if producer in copies:
+      readers.setdefault(producer, set()).add(int(consumer))
+  assert all(len(r) == 1 for r in readers.values()) and len(readers) == len(copies)
+  # A batch never leaves its shard: every edge between two shards joins the same index.
+  shard = [row[1] for row in split.metadata["shard_of"]]
+  pairs = {(shard[int(split.tensor_producer[t])], shard[int(c)])
+           for t, c in zip(split.data_edge_tensor, split.data_edge_consumer)}
+  assert {(a, b) for a, b in pairs if a >= 0 and b >= 0} == {(s, s) for s in range(4)}
+  assert sum(split.metadata["op_flops"]) == pytest.approx(graph.metadata["total_flops"])
+
+
+def test_a_shard_count_no_dimension_takes_is_one_error():
+  traced = jax_import.trace(lambda x: jnp.tanh(x), jax.ShapeDtypeStruct((4, 6), jnp.float32))
+  shard_imported.check_shards(traced.graph, 2)
+  with pytest.raises(errors.ConfigError, match="--shard 5 divides no splittable dimension"):
+    shard_imported.check_shards(traced.graph, 5)
+  plain = traced.graph.replace(metadata={})
+  with pytest.raises(errors.ConfigError, match="records no op shapes"):
+    shard_imported.candidates(plain, 2)
