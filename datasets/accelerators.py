@@ -94,8 +94,10 @@ def spec(kinds: list[str]) -> devices_lib.DeviceSpec:
 
 
 def op_bytes(graph: Graph) -> np.ndarray:
-  """[num_ops] bytes each op reads and writes (its distinct input tensors and its outputs)."""
-  read = np.zeros(graph.num_ops)
+  """[num_ops] bytes each op reads and writes: its distinct input tensors, the resident
+  parameters it reads (a split graph's `resident_reads`) and its outputs."""
+  read = np.array([sum(r[2] for r in reads) for reads in graph.metadata["resident_reads"]],
+                  float) if "resident_reads" in graph.metadata else np.zeros(graph.num_ops)
   pairs = set(zip(graph.data_edge_tensor.tolist(), graph.data_edge_consumer.tolist()))
   for tensor, consumer in pairs:
     read[consumer] += graph.tensor_size[tensor]
@@ -113,7 +115,8 @@ def roofline_seconds(graph: Graph, kind: str) -> np.ndarray:
   flops = np.asarray(graph.metadata["op_flops"], float)
   seconds = np.maximum(flops / accelerator.peak_flops, op_bytes(graph) /
                        accelerator.memory_bandwidth)
-  return np.where(shard_imported.resident_ops(graph), 0.0, seconds)
+  sources = np.array([t in ("input", "param", "const") for t in graph.op_types])
+  return np.where(sources | shard_imported.resident_ops(graph), 0.0, seconds)
 
 
 def recost(graph: Graph, devices: devices_lib.DeviceSpec

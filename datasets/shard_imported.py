@@ -16,9 +16,11 @@ gather: the graph carries that communication as ordinary transfers.
 
 Parameters (inputs that are not data, constants, and what ops without FLOPs derive from them
 alone: a weight's reshape, a position-embedding lookup; `resident_ops`) are resident where
-they are read: every reader gets its own zero-cost source op (type and role "param") holding
-the region it reads, so a weight is never moved between steps and its bytes count on every
-device that reads it (place the copy with its reader; the seeds and `data_parallel` do). A backward graph's gradient
+they are read, loaded once and never moved between steps: they are not ops of the split graph
+at all. Each op lists the regions of them it reads (`metadata["resident_reads"]`: [original
+tensor, region, bytes]), which its roofline counts as bytes read
+(`datasets.accelerators.op_bytes`) and which count in the memory of every device that holds a
+reader (`regal.app.sharding.resident_bytes`). A backward graph's gradient
 reductions are contracted labels: their reduce ops are ordinary ops.
 
 Each op records `metadata["shard_of"]`: [original op, shard (-1 whole), role, label] and
@@ -38,7 +40,7 @@ from datasets import errors, op_dims
 from datasets.graph import Graph, GraphBuilder
 from datasets.op_dims import OpDims
 
-ROLES = ("whole", "shard", "partial", "reduce", "input", "param")
+ROLES = ("whole", "shard", "partial", "reduce", "input")
 Region = tuple[tuple[int, int], ...]
 
 
@@ -51,11 +53,18 @@ def _require_dims(graph: Graph) -> list[OpDims | None]:
   return op_dims.graph_dims(graph)
 
 
-def candidates(graph: Graph, shards: int) -> list[list[int]]:
-  """Per op, the labels it may be split on into `shards` equal blocks (parallel first)."""
+# A dimension `shards` does not divide is still split when it is this many times larger: its
+# blocks then differ by one element in at least this many (GPT-2's vocabulary of 50257 ways).
+UNEVEN_FACTOR = 64
+
+
+def candidates(graph: Graph, shards: int, even_only: bool = False) -> list[list[int]]:
+  """Per op, the labels it may be split on into `shards` blocks (parallel first): those
+  `shards` divides, and (unless `even_only`) those `UNEVEN_FACTOR` times larger."""
   dims = _require_dims(graph)
   return [[] if d is None or shards < 2 else
-          [label for label in d.splittable() if d.sizes[label] % shards == 0]
+          [label for label in d.splittable() if d.sizes[label] % shards == 0 or (
+              not even_only and d.sizes[label] >= UNEVEN_FACTOR * shards)]
           for d in dims]
 
 
@@ -63,7 +72,7 @@ def check_shards(graph: Graph, shards: int) -> None:
   """A shard count no op's dimension divides is refused in one line."""
   if shards < 1:
     raise errors.ConfigError(f"shard count must be >= 1, got {shards}")
-  if shards > 1 and not any(candidates(graph, shards)):
+  if shards > 1 and not any(candidates(graph, shards, even_only=True)):
     raise errors.ConfigError(f"--shard {shards} divides no splittable dimension of graph "
                              f"{graph.name!r}; give a divisor of its batch (or auto)")
 
@@ -78,20 +87,27 @@ def data_parallel_choice(graph: Graph, shards: int) -> list[int | None]:
 
 def resident_ops(graph: Graph) -> np.ndarray:
   """[num_ops] whether an op's outputs are parameters: a source that is not data (a weight, a
-  constant), or an op without FLOPs that reads only such outputs (a weight's reshape, an
-  iota, a position-embedding lookup): computed once, not every step."""
-  data = set(graph.metadata.get("data_inputs", ()))
-  flops = np.asarray(graph.metadata.get("op_flops", np.zeros(graph.num_ops)), float)
-  operands = graph.metadata.get("operands") or [[] for _ in range(graph.num_ops)]
+  constant), or an op without FLOPs that reads only such outputs and does not grow them (a
+  weight's reshape or transpose, an iota, a position-embedding lookup): computed once, not
+  every step."""
   resident = np.zeros(graph.num_ops, bool)
+  if "operands" not in graph.metadata or "op_flops" not in graph.metadata:
+    return resident  # Not an imported graph (a split one carries its reads instead).
+  data = set(graph.metadata.get("data_inputs", ()))
+  flops = np.asarray(graph.metadata["op_flops"], float)
+  operands = graph.metadata["operands"]
   for op in graph.topological_order.tolist():
     if op in data:
       continue
     if graph.op_types[op] in ("input", "param", "const"):
       resident[op] = True
-    elif flops[op] == 0 and graph.compute_cost[op] >= 0 and all(
-        resident[int(graph.tensor_producer[t])] for t in operands[op] if t is not None):
-      resident[op] = graph.num_outputs[op] == 1
+    elif flops[op] == 0 and all(resident[int(graph.tensor_producer[t])]
+                                for t in operands[op] if t is not None):
+      read = sum(float(graph.tensor_size[t]) for t in set(operands[op]) if t is not None)
+      written = float(graph.tensor_size[graph.tensor_producer == op].sum())
+      # Kept only where it does not grow: a broadcast of a constant (a causal mask to every
+      # head and batch row) is computed in each step rather than held.
+      resident[op] = graph.num_outputs[op] == 1 and (not read or written <= read)
   return resident
 
 
@@ -142,12 +158,13 @@ def shard(graph: Graph, shards: int, choice: Sequence[int | None],
   new_flops: list[float] = []
   regions: list[list] = []
   layout: dict[int, list[_Block]] = {}  # Original tensor -> its blocks in the new graph.
-  param_copies = 0
+  resident_reads: list[list] = []
   resident = resident_ops(graph)
 
   def add_op(op_name: str, op_type: str, cost: float, op_flops: float, record: list) -> int:
     new = builder.add_op(op_name, cost, op_type)
     shard_of.append(record)
+    resident_reads.append([])
     new_flops.append(op_flops)
     return new
 
@@ -157,14 +174,12 @@ def shard(graph: Graph, shards: int, choice: Sequence[int | None],
     return new
 
   def read(consumer: int, tensor: int, region: Region) -> None:
-    """Edges from the blocks of `tensor` that overlap `region` (a parameter: a copy)."""
+    """Edges from the blocks of `tensor` that overlap `region` (a parameter: none, a
+    resident read)."""
     producer = int(graph.tensor_producer[tensor])
     if resident[producer]:
-      nonlocal param_copies
-      copy = add_op(f"{graph.op_names[producer]}@{len(shard_of)}", "param", 0.0, 0.0,
-                    [producer, -1, "param", None])
-      param_copies += 1
-      builder.add_data_edge(add_tensor(copy, tensor, region), consumer)
+      resident_reads[consumer].append([tensor, [list(r) for r in region],
+                                       float(item_bytes[tensor] * _elements(region))])
       return
     for block in layout[tensor]:
       if _overlaps(block.region, region):
@@ -192,7 +207,8 @@ def shard(graph: Graph, shards: int, choice: Sequence[int | None],
     for s in range(shards):
       lo, hi = size * s // shards, size * (s + 1) // shards
       role = "partial" if contracted else ("input" if not operands[op] else "shard")
-      new = add_op(f"{op_name}/s{s}", op_type, cost / shards, float(flops[op]) / shards,
+      share = (hi - lo) / size
+      new = add_op(f"{op_name}/s{s}", op_type, cost * share, float(flops[op]) * share,
                    [op, s, role, label])
       for tensor, axes in zip(operands[op] or (), d.inputs):
         if tensor is None:
@@ -224,7 +240,9 @@ def shard(graph: Graph, shards: int, choice: Sequence[int | None],
       if key not in ("op_dims", "operands", "tensor_shapes", "op_flops", "data_inputs")})
   builder.metadata.update({
       "op_flops": new_flops, "shard_of": shard_of, "tensor_region": regions,
+      "resident_reads": resident_reads,
       "sharding": {"shards": shards, "source_graph": graph.name, "source_ops": graph.num_ops,
-                   "split_ops": split_ops, "param_copies": param_copies,
+                   "split_ops": split_ops,
+                   "resident_reads": sum(len(r) for r in resident_reads),
                    "choice": list(choice)}})
   return builder.build()

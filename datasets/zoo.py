@@ -16,6 +16,7 @@ Models (Flax linen; parameters are only ever shapes, via `jax.eval_shape`):
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Callable, Sequence
 
@@ -25,7 +26,7 @@ import jax.numpy as jnp
 
 from datasets import cli, errors
 from datasets.graph import Graph
-from datasets.jax_import import DEFAULT_FLOPS_PER_BYTE, trace_graph
+from datasets.jax_import import DEFAULT_FLOPS_PER_BYTE, Traced, trace
 
 MODELS = ("resnet50", "inception_v3", "bert_base", "llama_block", "gpt2_small")
 SEQUENCE_MODELS = ("bert_base", "llama_block", "gpt2_small")  # Read --seq_len.
@@ -291,6 +292,14 @@ def model_graph(model: str, batch: int = 1, seq_len: int = 128, layers: int = 12
                 backward: bool = False, inline: bool = True,
                 flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE) -> Graph:
   """A zoo model's forward (or forward + backward) pass as a graph; nothing is materialized."""
+  return model_trace(model, batch, seq_len, layers, backward, inline, flops_per_byte).graph
+
+
+def model_trace(model: str, batch: int = 1, seq_len: int = 128, layers: int = 12,
+                backward: bool = False, inline: bool = True,
+                flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE) -> Traced:
+  """`model_graph` with the equations behind every op (what `regal.execute` runs); the graph
+  records how it was made (`metadata["zoo"]`), so `retrace(graph)` rebuilds this."""
   if batch < 1 or seq_len < 1 or layers < 1:
     raise errors.ConfigError(f"batch, seq_len and layers must be positive, got {batch}, "
                              f"{seq_len}, {layers}")
@@ -301,10 +310,24 @@ def model_graph(model: str, batch: int = 1, seq_len: int = 128, layers: int = 12
   if backward:
     fn = lambda v, x: jax.grad(lambda w: jnp.sum(forward(w, x)))(v)
   name = f"{model}_b{batch}" + (f"_s{seq_len}" if model in SEQUENCE_MODELS else "")
-  graph = trace_graph(fn, variables, example, name=name + ("_fwbw" if backward else ""),
-                      inline=inline, flops_per_byte=flops_per_byte)
-  return graph.replace(metadata={**graph.metadata, "zoo_model": model, "batch": batch,
-                                 "backward": backward})
+  traced = trace(fn, variables, example, name=name + ("_fwbw" if backward else ""),
+                 inline=inline, flops_per_byte=flops_per_byte)
+  made = {"model": model, "batch": batch, "seq_len": seq_len, "layers": layers,
+          "backward": backward, "inline": inline, "flops_per_byte": flops_per_byte}
+  graph = traced.graph.replace(metadata={**traced.graph.metadata, "zoo_model": model,
+                                         "batch": batch, "backward": backward, "zoo": made})
+  return dataclasses.replace(traced, graph=graph)
+
+
+def retrace(graph: Graph) -> Traced | None:
+  """The trace a zoo graph (or a split of one) was made from, or None for any other graph.
+  (A graph edited after it was made would not match: its op count is checked.)"""
+  made = graph.metadata.get("zoo")
+  if not isinstance(made, dict):
+    return None
+  traced = model_trace(**made)
+  source_ops = graph.metadata.get("sharding", {}).get("source_ops", graph.num_ops)
+  return traced if traced.graph.num_ops == source_ops else None
 
 
 def main(argv: Sequence[str]) -> None:

@@ -124,16 +124,20 @@ def test_data_parallelism_splits_every_op_with_a_batch_and_keeps_weights_residen
   assert op_dims.label_flops_share(graph, batch) > 0.99999  # All but a scale constant.
   split = shard_imported.shard(graph, 4, shard_imported.data_parallel_choice(graph, 4))
   roles = [row[2] for row in split.metadata["shard_of"]]
-  assert "reduce" not in roles and roles.count("param") == split.metadata["sharding"][
-      "param_copies"] > 0
-  # Every parameter copy has exactly one reader, and nothing reads a weight otherwise.
-  copies = {op for op, role in enumerate(roles) if role == "param"}
-  readers = {}
-  for tensor, consumer in zip(split.data_edge_tensor, split.data_edge_consumer):
-    producer = int(split.tensor_producer[tensor])
-    if producer in copies:
-      readers.setdefault(producer, set()).add(int(consumer))
-  assert all(len(r) == 1 for r in readers.values()) and len(readers) == len(copies)
+  assert "reduce" not in roles
+  # Weights are not ops of the split graph: every read of one is a resident read of its
+  # reader, of the whole weight (a batch split reads all of a weight), none an edge.
+  resident = shard_imported.resident_ops(graph)
+  sources = {row[0] for row in split.metadata["shard_of"] if row[2] == "input"}
+  assert sources == set(graph.metadata["data_inputs"])
+  reads = split.metadata["resident_reads"]
+  weights = {t for r in reads for t, _, _ in r}
+  assert weights and all(resident[int(graph.tensor_producer[t])] for t in weights)
+  for op_reads in reads:
+    for tensor, region, size in op_reads:
+      if graph.op_types[int(graph.tensor_producer[tensor])] == "input":
+        assert [hi - lo for lo, hi in region] == graph.metadata["tensor_shapes"][tensor]
+        assert size == graph.tensor_size[tensor]
   # A batch never leaves its shard: every edge between two shards joins the same index.
   shard = [row[1] for row in split.metadata["shard_of"]]
   pairs = {(shard[int(split.tensor_producer[t])], shard[int(c)])

@@ -119,6 +119,7 @@ def check_flags() -> None:
       ("execute_repeats", not execute, "it is read with --execute only"),
       ("execute_mode", not (execute or measured),
        "it is read with --execute or --reward measured only"),
+      ("shard", measured, "--reward measured trains on the graph as given (drop --shard)"),
       ("split", bool(FLAGS.graph), "--graph names the graph; --split picks a dataset's"),
       ("index", bool(FLAGS.graph), "--graph names the graph; --index picks a dataset's"),
       ("data_dir", bool(FLAGS.graph), "--graph names the graph; --data_dir holds a dataset's"),
@@ -235,7 +236,8 @@ def run(argv: Sequence[str], flag_groups) -> None:
   if on_devices:
     from regal.execute import choose_program, executor
     device_list = executor.available_devices(devices.num_devices)
-    program = choose_program.program_for(graph, seed=FLAGS.seed)
+    if FLAGS.reward == "measured" or FLAGS.shard == "off" and FLAGS.method != "data_parallel":
+      program = choose_program.program_for(graph, seed=FLAGS.seed)
     if FLAGS.reward == "measured":
       from regal.execute.measured import MeasuredReward
       measured = MeasuredReward(graph, program, device_list, FLAGS.execute_mode)
@@ -245,10 +247,13 @@ def run(argv: Sequence[str], flag_groups) -> None:
   print(report_lib.summary(report))
   if FLAGS.execute:
     from regal.execute import compare
+    if report.graph is not graph:  # Split (--shard): its shards run.
+      program = choose_program.program_for(report.graph, seed=FLAGS.seed)
     report.data["execution"] = compare.execute_assignments(
-        graph, program, report.assignments, device_list, FLAGS.execute_repeats,
+        report.graph, program, report.assignments, device_list, FLAGS.execute_repeats,
         FLAGS.execute_mode)
-    print(compare.summary(report.data["execution"]))
+    print(compare.summary(report.data["execution"], units.TimeUnit(
+        FLAGS.model, **report.data["time_units"])))
   if FLAGS.gantt:  # First: a chart that fails leaves no result file behind either.
     gantt.draw(graph, report.placement, report.schedule, FLAGS.gantt,
                 time_unit=units.TimeUnit(FLAGS.model, **report.data["time_units"]))

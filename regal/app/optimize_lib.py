@@ -213,7 +213,8 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
     if name != best_name:
       assignments[name] = (*chromosome_lib.assignment(chromosome, problem.layout),
                            float(scored[name][1].makespan))
-  return report_lib.Report(data=data, schedule=schedule, placement=placement, assignments=assignments)
+  return report_lib.Report(data=data, schedule=schedule, placement=placement,
+                           assignments=assignments, graph=graph)
 
 
 # Answers whose objectives differ by less than this (relative) are equal: the one on the fewest

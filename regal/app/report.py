@@ -29,7 +29,7 @@ Result JSON schema (`format: "regal.result"`, version 1):
   sharding        null, or (--shard, --method data_parallel; `regal.app.sharding`) {mode,
                   chosen {shards, strategy}, candidates [{shards, strategy, ops, split_ops,
                   objective}] (each split measured with its blocks placed by shard index;
-                  "none": the unsplit graph on one device), source_ops, ops, param_copies,
+                  "none": the unsplit graph on one device), source_ops, ops, resident_reads,
                   resident_parameter_bytes [D], plan [{op (the original op), label (the
                   dimension it was split on, null: whole), shards [{name, shard, role, device,
                   start, end}]}]}: the graph placed is the split one (every field below is
@@ -106,6 +106,7 @@ class Report:
   # every other candidate the method produced (seeds), for `--execute`.
   assignments: dict[str, tuple[np.ndarray, np.ndarray, float]] = dataclasses.field(
       default_factory=dict)
+  graph: Any = None  # The graph placed: the input, or its split (`--shard`), costed.
 
 
 NO_GAIN = 0.01  # Below this gain over one device, a result says why (`why_no_gain`).
@@ -221,7 +222,7 @@ def sharding_line(sharding: dict[str, Any], objective) -> str:
   chosen = sharding["chosen"]
   split = ("left whole" if chosen["shards"] == 1 else
            f"split {chosen['shards']} ways ({chosen['strategy']}: {sharding['ops']} ops, "
-           f"{sharding['param_copies']} parameter copies)")
+           f"{sharding['resident_reads']} resident parameter reads)")
   measured = "; ".join(
       f"{'unsplit on one device' if row['strategy'] == 'none' else str(row['shards']) + 'x ' + row['strategy']} "
       f"{objective(row['objective'])}" for row in sharding["candidates"])

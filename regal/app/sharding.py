@@ -3,15 +3,17 @@ the plan it hands back per original op.
 
 `--shard K` splits ops into K blocks (`datasets.shard_imported`), `--shard auto` chooses K
 among the divisors of the device count (and of the count of the first accelerator kind, so a
-GPU + host mix can leave the host out), or no split. For each K two strategies are measured:
-`batch` (every op on its batch dimension, as data parallelism) and `batch+largest` (an op
+GPU + host mix can leave the host out), or no split. For each K three strategies are measured:
+`batch` (every op on its batch dimension, as data parallelism), `batch+largest` (an op
 without a batch dimension that K divides, and with FLOPs, on its largest parallel dimension
-instead of whole). Measured means: the graph split, costed (a preset's roofline), and its
-blocks placed by shard index (`baselines.data_parallel.aligned_assignment`) scored by the
-reference model, against the unsplit graph on one device; the lowest objective wins (ties: the
-first measured, fewer shards), and the search starts from that aligned assignment among its
-seeds. `--method data_parallel` is the `batch` split with one
-shard per device (or K with `--shard K`). The run reports every candidate measured.
+instead of whole) and `greedy` (each op with FLOPs, in topological order, on the dimension
+of least estimated time, its shard's roofline plus what changing layouts moves: a weight-bound
+matmul splits its weight rather than its batch). Measured means: the graph split, costed (a preset's roofline), and its blocks placed
+by shard index (`baselines.data_parallel.aligned_assignment`) scored by the reference model,
+against the unsplit graph on one device; the lowest objective wins (ties: the first measured,
+fewer shards), and the search starts from that aligned assignment among its seeds.
+`--method data_parallel` is the `batch` split with one shard per device (or K with
+`--shard K`). The run reports every candidate measured.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 
 MAX_SHARDS = 1024
-STRATEGIES = ("batch", "batch+largest")
+STRATEGIES = ("batch", "batch+largest", "greedy")
 
 
 def parse(spec: str | int) -> str | int:
@@ -57,19 +59,90 @@ class Plan:
   details: dict[str, Any] | None
 
 
-def choice_for(graph: Graph, shards: int, strategy: str) -> list[int | None]:
+def choice_for(graph: Graph, shards: int, strategy: str,
+               devices: DeviceSpec | None = None) -> list[int | None]:
   """Per op, the label `strategy` splits it on into `shards` blocks (None: whole)."""
   choice = shard_imported.data_parallel_choice(graph, shards)
   if strategy == "batch":
     return choice
+  if strategy == "greedy":
+    return _greedy_choice(graph, shards, choice, devices)
   dims = op_dims.graph_dims(graph)
   flops = np.asarray(graph.metadata["op_flops"], float)
-  for op, label in enumerate(choice):
+  for op, labels in enumerate(shard_imported.candidates(graph, shards)):
+    parallel = [label for label in labels if label in dims[op].split] if labels else []
+    if choice[op] is None and flops[op] > 0 and parallel:
+      choice[op] = max(parallel, key=lambda label: dims[op].sizes[label])
+  return choice
+
+
+def _greedy_choice(graph: Graph, shards: int, batch: list[int | None],
+                   devices: DeviceSpec | None) -> list[int | None]:
+  """Ops in topological order, each (with FLOPs) on the label of least estimated time: its
+  shard's own time (the roofline of the first device kind, else its cost / K) plus moving
+  what it reads in another layout than its producer made (an operand split along another
+  axis, or whole, crosses a link: (K - 1) / K of its bytes) and, for a contracted label, the
+  partials to reduce. Ties keep the batch. What it buys: a weight-bound matmul splits its
+  weight (out features, then the next matmul's contracted dimension: Megatron's pattern) where
+  the batch would read the whole weight on every device."""
+  kind = accelerators.KINDS[devices.kinds[0]] if devices is not None and devices.kinds else None
+  units = float(graph.metadata.get("link_bytes_per_second", 1.0))  # Time units per second.
+  link = (float(devices.bandwidth[0, 1]), float(devices.latency[0, 1])) if (
+      devices is not None and devices.num_devices > 1) else (1.0, 0.0)
+  dims = op_dims.graph_dims(graph)
+  flops = np.asarray(graph.metadata["op_flops"], float)
+  operands = graph.metadata["operands"]
+  resident = shard_imported.resident_ops(graph)
+  port = graph.tensor_port
+  outputs: list[list[int]] = [[] for _ in range(graph.num_ops)]
+  for tensor, producer in enumerate(graph.tensor_producer.tolist()):
+    outputs[producer].append(tensor)
+  candidates = shard_imported.candidates(graph, shards)
+  choice = list(batch)
+
+  def split_axis(tensor: int) -> int | None:
+    """The axis its producer splits `tensor` along under `choice` (None: whole)."""
+    producer = int(graph.tensor_producer[tensor])
+    label = choice[producer]
+    if label is None or dims[producer] is None or label in dims[producer].combine:
+      return None
+    axes = dims[producer].outputs[int(port[tensor])]
+    return axes.index(label) if label in axes else None
+
+  def moved(bytes_: float) -> float:
+    return link[1] + bytes_ * (shards - 1) / shards / link[0]
+
+  for op in graph.topological_order.tolist():
+    labels = candidates[op]
+    if not labels or flops[op] <= 0:
+      continue
     d = dims[op]
-    if label is None and d is not None and flops[op] > 0:
-      parallel = [l for l in sorted(d.split) if d.sizes[l] % shards == 0]
-      if parallel:
-        choice[op] = max(parallel, key=lambda l: d.sizes[l])
+
+    def cost(label: int) -> float:
+      read = transfer = 0.0
+      for tensor, axes in zip(operands[op], d.inputs):
+        if tensor is None:
+          continue
+        size = float(graph.tensor_size[tensor])
+        read += size / (shards if label in axes else 1)
+        if resident[int(graph.tensor_producer[tensor])]:
+          continue  # A parameter copy: local.
+        have = split_axis(tensor)
+        want = axes.index(label) if label in axes else None
+        if have != want:
+          transfer += moved(size)
+      written = sum(float(graph.tensor_size[t]) for t in outputs[op])
+      if label in d.combine:
+        transfer += moved(written)
+      else:
+        written /= shards
+      if kind is None:
+        own = float(graph.compute_cost[op]) / shards
+      else:
+        own = units * max(flops[op] / shards / kind.peak_flops,
+                          (read + written) / kind.memory_bandwidth)
+      return own + transfer
+    choice[op] = min(labels, key=lambda l: (cost(l), l != batch[op]))
   return choice
 
 
@@ -122,7 +195,7 @@ def plan(graph: Graph, devices: DeviceSpec, shard: str | int, method: str, model
       value = _single_device_objective(original, original_devices, model, objective,
                                        memory_limit)
     else:
-      choice = choice_for(graph, shards, strategy)
+      choice = choice_for(graph, shards, strategy, devices)
       if not any(label is not None for label in choice):
         if method == "data_parallel":
           raise errors.ConfigError(f"--method data_parallel: no op of graph {graph.name!r} "
@@ -141,7 +214,7 @@ def plan(graph: Graph, devices: DeviceSpec, shard: str | int, method: str, model
   details = {"mode": "data_parallel" if method == "data_parallel" else shard,
              "chosen": {"shards": row["shards"], "strategy": row["strategy"]},
              "candidates": measured, "source_ops": graph.num_ops, "ops": graph_out.num_ops,
-             "param_copies": graph_out.metadata.get("sharding", {}).get("param_copies", 0)}
+             "resident_reads": graph_out.metadata.get("sharding", {}).get("resident_reads", 0)}
   return Plan(graph_out, devices_out, original, original_devices, details)
 
 
@@ -162,8 +235,6 @@ def plan_rows(graph: Graph, placement: np.ndarray, schedule) -> list[dict[str, A
     return []
   rows: dict[int, dict[str, Any]] = {}
   for op, (original, shard, role, label) in enumerate(shard_of):
-    if role == "param":
-      continue
     row = rows.setdefault(original, {"op": original, "label": label, "shards": []})
     row["shards"].append({"name": graph.op_names[op], "shard": shard, "role": role,
                           "device": int(placement[op]), "start": float(schedule.op_start[op]),
@@ -173,15 +244,10 @@ def plan_rows(graph: Graph, placement: np.ndarray, schedule) -> list[dict[str, A
 
 def resident_bytes(graph: Graph, placement: np.ndarray, num_devices: int) -> list[float]:
   """Per device, the bytes of the parameters resident there: each distinct region of a
-  parameter that a copy placed there holds, counted once (what stays in its memory between
-  steps)."""
-  shard_of, regions = graph.metadata.get("shard_of"), graph.metadata.get("tensor_region")
-  held = [dict() for _ in range(num_devices)]
-  if not shard_of:
-    return [0.0] * num_devices
-  for tensor, producer in enumerate(graph.tensor_producer.tolist()):
-    if shard_of[producer][2] == "param":
-      original, region = regions[tensor]
-      key = (original, str(region))
-      held[int(placement[producer])][key] = float(graph.tensor_size[tensor])
+  parameter that an op placed there reads (`resident_reads`), counted once (what stays in its
+  memory between steps)."""
+  held: list[dict] = [dict() for _ in range(num_devices)]
+  for op, reads in enumerate(graph.metadata.get("resident_reads") or []):
+    for tensor, region, size in reads:
+      held[int(placement[op])][(tensor, str(region))] = float(size)
   return [sum(h.values()) for h in held]

@@ -3,8 +3,7 @@ graph split on its batch dimension, shard s on device s (`datasets.shard_importe
 assignment that puts a sharded graph's blocks where their shard index says (the seed BRKGA
 starts from on any sharded graph).
 
-`aligned_assignment` places shard s of every op on device s mod D; a parameter copy with its
-reader (a weight resident where it is read); an op left whole, and a reduce op, on the device
+`aligned_assignment` places shard s of every op on device s mod D; an op left whole, and a reduce op, on the device
 that already holds most of its input bytes (device 0 when it reads nothing placed yet), a
 source with the first op that reads it. The order is a list schedule's: ready ops by largest
 bottom level first (mean compute and transfer times), so it is topological.
@@ -49,8 +48,6 @@ def aligned_assignment(graph: Graph, devices: DeviceSpec) -> tuple[np.ndarray, n
   order = graph.topological_order
   for op in order.tolist():
     _, shard, role, _ = shard_of[op]
-    if role in ("param",):
-      continue
     if shard >= 0:
       placement[op] = shard % num
     elif held[op].any():

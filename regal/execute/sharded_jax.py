@@ -73,7 +73,9 @@ def _shard_fn(equation, operands, out_shape, dims, *tensors):
     args = [*subfuns, *args]
   with equation.ctx.manager:
     result = equation.primitive.bind(*args, **params)
-  return result[0] if equation.primitive.multiple_results else result
+  if not equation.primitive.multiple_results:
+    return (result,)
+  return tuple(r for r, v in zip(result, equation.outvars) if type(v).__name__ != "DropVar")
 
 
 def _overlaps(a: Region, b: Region) -> bool:
@@ -100,8 +102,9 @@ def sharded_jax_program(traced: Traced, sharded: Graph, seed: int = 0) -> Progra
     outputs[int(producer)].append(tensor)
   host = _HostValues(traced, source_values)
   kernels = []
+  resident_reads = meta.get("resident_reads") or [[] for _ in range(sharded.num_ops)]
   for new_op, (op, shard, role, label) in enumerate(meta["shard_of"]):
-    if traced.equations[op] is None or role == "param":  # Its region of a source's value.
+    if traced.equations[op] is None:  # Its region of a source's value.
       region = regions[outputs[new_op][0]][1]
       kernels.append(Kernel(inputs=(), value=(np.asarray(host(op)[
           tuple(slice(lo, hi) for lo, hi in region)]),)))
@@ -113,7 +116,7 @@ def sharded_jax_program(traced: Traced, sharded: Graph, seed: int = 0) -> Progra
       continue
     equation, operands = traced.equations[op]
     out_shape = tuple(hi - lo for lo, hi in regions[outputs[new_op][0]][1])
-    steps, positions = [], []
+    steps, positions, resident = [], [], []
     for position, operand in enumerate(operands):
       if isinstance(operand, tuple):  # A literal.
         positions.append(operand)
@@ -125,16 +128,22 @@ def sharded_jax_program(traced: Traced, sharded: Graph, seed: int = 0) -> Progra
         lo, hi = size * shard // shards, size * (shard + 1) // shards
         needed = tuple((lo, hi) if axis_label == label else whole
                        for axis_label, whole in zip(dims[op].inputs[position], full))
+      positions.append(len(steps))
+      if any(t == operand and tuple(map(tuple, r)) == needed
+             for t, r, _ in resident_reads[new_op]):  # A parameter: loaded once per device.
+        resident.append(host(int(source.tensor_producer[operand]))[
+            tuple(slice(lo, hi) for lo, hi in needed)])
+        steps.append((None, len(resident) - 1))
+        continue
       blocks = tuple(k for k, t in enumerate(new_inputs)
                      if regions[t][0] == operand and _overlaps(regions[t][1], needed))
       block_regions = tuple(regions[new_inputs[k]][1] for k in blocks)
       box = tuple((min(r[a][0] for r in block_regions), max(r[a][1] for r in block_regions))
                   for a in range(len(needed)))
       steps.append((blocks, functools.partial(_assemble, box, block_regions, needed)))
-      positions.append(len(steps) - 1)
     fn = functools.partial(_shard_fn, equation, tuple(positions), out_shape, dims[op])
-    kernels.append(Kernel(inputs=new_inputs, fn=jax.jit(functools.partial(
-        _run_shard, tuple(steps), fn))))
+    kernels.append(Kernel(inputs=new_inputs, fn=_Resident(jax.jit(functools.partial(
+        _run_shard, tuple(steps), fn, len(resident))), resident)))
   return Program(tuple(kernels), "jax_sharded", sink_tensors(sharded), {"seed": seed})
 
 
@@ -155,9 +164,25 @@ class _HostValues:
     return self.values[op]
 
 
-def _run_shard(steps, fn, *tensors):
-  assembled = [assemble(*[tensors[k] for k in blocks]) for blocks, assemble in steps]
-  return (fn(*assembled),)
+class _Resident:
+  """A kernel with its resident parameters: put on a device the first time it runs there, and
+  passed before the tensors it reads."""
+
+  def __init__(self, jitted, values: list[np.ndarray]):
+    self.jitted, self.values, self.placed = jitted, values, {}
+
+  def __call__(self, *tensors):
+    device = jax.config.jax_default_device or jax.devices()[0]
+    if device not in self.placed:
+      self.placed[device] = [jax.device_put(v, device) for v in self.values]
+    return self.jitted(*self.placed[device], *tensors)
+
+
+def _run_shard(steps, fn, num_resident, *args):
+  resident, tensors = args[:num_resident], args[num_resident:]
+  assembled = [resident[how] if blocks is None else assemble(*[tensors[k] for k in blocks])
+               for blocks, how in steps for assemble in [how]]
+  return fn(*assembled)
 
 
 def _reduce(combine: str, *partials):
