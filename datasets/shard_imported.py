@@ -23,7 +23,8 @@ tensor, region, bytes]), which its roofline counts as bytes read
 reader (`regal.app.sharding.resident_bytes`). A backward graph's gradient
 reductions are contracted labels: their reduce ops are ordinary ops.
 
-Each op records `metadata["shard_of"]`: [original op, shard (-1 whole), role, label] and
+Each op records `metadata["shard_of"]`: [original op, shard (-1 whole), role, label] (and
+`meta_op` / `meta_op_role` as `datasets.sharded` does, for the Enumerative Optimizer) and
 each tensor `metadata["tensor_region"]`: [original tensor, [[lo, hi] per axis]]; what
 `regal.execute.sharded_jax` needs to run it on real data. FLOPs are conserved: a shard holds
 its block's share of its op's FLOPs, reduce ops (K - 1 per output element) aside.
@@ -241,6 +242,10 @@ def shard(graph: Graph, shards: int, choice: Sequence[int | None],
   builder.metadata.update({
       "op_flops": new_flops, "shard_of": shard_of, "tensor_region": regions,
       "resident_reads": resident_reads,
+      # Doppler's meta-op groups (`datasets.sharded`'s keys: the Enumerative Optimizer's).
+      "meta_op": [graph.op_names[row[0]] for row in shard_of],
+      "meta_op_role": [{"whole": "shard", "partial": "shard"}.get(row[2], row[2])
+                       for row in shard_of],
       "sharding": {"shards": shards, "source_graph": graph.name, "source_ops": graph.num_ops,
                    "split_ops": split_ops,
                    "resident_reads": sum(len(r) for r in resident_reads),

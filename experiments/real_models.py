@@ -14,8 +14,9 @@ the default search without a split (what the tool did before), the default with
 parameters resident) against the device's capacity.
 
 Part 2, the plans executed (`regal.execute`, host CPU devices): small versions of the models
-split 2 ways for `--preset cpu`, each placement the run compared plus random placements of
-its blocks, predicted against measured, and the rank correlation over them (Spearman).
+split 2 ways for the `cpu` preset, the search's answer and one device measured; then the
+devices calibrated to this machine and random placements of the blocks predicted against
+measured, with the rank correlation over them (Spearman).
 
 Rows are appended to `real_models-<mode>.jsonl` as they finish: a killed run resumes where it
 stopped.
@@ -28,6 +29,7 @@ if __name__ == "__main__":  # A command: an interrupt while the libraries load i
   cli.watch_signals()
 
 import os  # noqa: E402
+import re  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Any, Sequence  # noqa: E402
@@ -68,8 +70,8 @@ _PRESET = flags.DEFINE_enum("preset", "h100", list(devices_lib.ACCELERATOR_PRESE
 _DEVICES = flags.DEFINE_list("devices", ["4", "8"], "Device counts.")
 _SEEDS = flags.DEFINE_integer("seeds", 3, "Seeds of the default search with --shard auto.",
                               lower_bound=1, upper_bound=100)
-_RANDOM_PLACEMENTS = flags.DEFINE_integer("random_placements", 8, "Random placements executed "
-                                          "besides the run's candidates.", lower_bound=0,
+_RANDOM_PLACEMENTS = flags.DEFINE_integer("random_placements", 20, "Random placements "
+                                          "executed (at least 10).", lower_bound=10,
                                           upper_bound=1000)
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "real_models"),
                            "Report folder.")
@@ -205,40 +207,37 @@ def predicted_summary(rows: list[dict], labels: list[str], device_counts: list[i
 
 # ----- part 2: executed --------------------------------------------------------------------
 def execute_model(label: str, spec: dict[str, Any], placements: int) -> dict[str, Any]:
-  """A small model split 2 ways on 2 host devices (`--preset cpu`): the run's candidates and
-  `placements` random ones (random device per block, a random topological priority), each
-  predicted by the WC model and measured (median of 3)."""
-  from datasets import accelerators, zoo
+  """A small model split 2 ways (`--shard 2`, `--preset cpu`) run on 2 host devices: the
+  search's answer and the model on one device measured; then, as `regal.execute.calibrate`
+  does, every kernel and link timed to fit the devices' speeds, and `placements` random
+  placements of the blocks measured against the calibrated WC model and the shared-cores
+  predictor (host devices share the CPU's cores)."""
+  from datasets import zoo
   from regal.app import methods as methods_lib
   from regal.app import optimize_lib
   from regal.execute import calibrate_lib, choose_program, compare, executor
-  from regal.scoring import chromosome as chromosome_lib
-  from regal.scoring import performance
   traced = zoo.model_trace(**spec)
-  host = devices_lib.resolve(2, None, "cpu")
-  run = optimize_lib.run(traced.graph, host, methods_lib.RunConfig(shard="2", evals=400))
-  graph = run.graph
-  assignments = dict(run.assignments)
-  problem = performance.Problem(graph, accelerators.recost(graph, host)[1])
-  rng = np.random.default_rng(0)
-  for index in range(placements):
-    chromosome = rng.random(problem.layout.size).astype(np.float32)
-    value, schedule = performance.score_reference(problem, chromosome)
-    placement, order = chromosome_lib.assignment(chromosome, problem.layout)
-    assignments[f"random{index}"] = (placement, order, float(schedule.makespan))
+  run = optimize_lib.run(traced.graph, devices_lib.resolve(2, None, "cpu"),
+                         methods_lib.RunConfig(shard="2", evals=400))
+  graph, devices = run.graph, executor.available_devices(2)
   program = choose_program.program_for(graph, traced=traced)
-  execution = compare.execute_assignments(graph, program, assignments,
-                                          executor.available_devices(2), repeats=3)
-  rows = execution["assignments"]
-  ms = 1e3 / float(graph.metadata["link_bytes_per_second"])
-  predicted = [r["predicted"] * ms for r in rows.values()]
-  measured = [1e3 * r["median_seconds"] for r in rows.values()]
-  return {"model": label, "ops": graph.num_ops, "placements": len(rows),
-          "spearman": calibrate_lib.spearman(predicted, measured),
-          "best_predicted_ms": predicted[0], "best_measured_ms": measured[0],
-          "single_device_predicted_ms": predicted[1], "single_device_measured_ms": measured[1],
-          "rows": [{"name": name, "predicted_ms": p, "measured_ms": m}
-                   for name, p, m in zip(rows, predicted, measured)]}
+  chosen = {name: run.assignments[name] for name in ("best", "single_device")}
+  measured = compare.execute_assignments(graph, program, chosen, devices, repeats=3)
+  fit = calibrate_lib.calibrate(graph, program, devices, repeats=3)
+  report_ = calibrate_lib.prediction_report(graph, program, fit.spec, devices, placements,
+                                            repeats=3)
+  rows = measured["assignments"]
+  return {"model": label, "ops": graph.num_ops, "placements": report_["placements"],
+          "spearman": report_["spearman"], "pearson": report_["pearson"],
+          "shared_spearman": report_["shared_spearman"],
+          "shared_pearson": report_["shared_pearson"],
+          "best_measured_ms": 1e3 * rows["best"]["median_seconds"],
+          "single_device_measured_ms": 1e3 * rows["single_device"]["median_seconds"],
+          "best_predicted_ms": run.data["objective"] * 1e3 / float(
+              graph.metadata["link_bytes_per_second"]),
+          "single_device_predicted_ms": run.data["baselines"]["single_device"]["objective"]
+          * 1e3 / float(graph.metadata["link_bytes_per_second"]),
+          "rows": report_["rows"]}
 
 
 # ----- the run ------------------------------------------------------------------------------
@@ -247,21 +246,24 @@ def rows_path() -> str:
 
 
 def figure(summary: list[dict], path: str) -> None:
+  """Each method's predicted step time as a share of one device's, per model and count."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(summary)), 3.6))
-  names = ("one device", "data parallel", "search, unsplit", "search, --shard auto",
-           "lower bound")
-  keys = ("one_device_ms", "data_parallel_ms", "unsplit_search_ms", "auto_ms",
-          "lower_bound_ms")
-  width = 0.16
+  fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(summary)), 3.6))
+  names = ("data parallel", "search, unsplit", "search, --shard auto", "lower bound")
+  keys = ("data_parallel_ms", "unsplit_search_ms", "auto_ms", "lower_bound_ms")
+  width = 0.2
   x = np.arange(len(summary))
   for k, (name, key) in enumerate(zip(names, keys)):
-    ax.bar(x + (k - 2) * width, [s[key] for s in summary], width, label=name)
-  ax.set_xticks(x, [f"{s['model']}\n{s['devices']} x {_PRESET.value}" for s in summary],
-                fontsize=7)
-  ax.set_ylabel("predicted step time (ms)")
+    ax.bar(x + (k - 1.5) * width, [100.0 * s[key] / s["one_device_ms"] for s in summary],
+           width, label=name)
+  for count in sorted({s["devices"] for s in summary}):
+    ax.axhline(100.0 / count, color="grey", linewidth=0.6, linestyle=":")
+  labels = [re.sub(r"_(b\d+)", r"\n\1", s["model"], count=1) for s in summary]
+  ax.set_xticks(x, [f"{label}\n{s['devices']} x {_PRESET.value}"
+                    for label, s in zip(labels, summary)], fontsize=6.5)
+  ax.set_ylabel("step time, % of one device")
   ax.legend(fontsize=7)
   report.save_figure(fig, path)
 
@@ -274,7 +276,7 @@ def main(argv: Sequence[str]) -> None:
   seeds = 1 if _QUICK.value else _SEEDS.value
   models = QUICK_MODELS if _QUICK.value else MODELS
   executed = QUICK_EXECUTED if _QUICK.value else EXECUTED
-  placements = 8 if _QUICK.value else _RANDOM_PLACEMENTS.value
+  placements = 10 if _QUICK.value else _RANDOM_PLACEMENTS.value
   path = rows_path()
   os.makedirs(_OUT.value, exist_ok=True)
   done = {(r["model"], r.get("devices"), r["method"], r.get("seed")): r
@@ -306,8 +308,8 @@ def main(argv: Sequence[str]) -> None:
       cli.exit_if_stopped()
       atomic.append_json_line(path, row)
       done[key] = row
-      print(f"{label}: executed {row['placements']} placements, Spearman "
-            f"{row['spearman']:.3f}", flush=True)
+      print(f"{label}: executed {row['placements']} random placements, Spearman "
+            f"{row['spearman']:.3f} (WC), {row['shared_spearman']:.3f} (shared)", flush=True)
   rows = [r for r in done.values() if r["model"] in models or r["model"] in executed]
   summary = predicted_summary(rows, list(models), device_counts)
   execution = [r for r in rows if r["method"] == "executed"]
@@ -343,17 +345,21 @@ def markdown(summary: list[dict], execution: list[dict], seeds: int) -> list[str
         f"{s['peak_memory_gb']:.3g} / {s['resident_parameters_gb']:.3g} / "
         f"{s['capacity_gb']:.0f}"] for s in summary])
   if execution:
-    lines += ["", "Executed on two host CPU devices (`regal.execute`, split 2 ways for the "
-              "`cpu` preset): the run's candidates and random placements of the blocks, "
-              "predicted by the WC model against measured (median of 3), and how well the "
-              "predictions rank the measurements.", ""]
+    lines += ["", "Executed on two host CPU devices (`regal.execute`; split 2 ways for the "
+              "`cpu` preset): the search's answer and the model on one device, predicted "
+              "(the `cpu` preset's roofline: a 2-socket server, not this machine) against "
+              "measured (median of 3); then, as `regal.execute.calibrate` does, the devices "
+              "fitted to this machine and random placements of the blocks, predicted by the "
+              "calibrated WC model and by the shared-cores predictor (every op and transfer "
+              "in turn: what host devices sharing a CPU's cores behave like) against "
+              "measured: how well each ranks them (Spearman) and fits them (Pearson).", ""]
     lines += report.markdown_table(
-        ["model", "ops", "placements", "Spearman", "best: predicted / measured ms",
-         "one device: predicted / measured ms"],
-        [[r["model"], r["ops"], r["placements"], f"{r['spearman']:.3f}",
-          f"{r['best_predicted_ms']:.3g} / {r['best_measured_ms']:.3g}",
-          f"{r['single_device_predicted_ms']:.3g} / {r['single_device_measured_ms']:.3g}"]
-         for r in execution])
+        ["model", "ops", "best: predicted / measured ms", "one device: predicted / measured ms",
+         "random placements", "WC Spearman / Pearson", "shared Spearman / Pearson"],
+        [[r["model"], r["ops"], f"{r['best_predicted_ms']:.3g} / {r['best_measured_ms']:.3g}",
+          f"{r['single_device_predicted_ms']:.3g} / {r['single_device_measured_ms']:.3g}",
+          r["placements"], f"{r['spearman']:.3f} / {r['pearson']:.3f}",
+          f"{r['shared_spearman']:.3f} / {r['shared_pearson']:.3f}"] for r in execution])
   return lines
 
 

@@ -141,6 +141,35 @@ def test_polish_oracle_quick(tmp_path):
   assert "ops moved" in markdown
 
 
+def test_real_models_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.real_models", out)
+  markdown, data = read_report(out, "real_models")
+  (row,) = data["summary"]
+  assert row["devices"] == 4 and row["auto_seeds"] == 1
+  assert row["auto_ms"] <= row["data_parallel_ms"] * (1 + 1e-6) < row["one_device_ms"]
+  assert row["lower_bound_ms"] <= row["auto_ms"] and row["auto_improvement_pct"] > 0
+  (executed,) = data["execution"]
+  assert executed["placements"] >= 10 and -1 <= executed["spearman"] <= 1
+  assert "one device" in markdown and os.path.exists(os.path.join(out, "real_models.png"))
+  # A killed run resumes: nothing is measured again.
+  lines = open(os.path.join(out, "real_models-quick.jsonl")).read().splitlines()
+  run_quick("experiments.real_models", out)
+  assert open(os.path.join(out, "real_models-quick.jsonl")).read().splitlines() == lines
+
+
+def test_accelerator_check_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.bench.accelerator", out)
+  markdown, data = read_report(out, "accelerator-cpu")
+  (rate,) = data["rates"]
+  assert rate["jax"]["evals_per_second"] > 0 and rate["native"]["evals_per_second"] > 0
+  rows = data["executed"]["rows"]
+  assert set(rows) == {"best", "single_device"} and data["executed"]["preset"] == "cpu"
+  assert all(r["measured_ms"] > 0 and r["predicted_ms"] > 0 for r in rows.values())
+  assert "jax / native" in markdown
+
+
 def test_doppler_scorer_quick(tmp_path):
   out = str(tmp_path)
   run_quick("experiments.bench.doppler_scorer", out)

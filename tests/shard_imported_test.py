@@ -154,3 +154,37 @@ def test_a_shard_count_no_dimension_takes_is_one_error():
   plain = traced.graph.replace(metadata={})
   with pytest.raises(errors.ConfigError, match="records no op shapes"):
     shard_imported.candidates(plain, 2)
+
+
+def test_a_backward_graph_split_on_its_batch_reduces_its_gradients_and_runs_right():
+  """Data parallelism on a training step: weight gradients contract the batch, so each is a
+  reduce op over the shards' partials (the all-reduce, as ordinary ops); every gradient
+  computed by the split graph equals the unsplit one's."""
+  def loss(params, x):
+    hidden = jax.nn.gelu(x @ params["w1"] + params["b1"])
+    return jnp.sum(jax.nn.softmax(hidden @ params["w2"], axis=-1) ** 2)
+
+  params = {"w1": jax.ShapeDtypeStruct((6, 8), jnp.float32),
+            "b1": jax.ShapeDtypeStruct((8,), jnp.float32),
+            "w2": jax.ShapeDtypeStruct((8, 4), jnp.float32)}
+  traced = jax_import.trace(jax.grad(loss), params, jax.ShapeDtypeStruct((B, 6), jnp.float32))
+  graph = traced.graph
+  split = shard_imported.shard(graph, 2, shard_imported.data_parallel_choice(graph, 2))
+  roles = [row[2] for row in split.metadata["shard_of"]]
+  assert roles.count("reduce") >= 3 and roles.count("partial") == 2 * roles.count("reduce")
+  whole = jax_program.jax_program(traced)
+  reference = executor.execute(graph, whole, np.zeros(graph.num_ops, int), repeats=1,
+                               warmup=0).outputs
+  program = sharded_jax.sharded_jax_program(traced, split)
+  placement = np.random.default_rng(0).integers(0, 2, split.num_ops)
+  outputs = executor.execute(split, program, placement, repeats=1, warmup=0,
+                             devices=executor.available_devices(2)).outputs
+  regions = split.metadata["tensor_region"]
+  for tensor in whole.outputs:
+    result = np.zeros(reference[tensor].shape, reference[tensor].dtype)
+    for block in program.outputs:
+      original, region = regions[block]
+      if original == tensor:
+        result[tuple(slice(lo, hi) for lo, hi in region)] = outputs[block]
+    np.testing.assert_allclose(result, reference[tensor], rtol=1e-4,
+                               atol=1e-4 * float(np.abs(reference[tensor]).max()))

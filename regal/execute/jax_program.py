@@ -29,7 +29,9 @@ def input_values(traced: Traced, seed: int = 0) -> list[np.ndarray]:
   return values
 
 
-def _bind(equation, operands, keep, *tensors):
+def bind(equation, operands, keep, *tensors):
+  """The equation's primitive on its operands (literals in place, `tensors` in order): the
+  results whose variable is kept."""
   values = iter(tensors)
   args = [operand[1] if isinstance(operand, tuple) else next(values) for operand in operands]
   params = equation.primitive.get_bind_params(equation.params)
@@ -60,7 +62,7 @@ def jax_program(traced: Traced, seed: int = 0) -> Program:
     inputs = tuple(o for o in operands if not isinstance(o, tuple))
     distinct = tuple(dict.fromkeys(inputs))
     positions = [distinct.index(o) for o in inputs]
-    fn = jax.jit(functools.partial(_reorder, functools.partial(_bind, equation, operands, keep),
+    fn = jax.jit(functools.partial(_reorder, functools.partial(bind, equation, operands, keep),
                                    tuple(positions)))
     if len(tensors[op]) != sum(keep):
       raise errors.ConfigError(f"op {graph.op_names[op]!r}: {len(tensors[op])} output tensors "

@@ -21,7 +21,7 @@ import numpy as np
 from datasets import errors, op_dims
 from datasets.graph import Graph
 from datasets.jax_import import Traced
-from regal.execute.jax_program import _bind, input_values
+from regal.execute.jax_program import bind, input_values
 from regal.execute.program import Kernel, Program, op_inputs, sink_tensors
 
 Region = tuple[tuple[int, int], ...]
@@ -160,7 +160,7 @@ class _HostValues:
       args = [o if isinstance(o, tuple) else self(int(self.producer[o])) for o in operands]
       keep = [type(v).__name__ != "DropVar" for v in equation.outvars]
       tensors = [a for a in args if not isinstance(a, tuple)]
-      self.values[op] = np.asarray(_bind(equation, operands, keep, *tensors)[0])
+      self.values[op] = np.asarray(bind(equation, operands, keep, *tensors)[0])
     return self.values[op]
 
 
