@@ -110,7 +110,7 @@ flags.DEFINE_string("shard", "off", "Split an imported graph's ops (JAX or ONNX)
                     "count K (each op on its batch, or another dimension K divides) or auto "
                     "(K among the device count's divisors, or no split, by measured benefit; "
                     "regal/app/sharding.py). With --method data_parallel: K shards instead "
-                    "of one per device.")
+                    "of one per device (auto: one per device).")
 flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph, map the answer "
                     "back and (brkga) refine it on the original graph: off, auto "
                     "(graphs above 500 ops: QuickP fusion, then heavy edges to 256 "

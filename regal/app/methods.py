@@ -113,10 +113,6 @@ class RunConfig:
       raise errors.ConfigError(f"exact_solver must be auto or off, got {self.exact_solver!r}")
     from regal.app import sharding  # Local: sharding builds on the baselines.
     shard = sharding.parse(self.shard)
-    if shard == "auto" and self.method == "data_parallel":
-      raise errors.ConfigError("--shard auto would do nothing with --method data_parallel: it "
-                               "splits every op on its batch, one shard per device (give "
-                               "--shard K for K shards)")
     if shard != "off" and self.coarsen_spec != "off":
       raise errors.ConfigError("--shard and --coarsen pull opposite ways (split ops, then "
                                "group them): give one")

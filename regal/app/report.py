@@ -313,7 +313,11 @@ def summary(report: Report) -> str:
   stopped = d["details"].get("stopped")
   if stopped:
     lines.append("stopped:       " + stop_line(stopped))
-  lines.append(f"improvement {d['improvement_pct']:.2f}% over single device; "
+  step = ""
+  if is_time and time_unit.name in dict(units.SECONDS):  # Costs are times: say it plainly.
+    step = (f" (step time {time(d['objective'])} {unit} against {time(single['objective'])} "
+            f"{unit})")
+  lines.append(f"improvement {d['improvement_pct']:.2f}% over single device{step}; "
                f"{d['evaluations']} evaluations; compile {wall['compile']:.2f} s, search "
                f"{wall['search']:.2f} s, total {wall['total']:.2f} s")
   if d.get("why_no_gain"):

@@ -12,8 +12,8 @@ matmul splits its weight rather than its batch). Measured means: the graph split
 by shard index (`baselines.data_parallel.aligned_assignment`) scored by the reference model,
 against the unsplit graph on one device; the lowest objective wins (ties: the first measured,
 fewer shards), and the search starts from that aligned assignment among its seeds.
-`--method data_parallel` is the `batch` split with one shard per device (or K with
-`--shard K`). The run reports every candidate measured.
+`--method data_parallel` is the `batch` split with one shard per device (its choice, with
+`--shard auto` or without `--shard`), or K with `--shard K`. The run reports every candidate measured.
 """
 from __future__ import annotations
 
@@ -172,12 +172,8 @@ def plan(graph: Graph, devices: DeviceSpec, shard: str | int, method: str, model
   shard_imported.candidates(graph, 2)  # Refuses a graph without op shapes, in one line.
   original, original_devices = accelerators.recost(
       shard_imported.without_resident_costs(graph), devices)
-  if method == "data_parallel":
-    if shard == "auto":
-      raise errors.ConfigError("--shard auto would do nothing with --method data_parallel: it "
-                               "splits every op on its batch, one shard per device (give "
-                               "--shard K for K shards)")
-    shards = devices.num_devices if shard == "off" else shard
+  if method == "data_parallel":  # Its own choice ("auto", or no --shard): one per device.
+    shards = devices.num_devices if shard in ("off", "auto") else shard
     shard_imported.check_shards(graph, shards)
     candidates = [(shards, "batch")]
   elif shard == "auto":
