@@ -2,7 +2,7 @@ r"""One command for an accelerator check (issue 70): on whatever accelerator JAX
 batched JAX search's evaluations per second beside the CPU engine's, and a split zoo model
 executed with measured against predicted step time.
 
-  python -m experiments.bench.accelerator            # ~2 minutes on a 2-core CPU
+  python -m experiments.bench.accelerator            # ~1 minute on a 2-core CPU
   python -m experiments.bench.accelerator --quick    # seconds (the suite runs it)
 
 Part 1: the WC model's batched fitness (`performance.make_fitness_fn`, compilation timed
