@@ -37,7 +37,7 @@ from typing import Any, Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import atomic, errors  # noqa: E402
+from datasets import atomic  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from experiments import command, report  # noqa: E402
 
@@ -82,7 +82,6 @@ def onnx_encoder(batch: int, seq: int, hidden: int, heads: int, layers: int):
   """A post-LayerNorm transformer encoder as an ONNX model (onnx.helper; zero weights: only
   shapes matter): per layer Q, K, V projections, multi-head attention by Reshape / Transpose /
   batched MatMul / Softmax, an output projection, a ReLU MLP (4 x hidden), two LayerNorms."""
-  import onnx
   from onnx import TensorProto, helper, numpy_helper
   head = hidden // heads
   nodes, weights = [], []

@@ -3,8 +3,6 @@
 random small graphs of matmuls, einsums, elementwise ops and reductions split on random
 dimensions; FLOPs are conserved (reduce ops aside); data parallelism splits every op that
 has a batch; bad shard counts are one-line errors."""
-import functools
-
 import hypothesis
 import hypothesis.strategies as st
 import jax

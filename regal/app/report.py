@@ -223,9 +223,11 @@ def sharding_line(sharding: dict[str, Any], objective) -> str:
   split = ("left whole" if chosen["shards"] == 1 else
            f"split {chosen['shards']} ways ({chosen['strategy']}: {sharding['ops']} ops, "
            f"{sharding['resident_reads']} resident parameter reads)")
-  measured = "; ".join(
-      f"{'unsplit on one device' if row['strategy'] == 'none' else str(row['shards']) + 'x ' + row['strategy']} "
-      f"{objective(row['objective'])}" for row in sharding["candidates"])
+  def name(row: dict[str, Any]) -> str:
+    return ("unsplit on one device" if row["strategy"] == "none" else
+            f"{row['shards']}x {row['strategy']}")
+  measured = "; ".join(f"{name(row)} {objective(row['objective'])}"
+                       for row in sharding["candidates"])
   gigabytes = ", ".join(f"{b / 1e9:.3g}" for b in sharding.get("resident_parameter_bytes", []))
   return (f"sharded:       {sharding['source_ops']} ops {split}; measured with blocks by shard "
           f"index: {measured}; parameters resident per device [{gigabytes}] GB")

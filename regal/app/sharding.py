@@ -7,13 +7,15 @@ GPU + host mix can leave the host out), or no split. For each K three strategies
 `batch` (every op on its batch dimension, as data parallelism), `batch+largest` (an op
 without a batch dimension that K divides, and with FLOPs, on its largest parallel dimension
 instead of whole) and `greedy` (each op with FLOPs, in topological order, on the dimension
-of least estimated time, its shard's roofline plus what changing layouts moves: a weight-bound
-matmul splits its weight rather than its batch). Measured means: the graph split, costed (a preset's roofline), and its blocks placed
-by shard index (`baselines.data_parallel.aligned_assignment`) scored by the reference model,
-against the unsplit graph on one device; the lowest objective wins (ties: the first measured,
-fewer shards), and the search starts from that aligned assignment among its seeds.
+of least estimated time, its shard's roofline plus what changing layouts moves: a
+weight-bound matmul splits its weight rather than its batch). Measured means: the graph split,
+costed (a preset's roofline), and its blocks placed by shard index
+(`baselines.data_parallel.aligned_assignment`) scored by the reference model, against the
+unsplit graph on one device; the lowest objective wins (ties: the first measured, fewer
+shards), and the search starts from that aligned assignment among its seeds.
 `--method data_parallel` is the `batch` split with one shard per device (its choice, with
-`--shard auto` or without `--shard`), or K with `--shard K`. The run reports every candidate measured.
+`--shard auto` or without `--shard`), or K with `--shard K`. The run reports every candidate
+measured.
 """
 from __future__ import annotations
 

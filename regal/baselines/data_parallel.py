@@ -3,10 +3,11 @@ graph split on its batch dimension, shard s on device s (`datasets.shard_importe
 assignment that puts a sharded graph's blocks where their shard index says (the seed BRKGA
 starts from on any sharded graph).
 
-`aligned_assignment` places shard s of every op on device s mod D; an op left whole, and a reduce op, on the device
-that already holds most of its input bytes (device 0 when it reads nothing placed yet), a
-source with the first op that reads it. The order is a list schedule's: ready ops by largest
-bottom level first (mean compute and transfer times), so it is topological.
+`aligned_assignment` places shard s of every op on device s mod D; an op left whole, and a
+reduce op, on the device that already holds most of its input bytes (device 0 when it reads
+nothing placed yet), a source with the first op that reads it. The order is a list
+schedule's: ready ops by largest bottom level first (mean compute and transfer times), so it
+is topological.
 """
 from __future__ import annotations
 
