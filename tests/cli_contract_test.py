@@ -109,13 +109,13 @@ def test_the_optimizer_checks_its_flags_before_the_libraries_load():
   assert loaded == "[]"
   from regal.app import choices, methods, pipeline_lib
   from regal.doppler_policy import method as doppler_method
-  from regal.scoring import performance
+  from regal.scoring import decoders, performance
   assert choices.MODELS == tuple(performance.MODELS)
   assert choices.SPLIT_MODEL == pipeline_lib.MODEL
   assert choices.OBJECTIVES == tuple(performance.OBJECTIVES)
   assert choices.SPLIT_OBJECTIVE == pipeline_lib.OBJECTIVE
   assert choices.ENGINES == tuple(performance.ENGINES)
-  assert choices.DECODERS == tuple(performance.DECODERS)
+  assert choices.DECODERS == decoders.BUILT_IN == tuple(performance.DECODERS)
   assert choices.METHODS == tuple(methods.METHODS)
   assert choices.SPLIT_METHODS == tuple(pipeline_lib.METHODS)
   assert (choices.ARMS, choices.DEFAULT_ARMS) == (tuple(methods.ARMS),

@@ -11,7 +11,7 @@ SPLIT_MODEL = "blocks"  # `pipeline_lib.MODEL`: a profiled workload's single-sam
 OBJECTIVES = ("runtime", "memory", "runtime_under_memory")  # `performance.OBJECTIVES`.
 SPLIT_OBJECTIVE = "throughput"  # `pipeline_lib.OBJECTIVE`: a profiled workload's pipeline.
 ENGINES = ("auto", "jax", "native")  # `performance.ENGINES`.
-DECODERS = ("direct", "list", "consumer")  # `performance.DECODERS`.
+DECODERS = ("direct", "list", "consumer")  # `regal.scoring.decoders.BUILT_IN`.
 METHODS = ("brkga", "doppler", "critical_path", "critical_path_doppler", "heft", "gp_dfs",
            "local_search", "hill_climb", "random", "enumerative", "cpsat",
            "quickp", "data_parallel")  # `methods.METHODS`.

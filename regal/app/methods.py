@@ -19,7 +19,7 @@ from regal.doppler_policy import guide as doppler_guide
 from regal.doppler_policy import method as doppler_method
 from regal.learning import policy_runner
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import models, performance
+from regal.scoring import decoders, models, performance
 from regal.search import brkga_presets, brkga_search, guides, portfolio, schedule_polish
 
 MAX_EVALS = choices.MAX_EVALS  # Evaluation counters are int32 inside the search.
@@ -128,9 +128,10 @@ class RunConfig:
                                                     "chromosomes")):
         if given:
           raise errors.ConfigError(f"{why}: use it with --method brkga")
-    if self.decoder == "consumer" and not models.get(self.model).reads_transfer_priority:
-      raise errors.ConfigError(f"--decoder consumer orders transfers, which the {self.model} "
-                               f"model does not read: use direct")
+    if self.decoder is not None:
+      why = decoders.get(self.decoder).unsupported(models.get(self.model))
+      if why:
+        raise errors.ConfigError(why)
     return self
 
 

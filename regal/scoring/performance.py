@@ -24,8 +24,7 @@ from datasets import errors, padding
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import consumer_transfers
-from regal.scoring import list_decoder, models, native_common, native_delay, parallel
+from regal.scoring import decoders, models, native_common, parallel
 from regal.scoring.schedule import Schedule
 from regal.scoring.sim_graph import SimGraph, build_sim_graph
 
@@ -252,54 +251,14 @@ def _native_scorers(problem: Problem) -> tuple[Callable, Callable]:
   return search, objective
 
 
-# `regal.scoring.chromosome.decode`, `regal.scoring.list_decoder.decode`,
-# `regal.scoring.consumer_transfers.decoder`.
-DECODERS = ("direct", "list", "consumer")
+DECODERS = decoders.BUILT_IN  # The registry's built-in decoders (`regal.scoring.decoders`).
 
 
 def host_decoder(problem: Problem, decoder: str = "direct", bias: float = 0.0
                  ) -> Callable[[np.ndarray], chromosome_lib.Decoded]:
   """A host function: chromosomes [P, n] of the problem's layout -> their decoded assignments
-  (numpy), by the direct or the list-scheduling decoder."""
-  if decoder not in DECODERS:
-    raise errors.ConfigError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
-  layout = problem.layout
-  if decoder == "direct":
-    return lambda chromosomes: chromosome_lib.decode(np.asarray(chromosomes, np.float32), layout)
-  if decoder == "consumer":
-    return consumer_transfers.decoder(problem.graph, layout)
-  graph = native_delay.build_native_delay_graph(problem.graph, problem.devices)
-  return lambda chromosomes: list_decoder.decode(graph, chromosomes, layout, bias)
-
-
-def _consumer_decoded(problem: Problem, chromosomes: jnp.ndarray) -> chromosome_lib.Decoded:
-  """The consumer decoder under `jit`: the direct decoder's placement and op priorities, the
-  transfer priorities read off them in a host callback."""
-  layout = problem.layout
-  direct = jax.vmap(lambda c: chromosome_lib.decode(c, layout))(chromosomes)
-  edges = consumer_transfers.readers(problem.graph)
-  transfer = jax.pure_callback(
-      lambda placement, priority: consumer_transfers.transfer_priorities(
-          edges, np.asarray(placement), np.asarray(priority), layout.num_devices),
-      jax.ShapeDtypeStruct((chromosomes.shape[0], layout.num_tensors, layout.num_devices),
-                           jnp.float32), direct.placement, direct.op_priority)
-  return chromosome_lib.Decoded(direct.placement, direct.op_priority, transfer)
-
-
-def _list_decoded(problem: Problem, chromosomes: jnp.ndarray, bias: float
-                  ) -> chromosome_lib.Decoded:
-  """The list decoder under `jit`: a host callback (placement and priorities), the transfer
-  keys read in JAX."""
-  layout = problem.layout
-  decode = host_decoder(problem, "list", bias)
-  batch = chromosomes.shape[0]
-  placement, priority = jax.pure_callback(
-      lambda c: tuple(decode(np.asarray(c))[:2]),
-      (jax.ShapeDtypeStruct((batch, layout.num_ops), jnp.int32),
-       jax.ShapeDtypeStruct((batch, layout.num_ops), jnp.float32)), chromosomes)
-  transfer = chromosomes[:, layout.transfer_slice].reshape(batch, layout.num_tensors,
-                                                          layout.num_devices)
-  return chromosome_lib.Decoded(placement, priority, transfer)
+  (numpy), by the named decoder (`regal.scoring.decoders`)."""
+  return decoders.get(decoder).host(problem, bias)
 
 
 class BucketScorer:
@@ -313,10 +272,11 @@ class BucketScorer:
                bucket: chromosome_lib.Layout | None = None):
     search, objective = _native_scorers(problem)
     own, bucket = problem.layout, bucket or bucket_layout(problem, decoder)
-    if decoder == "consumer":  # One compiled pass from the bucket layout.
-      decode_bucket = consumer_transfers.bucket_decoder(problem.graph, own, bucket)
+    record = decoders.get(decoder)
+    if record.bucket_host is not None:  # One compiled pass from the bucket layout.
+      decode_bucket = record.bucket_host(problem, own, bucket)
     else:
-      decode = host_decoder(problem, decoder, bias)
+      decode = record.host(problem, bias)
       decode_bucket = lambda chromosomes: decode(chromosome_lib.from_bucket_batch(  # noqa: E731
           own, bucket, np.asarray(chromosomes)))
 
@@ -340,7 +300,8 @@ def reads_transfer_genes(problem: Problem, decoder: str = "direct") -> bool:
   """Whether the decoded schedule depends on a chromosome's transfer genes: the model reads
   transfer priorities and the decoder takes them from the genes (the consumer decoder derives
   them from the op priorities instead)."""
-  return models.get(problem.model).reads_transfer_priority and decoder != "consumer"
+  return models.get(problem.model).reads_transfer_priority and not decoders.get(
+      decoder).derives_transfers
 
 
 def bucket_layout(problem: Problem, decoder: str = "direct") -> chromosome_lib.Layout:
@@ -379,18 +340,12 @@ def scoring_engine(problem: Problem) -> str:
 def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
                     ) -> Callable[..., jnp.ndarray]:
   """A jitted function chromosomes [P, n] -> objective values [P] (smaller is better), the
-  chromosomes read by the direct, the list-scheduling or the consumer decoder (`DECODERS`),
-  scored by the model's native host loop or its JAX version."""
-  if decoder not in DECODERS:
-    raise errors.ConfigError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
-  layout = problem.layout
+  chromosomes read by the named decoder (`regal.scoring.decoders`), scored by the model's
+  native host loop or its JAX version."""
+  record = decoders.get(decoder)
 
   def decode(chromosomes):
-    if decoder == "consumer":
-      return _consumer_decoded(problem, chromosomes)
-    if decoder != "direct":
-      return _list_decoded(problem, chromosomes, bias)
-    return jax.vmap(lambda c: chromosome_lib.decode(c, layout))(chromosomes)
+    return record.traced(problem, chromosomes, bias)
 
   if scoring_engine(problem) == "native":
     score = host_scorer(problem)
@@ -412,7 +367,7 @@ def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
 
   @jax.jit
   def fitness(chromosomes: jnp.ndarray) -> jnp.ndarray:
-    if decoder != "direct":  # A host decoder: no sharding.
+    if not record.shardable:  # A host decoder: no sharding.
       return local_fitness(data, chromosomes)
     return parallel.over_local_devices(local_fitness, chromosomes.shape[0])(data, chromosomes)
 

@@ -43,7 +43,7 @@ import numpy as np
 import brkga
 from datasets import cli
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import models, performance
+from regal.scoring import decoders, models, performance
 from regal.search import compile_clock, local_moves
 
 
@@ -137,7 +137,7 @@ class Memetic:
 
 @dataclasses.dataclass(frozen=True)
 class SearchSettings:
-  """How `optimize` reads and polishes chromosomes: the decoder (`performance.DECODERS`), its
+  """How `optimize` reads and polishes chromosomes: the decoder (`regal.scoring.decoders`), its
   device-key bias (`regal.scoring.list_decoder`) and local improvement."""
   decoder: str = "direct"
   bias: float = 0.0
@@ -145,9 +145,9 @@ class SearchSettings:
 
   def validate(self) -> "SearchSettings":
     memetic = self.memetic
-    if self.decoder not in performance.DECODERS:
+    if self.decoder not in decoders.names():
       raise ValueError(f"unknown decoder {self.decoder!r}; known: "
-                       f"{', '.join(performance.DECODERS)}")
+                       f"{', '.join(decoders.names())}")
     if not (self.bias >= 0 and memetic.climbers >= 0 and memetic.steps >= 1
             and memetic.batch >= 1 and memetic.interval >= 1
             and 0 <= memetic.swap_fraction <= 1 and 0 <= memetic.neighbour_device <= 1
@@ -163,8 +163,7 @@ def swap_fraction(problem: performance.Problem, settings: SearchSettings) -> flo
   them (the list decoder plans its placement in priority order; the consumer decoder orders
   transfers by them, where the model reads transfer priorities)."""
   model = models.get(problem.model)
-  read = (model.reads_op_priority or settings.decoder == "list"
-          or (settings.decoder == "consumer" and model.reads_transfer_priority))
+  read = model.reads_op_priority or decoders.get(settings.decoder).reads_priority(model)
   return settings.memetic.swap_fraction if read else 0.0
 
 
@@ -593,7 +592,7 @@ def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[
       np.asarray(best, np.float32)[None])
   placement = np.asarray(decoded.placement[0])
   order = chromosome_lib.priority_order(np.asarray(decoded.op_priority[0]))
-  if settings.decoder != "direct":
+  if not decoders.get(settings.decoder).identity:
     best = chromosome_lib.encode(placement, order, problem.layout,
                                  np.asarray(decoded.transfer_priority[0]))
   history = np.asarray(result.history)
