@@ -5,7 +5,8 @@ links, and the roofline that turns an imported graph's FLOPs and bytes into seco
   python -m regal.optimize --graph bert.json --devices 4 --device_preset h100+cpu  # + a host
 
 A preset names one kind for every device (`h100`, `a100`, `tpu_v5e`, `v100`, `cpu`) or a mix
-(`h100+cpu`: `--devices` GPUs and one CPU host). An op's time on a kind is its roofline,
+(`h100+cpu`: `--devices` GPUs and one CPU host); the kinds and the device sets they make are
+`datasets.devices`' (`KINDS`, `accelerator_spec`), this module costs graphs on them. An op's time on a kind is its roofline,
 max(FLOPs / peak FLOP/s, bytes read and written / memory bandwidth); a tensor crosses a link
 in latency + bytes / bandwidth (NVLink or ICI between accelerators of one kind, PCIe between
 a GPU and the host). Peak rates are the dense figures for the graphs' float32 matmuls as XLA
@@ -31,66 +32,7 @@ from datasets.graph import Graph
 from datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND
 
 
-@dataclasses.dataclass(frozen=True)
-class Accelerator:
-  """One device kind (SI units: FLOP/s, bytes/s, bytes, seconds)."""
-  name: str
-  peak_flops: float
-  memory_bandwidth: float
-  memory_bytes: float
-  link_bandwidth: float  # To a peer of the same kind, each direction.
-  link_latency: float
-  family: str  # Accelerators of one family share the fast link; others meet over PCIe.
-
-
-KINDS = {
-    "h100": Accelerator("H100-SXM-80GB", 494.7e12, 3.35e12, 80e9, 450e9, 3e-6, "nvidia"),
-    "a100": Accelerator("A100-SXM-80GB", 156e12, 2.039e12, 80e9, 300e9, 3e-6, "nvidia"),
-    "v100": Accelerator("V100-SXM2-32GB", 15.7e12, 0.9e12, 32e9, 150e9, 3e-6, "nvidia"),
-    "tpu_v5e": Accelerator("TPU-v5e", 197e12, 0.819e12, 16e9, 200e9, 2e-6, "tpu"),
-    "cpu": Accelerator("CPU-host (2-socket, AVX-512)", 3e12, 0.3e12, 512e9, 0.3e12, 1e-6,
-                       "host"),
-}
-PCIE_BANDWIDTH = 50e9  # PCIe 5.0 x16, each direction, as measured rather than nominal.
-PCIE_LATENCY = 10e-6
-MIXES = ("h100+cpu", "a100+cpu")
-PRESETS = (*KINDS, *MIXES)
-
-
-def kinds_of(preset: str, num_devices: int | None) -> list[str]:
-  """The kind of each device of `preset` (`--devices` accelerators, plus a host for a mix)."""
-  if preset not in PRESETS:
-    raise errors.DeviceSpecError(f"unknown accelerator preset {preset!r}; known: "
-                                 f"{', '.join(PRESETS)}")
-  count = 4 if num_devices is None else num_devices
-  if preset in MIXES:
-    accelerator, host = preset.split("+")
-    return [accelerator] * count + [host]
-  return [preset] * count
-
-
-def spec(kinds: list[str]) -> devices_lib.DeviceSpec:
-  """Devices of these kinds: memory in bytes, speeds by peak FLOP/s (refined per graph by
-  `recost`), links in bytes per time unit and latencies in time units."""
-  units_per_second = NOMINAL_LINK_BYTES_PER_SECOND
-  specs = [KINDS[k] for k in kinds]
-  num = len(specs)
-  bandwidth = np.empty((num, num))
-  latency = np.empty((num, num))
-  for i, a in enumerate(specs):
-    for j, b in enumerate(specs):
-      if a.family == b.family and a.family != "host":
-        bandwidth[i, j] = min(a.link_bandwidth, b.link_bandwidth)
-        latency[i, j] = max(a.link_latency, b.link_latency)
-      else:
-        bandwidth[i, j], latency[i, j] = PCIE_BANDWIDTH, PCIE_LATENCY
-  counts = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
-  name = "+".join(f"{n}x{k}" for k, n in counts.items())
-  return devices_lib.DeviceSpec(
-      memory_capacity=np.array([s.memory_bytes for s in specs]),
-      speed=np.array([s.peak_flops / specs[0].peak_flops for s in specs]),
-      bandwidth=bandwidth / units_per_second, latency=latency * units_per_second, name=name,
-      kinds=tuple(kinds))
+KINDS, PRESETS = devices_lib.KINDS, devices_lib.ACCELERATOR_PRESETS
 
 
 def op_bytes(graph: Graph) -> np.ndarray:

@@ -30,7 +30,7 @@ from datasets import errors
 
 TOPOLOGY_PRESETS = ("homogeneous", "nvlink_two_groups")  # Abstract units.
 ACCELERATOR_PRESETS = ("h100", "a100", "v100", "tpu_v5e", "cpu", "h100+cpu",
-                       "a100+cpu")  # `datasets.accelerators.PRESETS` (a test holds them equal).
+                       "a100+cpu")  # `KINDS` and `MIXES` below (a test holds them equal).
 PRESETS = TOPOLOGY_PRESETS + ACCELERATOR_PRESETS
 
 
@@ -56,14 +56,13 @@ class DeviceSpec:
     set_field("latency", _matrix(self.latency, num, "latency"))
     set_field("kinds", tuple(str(k) for k in self.kinds))
     if self.kinds:
-      from datasets import accelerators  # Local: accelerators builds on this module.
       if len(self.kinds) != num:
         raise errors.DeviceSpecError(f"device spec: kinds lists {len(self.kinds)} devices, "
                                      f"expected {num}")
-      unknown = sorted(set(self.kinds) - set(accelerators.KINDS))
+      unknown = sorted(set(self.kinds) - set(KINDS))
       if unknown:
         raise errors.DeviceSpecError(f"device spec: unknown kind {unknown[0]!r}; known: "
-                                     f"{', '.join(accelerators.KINDS)}")
+                                     f"{', '.join(KINDS)}")
     _validate(self)
 
   @property
@@ -192,6 +191,68 @@ def link_groups(spec: DeviceSpec) -> np.ndarray:
   return group
 
 
+# ----- real accelerators (costed by `datasets.accelerators`' roofline) -------------------------
+@dataclasses.dataclass(frozen=True)
+class Accelerator:
+  """One device kind (SI units: FLOP/s, bytes/s, bytes, seconds)."""
+  name: str
+  peak_flops: float
+  memory_bandwidth: float
+  memory_bytes: float
+  link_bandwidth: float  # To a peer of the same kind, each direction.
+  link_latency: float
+  family: str  # Accelerators of one family share the fast link; others meet over PCIe.
+
+
+KINDS = {
+    "h100": Accelerator("H100-SXM-80GB", 494.7e12, 3.35e12, 80e9, 450e9, 3e-6, "nvidia"),
+    "a100": Accelerator("A100-SXM-80GB", 156e12, 2.039e12, 80e9, 300e9, 3e-6, "nvidia"),
+    "v100": Accelerator("V100-SXM2-32GB", 15.7e12, 0.9e12, 32e9, 150e9, 3e-6, "nvidia"),
+    "tpu_v5e": Accelerator("TPU-v5e", 197e12, 0.819e12, 16e9, 200e9, 2e-6, "tpu"),
+    "cpu": Accelerator("CPU-host (2-socket, AVX-512)", 3e12, 0.3e12, 512e9, 0.3e12, 1e-6,
+                       "host"),
+}
+PCIE_BANDWIDTH = 50e9  # PCIe 5.0 x16, each direction, as measured rather than nominal.
+PCIE_LATENCY = 10e-6
+MIXES = ("h100+cpu", "a100+cpu")
+
+
+def kinds_of(preset: str, num_devices: int | None) -> list[str]:
+  """The kind of each device of `preset` (`--devices` accelerators, plus a host for a mix)."""
+  if preset not in ACCELERATOR_PRESETS:
+    raise errors.DeviceSpecError(f"unknown accelerator preset {preset!r}; known: "
+                                 f"{', '.join(ACCELERATOR_PRESETS)}")
+  count = 4 if num_devices is None else num_devices
+  if preset in MIXES:
+    accelerator, host = preset.split("+")
+    return [accelerator] * count + [host]
+  return [preset] * count
+
+
+def accelerator_spec(kinds: list[str]) -> DeviceSpec:
+  """Devices of these kinds: memory in bytes, speeds by peak FLOP/s (refined per graph by
+  `recost`), links in bytes per time unit and latencies in time units."""
+  from datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND as units_per_second
+  specs = [KINDS[k] for k in kinds]
+  num = len(specs)
+  bandwidth = np.empty((num, num))
+  latency = np.empty((num, num))
+  for i, a in enumerate(specs):
+    for j, b in enumerate(specs):
+      if a.family == b.family and a.family != "host":
+        bandwidth[i, j] = min(a.link_bandwidth, b.link_bandwidth)
+        latency[i, j] = max(a.link_latency, b.link_latency)
+      else:
+        bandwidth[i, j], latency[i, j] = PCIE_BANDWIDTH, PCIE_LATENCY
+  counts = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
+  name = "+".join(f"{n}x{k}" for k, n in counts.items())
+  return DeviceSpec(
+      memory_capacity=np.array([s.memory_bytes for s in specs]),
+      speed=np.array([s.peak_flops / specs[0].peak_flops for s in specs]),
+      bandwidth=bandwidth / units_per_second, latency=latency * units_per_second, name=name,
+      kinds=tuple(kinds))
+
+
 MAX_DEVICES = 1024  # Candidates hold D x D link and channel state: past this, memory runs out.
 
 
@@ -293,8 +354,7 @@ def resolve(num_devices: int | None = None, spec_path: str | None = None,
           f"preset nvlink_two_groups needs an even device count >= 2, got {num_devices}")
     return nvlink_two_groups(4 if num_devices is None else num_devices // 2)
   if preset in ACCELERATOR_PRESETS:
-    from datasets import accelerators
-    return accelerators.spec(accelerators.kinds_of(preset, num_devices))
+    return accelerator_spec(kinds_of(preset, num_devices))
   raise errors.DeviceSpecError(f"unknown device preset {preset!r}; known: {', '.join(PRESETS)}")
 
 

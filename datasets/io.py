@@ -143,3 +143,9 @@ def save_graph(graph: Graph, path: str, format: str | None = None) -> str:
   name = _check_format(format) if format else format_from_extension(path) or "json"
   atomic.write_text(path, graph_to_text(graph, name))
   return name
+
+
+def load_workload(path: str, format: str | None = None) -> profiled.Workload:
+  """A profiled workload from a file: the format's own JSON, or any graph file this module
+  reads whose graph carries a profile (the project's JSON of a converted workload)."""
+  return profiled.workload_from_graph(load_graph(path, format), path)

@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
 from datasets import benchmarks, errors  # noqa: E402
+from datasets import io as graph_io  # noqa: E402
 from datasets.formats import profiled  # noqa: E402
 from experiments import command, report  # noqa: E402
 from regal.baselines import pipeline_linear, pipeline_local_search  # noqa: E402
@@ -61,7 +62,7 @@ def measure(quick: bool, seconds: float, names: Sequence[str] | None) -> dict[st
     raise errors.ConfigError(f"--workloads: unknown {', '.join(map(repr, unknown))}; known: "
                              f"{', '.join(known)}")
   for name in [n for n in known if names is None or n in names]:
-    workload = profiled.load_workload(os.path.join(LATENCY, name + ".json"))
+    workload = graph_io.load_workload(os.path.join(LATENCY, name + ".json"))
     start = pipeline_linear.for_latency(workload).device
     if blocks.violations(workload, start):
       start = np.full(workload.num_ops, profiled.CPU, np.int64)

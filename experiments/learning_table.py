@@ -48,7 +48,7 @@ from datasets import cli, errors  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from experiments import command, report  # noqa: E402
 from experiments.paired_stats import first_match, summarize  # noqa: E402
-from regal.learning import policy_runner, train_lib  # noqa: E402
+from regal.learning import train_lib, trained_guide  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 from regal.search import guides  # noqa: E402
 
@@ -117,7 +117,7 @@ def paired_runs(problems, workdir: str, budget: str, seeds: int, progress) -> li
       plain = guides.run_guided(problem, evals, seed, seeded)
       row["unguided_seconds"].append(time.perf_counter() - started)
       started = time.perf_counter()
-      guided = policy_runner.guide_for(workdir, evals).guide(problem, seed, seeded)
+      guided = trained_guide.guide_for(workdir, evals).guide(problem, seed, seeded)
       steered = guides.run_guided(problem, evals, seed, guided)
       row["guided_seconds"].append(time.perf_counter() - started)
       row["steered_genes"] = guided.details["steered_genes"]

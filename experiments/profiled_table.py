@@ -43,6 +43,7 @@ import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
 from datasets import benchmarks, errors  # noqa: E402
+from datasets import io as graph_io  # noqa: E402
 from datasets.formats import profiled  # noqa: E402
 from experiments import command, report  # noqa: E402
 from regal.app import pipeline_lib  # noqa: E402
@@ -129,7 +130,7 @@ def _workloads(kind: str):
   """(path, name, workload, the common methods' rows) of every workload of `kind`, with a
   progress line each."""
   for path in _files(kind):
-    workload = profiled.load_workload(path)
+    workload = graph_io.load_workload(path)
     name = _name(path)
     print(f"{kind}: {name} ({workload.num_ops} ops)", flush=True)
     yield path, name, workload, _methods_common(workload, path, kind)
@@ -197,7 +198,7 @@ def expert_latency_section() -> list[dict[str, Any]]:
     expert = _expert(_name(path))
     if expert is None:
       continue
-    workload = profiled.load_workload(path)
+    workload = graph_io.load_workload(path)
     print(f"expert latency: {_name(path)}", flush=True)
     with open(expert) as f:
       split = profiled.split_from_json(workload, json.load(f), expert)

@@ -44,7 +44,7 @@ def test_the_roofline_is_the_slower_of_compute_and_memory_by_hand():
 def test_a_gpu_and_host_mix_links_over_pcie_with_the_hosts_speed_from_the_graph():
   spec = devices.resolve(2, None, "h100+cpu")
   assert spec.num_devices == 3 and spec.kinds == ("h100", "h100", "cpu")
-  assert spec.bandwidth[0, 2] == pytest.approx(accelerators.PCIE_BANDWIDTH / UNITS_PER_SECOND)
+  assert spec.bandwidth[0, 2] == pytest.approx(devices.PCIE_BANDWIDTH / UNITS_PER_SECOND)
   assert spec.bandwidth[0, 1] == pytest.approx(450e9 / UNITS_PER_SECOND)
   graph = _matmul_then_tanh()
   _, costed = accelerators.recost(graph, spec)
@@ -65,6 +65,6 @@ def test_a_device_spec_file_may_name_kinds_and_round_trips(tmp_path):
 
 
 def test_the_presets_are_listed_once():
-  assert devices.ACCELERATOR_PRESETS == accelerators.PRESETS
+  assert devices.ACCELERATOR_PRESETS == (*devices.KINDS, *devices.MIXES) == accelerators.PRESETS
   with pytest.raises(errors.DeviceSpecError, match="unknown device preset"):
     devices.resolve(2, None, "h200")

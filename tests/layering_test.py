@@ -1,7 +1,7 @@
 """Imports run one way (WORKSPACE.md): datasets -> scoring -> execute -> baselines -> search ->
 learning -> doppler_policy -> app -> the CLIs -> experiments; brkga and regal.startup (what a
-process sets before JAX loads) import nothing of ours.
-Every import statement counts, function-local ones included."""
+process sets before JAX loads) import nothing of ours; and no modules import each other round
+a loop. Every import statement counts, function-local ones included."""
 import ast
 import pathlib
 
@@ -83,3 +83,59 @@ def test_the_scan_sees_an_upward_import(tmp_path, monkeypatch):
   assert layer_of("regal.scoring.bad")[1] < layer_of("regal.app.optimize_lib")[1]
   with pytest.raises(KeyError):
     layer_of("numpy")
+
+
+def import_graph() -> dict[str, set[str]]:
+  """Module -> the modules of ours it imports (a name that is not a module: its package)."""
+  modules = dict((module, path) for path, module in _modules())
+  graph = {}
+  for module, path in modules.items():
+    targets = set()
+    for _, name in imported_modules(path, module):
+      while name and name not in modules:
+        name = name.rsplit(".", 1)[0] if "." in name else ""
+      if name and name != module:
+        targets.add(name)
+    graph[module] = targets
+  return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+  """The strongly connected groups of more than one module (Tarjan), each sorted."""
+  index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+  def visit(node: str) -> None:
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for target in sorted(graph.get(node, ())):
+      if target not in index:
+        visit(target)
+        low[node] = min(low[node], low[target])
+      elif target in on_stack:
+        low[node] = min(low[node], index[target])
+    if low[node] == index[node]:
+      group = []
+      while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        group.append(member)
+        if member == node:
+          break
+      if len(group) > 1:
+        circles.append(sorted(group))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return circles
+
+
+def test_no_import_circle():
+  """No two modules import each other, directly or round a loop (function-local imports
+  count: one that dodges a circle still makes one)."""
+  assert import_circles(import_graph()) == []
+
+
+def test_the_circle_scan_sees_a_circle():
+  assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datasets import devices, errors
+from datasets import io as graph_io
 from datasets.formats import profiled
 from regal.baselines import pipeline_cpsat, pipeline_dp, pipeline_linear, pipeline_local_search
 from regal.scoring import blocks, native_blocks, native_pipeline, pipeline
@@ -41,7 +42,7 @@ def edge(src, dst, cost):
 
 @pytest.mark.parametrize("name", sorted(ONE_ACCELERATOR))
 def test_one_accelerator_matches_the_published_max_load(shared_graphs, name):
-  workload = profiled.load_workload(str(shared_graphs / "profiled" / "throughput" /
+  workload = graph_io.load_workload(str(shared_graphs / "profiled" / "throughput" /
                                         f"{name}.json"))
   one = np.where(workload.on_accelerator, 0, profiled.CPU)
   assert round(pipeline.max_load(workload, one), 2) == ONE_ACCELERATOR[name]
@@ -258,7 +259,7 @@ def test_the_dp_reproduces_the_published_optimal_contiguous_max_load(shared_grap
                                                                      published):
   """Their DP's max-loads (the README's table), by ours, to their two decimals (BERT-6
   training's 72.86497 against their 72.87): the objective and the split space are theirs."""
-  workload = profiled.load_workload(str(shared_graphs / "profiled" / "throughput" /
+  workload = graph_io.load_workload(str(shared_graphs / "profiled" / "throughput" /
                                         f"{name}.json"))
   split = pipeline_dp.optimal_contiguous(workload)
   assert split.max_load == pytest.approx(published, abs=0.0051)
@@ -467,7 +468,7 @@ def test_the_linear_partition_never_overfills_an_accelerator():
 def test_the_linear_partition_meets_the_published_dp_on_chains(shared_graphs, name, published):
   """On these workloads the best cut of one topological order is as good as their optimal
   contiguous DP (the README's figures)."""
-  workload = profiled.load_workload(str(shared_graphs / "profiled" / "throughput" /
+  workload = graph_io.load_workload(str(shared_graphs / "profiled" / "throughput" /
                                         f"{name}.json"))
   split = pipeline_linear.partition(workload)
   # Within their rounding: BERT-6 reaches 72.86497, which they print as 72.87.
@@ -482,7 +483,7 @@ def test_a_throughput_run_reports_a_feasible_split_in_the_format_and_beats_piped
   reaches 39.79, the contiguous optimum is 41.75), and the bound is below it."""
   from regal.app import pipeline_lib, split_chart
   path = shared_graphs / "profiled" / "throughput" / "layer_bert24_training.json"
-  workload = profiled.load_workload(str(path))
+  workload = graph_io.load_workload(str(path))
   data = pipeline_lib.run(workload, pipeline_lib.SplitConfig(evals=300_000), source=str(path))
   device = profiled.split_from_json(workload, data["split"])
   assert pipeline.violations(workload, device) == [] and data["feasible"]
@@ -515,9 +516,8 @@ def test_the_lower_bound_never_exceeds_a_feasible_split(text, seed):
 def test_a_workload_survives_the_projects_json_and_back(shared_graphs):
   """datasets.convert's path: the format, the project's JSON (the profile in the metadata),
   the format again; every field the objectives read is the same."""
-  from datasets import io as graph_io
   path = shared_graphs / "profiled" / "throughput" / "op_bert_l-3_training.json"
-  original = profiled.load_workload(str(path))
+  original = graph_io.load_workload(str(path))
   assert graph_io.sniff_format(path.read_text()) == "profiled"
   as_json = graph_io.graph_to_text(original.graph, "json")
   assert graph_io.sniff_format(as_json) == "json"
@@ -699,7 +699,7 @@ def test_the_latency_cut_is_the_least_sum_of_runs_and_bounds_the_latency(text):
 def test_the_latency_model_reproduces_their_evaluator(shared_graphs, name, split_of, published):
   """Their evaluator's latency of their DP's split (the max-load DP; ours finds the same
   split on these chains), and of their greedy on BERT-24, which our latency cut matches."""
-  workload = profiled.load_workload(str(shared_graphs / "profiled" / "latency" / f"{name}.json"))
+  workload = graph_io.load_workload(str(shared_graphs / "profiled" / "latency" / f"{name}.json"))
   split = (pipeline_linear.partition if split_of == "max_load" else
            pipeline_linear.for_latency)(workload)
   assert blocks.latency(workload, split.device) == pytest.approx(published, abs=0.005)
@@ -727,7 +727,7 @@ def test_a_latency_search_starts_on_the_cpu_when_the_order_cut_is_not_contiguous
 def test_a_latency_run_is_contiguous_feasible_and_below_the_published_greedy(shared_graphs):
   from regal.app import pipeline_lib
   path = shared_graphs / "profiled" / "latency" / "op_bert_l-3_inference.json"
-  workload = profiled.load_workload(str(path))
+  workload = graph_io.load_workload(str(path))
   data = pipeline_lib.run(workload, pipeline_lib.SplitConfig(objective="latency",
                                                              evals=20_000))
   device = profiled.split_from_json(workload, data["split"])
@@ -739,7 +739,7 @@ def test_a_latency_run_is_contiguous_feasible_and_below_the_published_greedy(sha
 
 
 def test_the_contiguous_dp_stops_at_its_time_limit(shared_graphs):
-  workload = profiled.load_workload(str(shared_graphs / "profiled" / "throughput" /
+  workload = graph_io.load_workload(str(shared_graphs / "profiled" / "throughput" /
                                         "layer_inceptionv3_training.json"))
   with pytest.raises(errors.ConfigError, match="ran past its 0.5 s"):
     pipeline_dp.optimal_contiguous(workload, time_limit=0.5)  # It needs ~45 s.
@@ -783,7 +783,7 @@ def test_cpsat_counts_what_a_forced_split_receives():
 def test_cpsat_answers_no_worse_than_the_hint_it_started_from(shared_graphs):
   """Stopped before it improves on it (a time limit, a signal), CP-SAT may return a split worse
   than its hint (it once answered 312.23 from a hint of 72.87); the hint is an answer too."""
-  workload = profiled.load_workload(
+  workload = graph_io.load_workload(
       str(shared_graphs / "profiled" / "throughput" / "op_bert_l-6_training.json"))
   hint = pipeline_linear.partition(workload).device
   solved = pipeline_cpsat.solve(workload, time_limit=3.0, hint=hint, workers=1)

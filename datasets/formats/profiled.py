@@ -307,14 +307,6 @@ def with_devices(workload: Workload, spec: DeviceSpec, source: str = "--device_s
   return moved
 
 
-def load_workload(path: str, format: str | None = None) -> Workload:
-  """A workload from a file: the format's own JSON, or any graph file `datasets.io` reads whose
-  graph carries a profile (the project's JSON of a converted workload)."""
-  from datasets import io as graph_io  # Here: datasets.io reads this format through us.
-  graph = graph_io.load_graph(path, format)
-  return workload_from_graph(graph, path)
-
-
 def graph_to_text(graph: Graph) -> str:
   """The format's JSON of a graph read from it (its profile in the metadata); fpgaLatency is
   the graph's compute cost, and the edges are its data edges (informational edge keys such as

@@ -17,7 +17,7 @@ from regal.app import choices
 from regal.baselines import data_parallel, heuristics
 from regal.doppler_policy import guide as doppler_guide
 from regal.doppler_policy import method as doppler_method
-from regal.learning import policy_runner
+from regal.learning import trained_guide
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import decoders, models, performance
 from regal.search import brkga_presets, brkga_search, guides, portfolio, schedule_polish
@@ -162,7 +162,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   if guides.PRIORS[config.prior] is not None:
     chain.append(guides.PRIORS[config.prior](evals))
   if policy_dir:
-    chain.append(policy_runner.guide_for(policy_dir, evals))
+    chain.append(trained_guide.guide_for(policy_dir, evals))
   guides.check_budget(problem, evals, chain, brkga_preset)  # Before the arms run.
   started = time.perf_counter()
   guided = guides.guidance(problem, seed, chain)

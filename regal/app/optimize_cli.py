@@ -193,7 +193,7 @@ def main_split(flag_groups) -> None:
   from regal.app import split_chart
   config = split_config(flag_groups)
   check_outputs()
-  workload = profiled.load_workload(FLAGS.graph, FLAGS.format)
+  workload = graph_io.load_workload(FLAGS.graph, FLAGS.format)
   spec = FLAGS.device_spec
   if spec:
     workload = profiled.with_devices(workload, devices_lib.load(spec), f"--device_spec {spec}")

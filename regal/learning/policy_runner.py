@@ -92,15 +92,6 @@ def mutant_distributions(problem: performance.Problem, policy_config: policy_lib
   return np.asarray(alpha), np.asarray(beta)
 
 
-def guide_for(workdir: str, evals: int | None = None):
-  """The guide a training workdir holds: its learned prior (`prior_train`, the default
-  learner; `evals`, the search's budget, scales its q) or REGAL's mutant policy."""
-  from regal.learning import prior_train
-  if prior_train.holds_prior(workdir):
-    return prior_train.LearnedPriorGuide(workdir, evals)
-  return RegalGuide(workdir)
-
-
 @dataclasses.dataclass(frozen=True)
 class RegalGuide:
   """A trained policy's mutant distributions (`regal.optimize --policy WORKDIR`)."""

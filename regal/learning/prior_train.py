@@ -37,7 +37,7 @@ from datasets import atomic, errors
 from datasets import devices as devices_lib
 from regal.learning import checkpoint
 from regal.learning import policy as policy_lib
-from regal.learning import prior_net, prior_policy, stats, train_lib
+from regal.learning import policy_runner, prior_net, prior_policy, stats, train_lib
 from regal.learning.rollout import Task
 from regal.learning.rollout_pool import RolloutPool
 from regal.search import guides
@@ -109,7 +109,6 @@ def load(workdir: str, problem) -> tuple[prior_net.PriorNet, Any, float, Any, in
   must be what the prior was trained for)."""
   path = os.path.join(workdir, PRIOR_FILE)
   meta = checkpoint.read_meta(path)
-  from regal.learning import policy_runner  # It imports this module's guide lazily too.
   config = policy_runner.trained_config(meta, workdir, problem)
   if "q" not in meta:
     raise errors.ConfigError(f"the policy in {workdir} is not calibrated yet: rerun its "
