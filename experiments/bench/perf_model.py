@@ -5,9 +5,9 @@ r"""Evaluations per second of the performance models: batched against the refere
 
 For each REGAL synthetic graph size (2 devices), it times the batched WC and synchronous
 models (compilation excluded, reported separately; the population spread over every CPU core)
-with each scoring engine (`jax`: the lockstep JAX models; `native`: the WC model's compiled
-host loop, WC only) and the pure-Python reference models, in the same run, and prints
-evaluations per second and the ratio batched / reference. Each evaluation decodes a
+with each scoring engine (`jax`: the lockstep JAX models; `native`: the compiled host loops,
+for the models that have one) and the pure-Python reference models, in the same run, and
+prints evaluations per second and the ratio batched / reference. Each evaluation decodes a
 chromosome and returns makespan plus per-device peak memory; the row `wc-ms` is the WC model
 as the runtime objective scores it, makespan only (no memory tracking).
 """
@@ -35,7 +35,7 @@ from datasets import devices as devices_lib  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
 from experiments import command  # noqa: E402
 from experiments.bench.model_timing import time_batched, time_reference  # noqa: E402
-from regal.scoring import performance  # noqa: E402
+from regal.scoring import models, performance  # noqa: E402
 
 _SIZES = flags.DEFINE_list("sizes", ["50", "200", "1000"], "Graph sizes (ops).")
 _POPULATIONS = flags.DEFINE_list("populations", ["64", "256", "1024"], "Population sizes.")
@@ -74,7 +74,7 @@ def main(argv: Sequence[str]) -> None:
                                     objective="runtime" if model.endswith("-ms") else "memory")
       reference = time_reference(problem, _REFERENCE_SECONDS.value)
       for engine in _ENGINES.value:
-        if engine == "native" and problem.model != "wc":
+        if engine == "native" and models.get(problem.model).native is None:
           continue
         engine_problem = dataclasses.replace(problem, engine=engine)
         for population in map(int, _POPULATIONS.value):

@@ -93,8 +93,7 @@ class RunConfig:
   def validate(self) -> "RunConfig":
     """One-line errors, before any work, for values out of range and options the method
     would ignore."""
-    if self.method not in METHODS:
-      raise errors.ConfigError(f"unknown method {self.method!r}; known: {', '.join(METHODS)}")
+    get(self.method)  # An unknown method: one line naming the known ones.
     if self.evals is not None and not 1 <= self.evals <= MAX_EVALS:
       raise errors.ConfigError(f"evals must be between 1 and {MAX_EVALS:,}, got {self.evals}")
     if not 0 <= self.seed <= errors.MAX_SEED:
@@ -306,12 +305,20 @@ _REGISTRY: dict[str, Method] = {
     "doppler": Method("doppler", _run_doppler, _BATCHED),
     **{name: Method(name, _run_baseline, baselines.reads(name)) for name in baselines.METHODS},
 }
-METHODS = tuple(_REGISTRY)
+METHODS = tuple(_REGISTRY)  # The built-in methods (`regal.optimize --method` offers these).
+
+
+def register(method: Method) -> Method:
+  """Adds `method` to the registry: `RunConfig(method=name)` and `optimize_lib.run` run it."""
+  if method.name in _REGISTRY:
+    raise ValueError(f"method {method.name!r} is registered already")
+  _REGISTRY[method.name] = method
+  return method
 
 
 def get(name: str) -> Method:
   if name not in _REGISTRY:
-    raise errors.ConfigError(f"unknown method {name!r}; known: {', '.join(METHODS)}")
+    raise errors.ConfigError(f"unknown method {name!r}; known: {', '.join(_REGISTRY)}")
   return _REGISTRY[name]
 
 

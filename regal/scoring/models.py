@@ -57,6 +57,9 @@ class Model:
   # devices they are half the genes, and drawing them costs as much as scoring on a fast model).
   reads_transfer_priority: bool = True
   native_float32_only: bool = True  # The native scorer computes in float32 whatever the dtype.
+  # CP-SAT (`baselines.exact`) models this model's makespan exactly: the solver beside the
+  # search and the polish's window re-solves run on it (the delay model).
+  exact_solver: bool = False
   time_scale: float = 1.0  # Reported times = model times * time_scale, in `time_unit`.
   time_unit: str = "cost units"
   # Model times (scalars or arrays) -> `time_unit`, when not simply times `time_scale`.
@@ -235,7 +238,7 @@ register(Model(
 register(Model(
     "delay", "the task-scheduling literature's delay model (ops in priority order), runtime",
     reference=_delay_reference, native=_delay_native, jax=_delay_jax,
-    reads_transfer_priority=False))
+    reads_transfer_priority=False, exact_solver=True))
 
 
 # ----- a profiled workload's split (Tarnawski et al.) -----------------------------------------

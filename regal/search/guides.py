@@ -286,6 +286,13 @@ PRIORS: dict[str, Callable[[int], Guide] | None] = {
 NEEDS_LINK_GROUPS = ("group_island",)  # Priors that do nothing on devices in one link group.
 
 
+def register_prior(name: str, make: Callable[[int], Guide]) -> None:
+  """Adds a parameter-free prior: `make(evals)` is its guide (`RunConfig(prior=name)`)."""
+  if name in PRIORS:
+    raise ValueError(f"prior {name!r} is registered already")
+  PRIORS[name] = make
+
+
 def arm_of(seed_name: str) -> str:
   """The guide arm a seed chromosome's name belongs to ('doppler/greedy' -> 'doppler')."""
   return seed_name.split("/")[0]

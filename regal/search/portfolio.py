@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from regal.baselines import exact
-from regal.scoring import bounds, performance
+from regal.scoring import bounds, models, performance
 from regal.scoring import chromosome as chromosome_lib
 
 # The thresholds, read off `experiments.portfolio_thresholds` (synthetic training graphs of
@@ -41,7 +41,7 @@ HEAD_START_MAX_OPS = 40
 
 def model_allows(model: str, objective: str) -> bool:
   """Whether CP-SAT's model is the problem's: the delay model's makespan."""
-  return model == "delay" and objective == "runtime"
+  return models.get(model).exact_solver and objective == "runtime"
 
 
 def worth_starting(problem: performance.Problem) -> bool:

@@ -39,7 +39,7 @@ import numba
 import numpy as np
 
 from datasets import cli
-from regal.scoring import bounds, performance
+from regal.scoring import bounds, models, performance
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import reference_models
 from regal.scoring.native_common import link_time
@@ -61,7 +61,7 @@ WINDOW_AFTER_KICKS = 5
 
 def applies(problem: performance.Problem) -> bool:
   """Whether the polish runs on `problem`: the delay model's makespan on several devices."""
-  return (problem.model == "delay" and problem.objective == "runtime"
+  return (models.get(problem.model).exact_solver and problem.objective == "runtime"
           and problem.devices.num_devices > 1 and problem.graph.num_ops > 1)
 
 
