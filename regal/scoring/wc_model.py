@@ -25,6 +25,48 @@ A population runs in lockstep under one `lax.while_loop` whose condition is "any
 has ops left": a transfer is only ever sent to a consumer, so once every op has finished every
 transfer has too, and a counter replaces a scan of all ready sets and queues per step. A
 finished chromosome's step changes no result (it may still walk its last op's releases).
+
+How the JAX models stay fast (read before changing them):
+- Keep per-step work independent of graph size: ranked bitsets for "best ready op", a flat
+  work list walked K entries per step, packed per-op tables read once per step.
+- Large per-chromosome state (`pending`, `uses_left`) is flat `[P * width]` and updated with
+  `set_flat` from values computed off a read of the same entries; a `vmap`-batched scatter, a
+  reshape inside the loop, or a scatter independent of the read made XLA copy the whole array
+  every step (check the compiled HLO's while body for `copy(`).
+- The loop condition is over the batch ("any chromosome busy"; for WC "any chromosome has
+  ops left", a counter, since every transfer serves a consumer); the step must change no
+  result for a finished chromosome (never rely on `vmap` of `while_loop`, which selects the
+  whole carry).
+- Profile before and after: `python -m experiments.bench.profile_wc` prints ns per chromosome
+  and step and the loop body's fusions by time with their source lines. Timings on the 2-core
+  machines vary by up to ±30% between runs: compare versions with
+  `python -m experiments.bench.compare_wc --baseline REV`, which times both in turns in one
+  process and checks they agree.
+- What XLA's CPU backend did with the WC step (JAX 0.10, 200 ops, P = 512 per core, ~410
+  steps per makespan-only evaluation at ~450 ns per chromosome and step, ~4,800 evaluations/s
+  per core): gathers and scatters take 40% of the time at ~3 ns per element whatever the
+  table, and a step reads ~80 elements per chromosome, so they alone bound the model near
+  2x its speed. Steps are one per event (op or transfer): fewer would need several events per
+  step. Things that made it slower:
+  unrolling reductions over short axes into selects, a population-minor (`[X, P]`) layout, and
+  one-hot updates feeding several consumers, deferring the ready-set removals to the next
+  step's scatter (-20%), packing an op's device and rank into one int, gathering instead of
+  reducing over the finishing device; XLA flags (thunk runtime off, fusion emitters, vector
+  width) changed nothing measurable. XLA fuses a cheap elementwise producer into every
+  consumer, so a scan that feeds a broadcast is recomputed per output element;
+  `optimization_barrier` does not stop this on the CPU (it is removed before fusion). Reduces,
+  gathers and scatters are never duplicated, which is why the step keeps them.
+- Any change must keep `tests/jax_models_test.py` bit-exact against `reference_models.py`.
+- On a CPU the WC model's scorer is `native_wc` (numba), not the lockstep loop: XLA's per-kernel
+  and per-gathered-element costs bound the loop near ~230 µs per 200-op chromosome per core,
+  the compiled event loop takes ~45-55 µs. Its call path has three traps, each met once: a
+  `pure_callback` under `shard_map` on several host devices deadlocked (the callback's inputs
+  are `device_put` to CPU device 0 while that device's thread waits), so the native fitness runs
+  unsharded and splits the population over its own threads (the kernel is `nogil`); JAX
+  hands callbacks read-only arrays, for which numba compiles a second kernel, so inputs are
+  made writeable first; and the kernel is compiled (or loaded from numba's cache) at trace
+  time, never inside the callback. Keep `tests/native_wc_test.py` bit-exact against the
+  reference too (same float32 operations in the same order; no `fastmath`).
 """
 from __future__ import annotations
 
