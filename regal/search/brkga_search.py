@@ -6,20 +6,18 @@ read by the direct decoder or the list-scheduling one (`regal.scoring.list_decod
 after each generation (`regal.search.local_moves`, the engine's improve hook). Seed chromosomes
 (the caller's, e.g. `regal.search.guides.HeuristicSeeds`: every cheap heuristic by default in
 `regal.optimize`) enter the first population, and the result names the seed the winner descends from. The default
-budget (`default_evals`) is sized from the graph; `time_limit` ends a search early.
+budget (`default_evals`) is sized from the graph; `time_limit` ends a search early. Why each
+default is what it is, measured: `experiments/results/search_settings.md` (the comments below
+name its sections).
 
 Default hyperparameters follow Goncalves & Resende (2011) as REGAL used them
 (`brkga.goncalves_resende`): population proportional to the chromosome length (20..200), 20%
 elites, 15% mutants, elite inheritance probability 0.7, one population, restarted after
 `RESTART_PATIENCE` generations without progress (`restarts_for`: a search whose score breaks
 ties restarts sooner, from its seeds); a small budget caps the
-population so that the search still runs `brkga.BUDGET_GENERATIONS` generations (at 5,000
-evaluations on the synthetic training graphs, a population of 50 beat 200 on 7 of 9). On the WC
-training graphs at default budgets (`python -m experiments.search_ab --variant population_size=N
---seeds 70-79`, 80 pairs) neither 100 (-0.07 points [-1.03, +0.75], 19 runs better and 21
-worse) nor 400 (+0.31 [-0.77, +1.37], 15 and 25) beat the 200 the rule gives there; nor did
-30% mutants (`--variant mutant_fraction=0.3`: +0.34 [-0.79, +1.50], 16 and 24) or an elite
-inheritance probability of 0.6 (`--variant rho=0.6`: +0.49 [-0.52, +1.47], 14 and 19).
+population so that the search still runs `brkga.BUDGET_GENERATIONS` generations; other
+populations, mutant shares and inheritance probabilities did not pay
+(`experiments/results/search_settings.md#population`).
 
 With a native scoring engine (the CPU default), the search runs on the problem's layout padded
 to size buckets (`performance.bucket_layout`), driven from the host (`brkga.run_on_host`: its
@@ -63,75 +61,33 @@ class Memetic:
   value) worse.
   `climbers = 0`: plain BRKGA."""
   climbers: int = 0
-  # The WC default's climb (2 climbers x 10 steps x 32 moves: 640 of a generation's ~800
-  # evaluations) against other shapes at the same evaluations per generation, on the WC
-  # training graphs (`python -m experiments.search_ab --variant ... --seeds 70-79`, 80 pairs
-  # each; the default's mean gap 2.73%, 44 runs within 1%): climbers=4,climb_steps=5 +0.76
-  # points [-0.31, +1.81] (16 runs better, 35 worse); climbers=1,climb_steps=20 -0.14 [-1.12,
-  # +0.71] (28 / 26); climb_batch=16,climb_steps=20 +1.00 [-0.55, +2.73] (19 / 34). None shown
-  # to pay.
+  # The WC default's climb: 2 climbers x 10 steps x 32 moves (other shapes did not pay:
+  # search_settings.md#steps).
   steps: int = 10
   batch: int = 32
-  # Only the WC model's climbers read priorities by default, and WC orders each device's own
-  # ops alone, so most adjacent swaps (ops on two devices) leave the schedule as it was: a
-  # smaller share leaves those evaluations to device moves. Chosen on WC training graphs
-  # (sharded 2d grids x8, 3d ChainMM of 8000 x8, 3d Llama block and layer at sequence 2048
-  # x4, 2d Llama layer x4, FFNN at 300 flops/byte x8; default budgets, seeds 0-19) against
-  # 0.3: 160 pairs, mean gap to the best of all runs 4.54% -> 3.16%, 95% CI of the difference
-  # [-2.12, -0.68] points, 71 runs better and 47 worse, seeds within 1% 67 -> 80; no swaps at
-  # all (0): -1.02 [-2.23, +0.17] on 50 pairs. Swapping with the op's next op on its own device
-  # instead did not pay (-0.29 [-1.04, +0.43] on 160 pairs: some graphs better, some worse).
+  # Most adjacent swaps leave a WC schedule as it was (each device orders its own ops), so a
+  # small share (search_settings.md#swap_fraction).
   swap_fraction: float = 0.1
-  # 0.75 against 0.5 on the WC training graphs (`--variant neighbour_device=0.75 --seeds
-  # 70-79`, 80 pairs): +0.33 points [-0.77, +1.41], 22 runs better and 32 worse. Not kept.
+  # 0.75 did not pay (search_settings.md#neighbour_device).
   neighbour_device: float = 0.5
   interval: int = 1
   cluster_fraction: float = 0.5
-  # Chosen on training graphs (sharded chain_mm / llama 2d grids, ffnn at 300 flops/byte, WC;
-  # synthetic 200 / 250 ops, Doppler; default runs, seeds 0-4): 0.5 against none, 17 paired
-  # wins, 3 losses, 10 ties, mean -0.15%. Cluster moves exchange too (issue 37): on WC
-  # training graphs (sharded 2d grids x4 / x8, 3d ChainMM of 8000 x8, 3d Llama at sequence 2048
-  # x4, FFNN at 300 flops/byte x4 / x8; seeds 0-19, 170 pairs) the mean gap to the best of all
-  # runs 5.82% -> 3.90%, 95% CI of the difference [-2.90, -0.97] points, seeds within 1%
-  # 60 -> 91; on the Doppler training graphs the mean of every graph went down (5 seeds each).
-  # More exchanges did not pay: 0.75 (`--variant exchange_fraction=0.75 --seeds 70-79`, 80
-  # pairs) +0.97 points [-0.44, +2.46], 20 runs better and 38 worse, within 1% 40 vs 44.
+  # Cluster moves, and exchanges, paid; more exchanges did not
+  # (search_settings.md#exchange_fraction).
   exchange_fraction: float = 0.5
-  # Threshold accepting: a climber may take a move up to this fraction worse than itself, so
-  # it can leave a shallow basin instead of re-sampling its neighbourhood until a restart (the
-  # engine keeps the best it ever scored apart). Off by default: on the WC training graphs
-  # (the swap share's eight, fresh seeds 20-49) 1e-3 against 0 gave a mean gap to the best of
-  # all runs of 3.43% vs 3.67% over 240 pairs, 95% CI of the difference [-0.67, +0.19]
-  # points, 91 runs better and 63 worse, seeds within 1% 121 vs 122; on Doppler-model
-  # synthetic graphs (200-250 ops, 30 pairs) -0.06 points, 13 better and 12 worse. Not shown
-  # to pay.
+  # Threshold accepting: a climber may take a move up to this fraction worse than itself, to
+  # leave a shallow basin. Off: not shown to pay (search_settings.md#accept_worse).
   accept_worse: float = 0.0
   # Relabellings (`local_moves.relabelled`: two devices trade every op of a stretch of the
-  # topological order) in place of this fraction of the moves. Off by default: on the WC
-  # training graphs (the swap share's eight, seeds 20-39) 0.1 against 0 gave a mean gap to the
-  # best of all runs of 3.54% vs 3.77% over 160 pairs, 95% CI of the difference [-0.80, +0.32]
-  # points, 64 runs better and 46 worse, but seeds within 1% 76 vs 84 (3d ChainMM of 8000 x8
-  # 7.67% vs 9.33%, 2d Llama layer x8 8.95% vs 11.25%; the Llama blocks worse: 3.14% vs 1.92%
-  # at sequence 2048 x4, 5.57% vs 4.12% 2d x8); 0.03: 3.51% vs 3.77% over 160 pairs, [-0.87,
-  # +0.31], 61 better and 53 worse, within 1% 83 vs 84. On fresh seeds 40-49 (80 pairs) 0.1
-  # gave +0.17 points [-0.75, +1.17], and over all 240 pairs -0.10 [-0.60, +0.39], within 1%
-  # 117 vs 122. Not shown to pay. With accept_worse 1e-3 (`python -m experiments.search_ab
-  # --variant accept_worse=0.001,relabel_fraction=0.1 --seeds 50-69`, fresh seeds, 160 pairs):
-  # -0.40 [-1.42, +0.68] (graphs, then seeds resampled), within 1% 78 vs 76. Nor that. Nor on
-  # top of the consumer decoder (`--seeds 70-79`, 80 pairs: +0.56 [-0.66, +1.76], within 1%
-  # 47 vs 53; the report of that name now holds this run).
+  # topological order) in place of this share of moves. Off: not shown to pay
+  # (search_settings.md#relabel_fraction).
   relabel_fraction: float = 0.0
   # The climbers: the best and `climbers` - 1 drawn each generation from the best
-  # `climber_pool` (0, or at most `climbers`: the best `climbers`), so the climb polishes more
-  # of the elites than the two nearly equal best. Off by default: on the WC training graphs
-  # (`--variant climber_pool=8 --seeds 70-79`, 80 pairs) +0.55 points [-0.66, +1.74], 28 runs
-  # better and 26 worse, within 1% 40 vs 44 (2d Llama layer x8 8.30% vs 5.82%).
+  # `climber_pool` (0: the best `climbers`). Off: not shown to pay
+  # (search_settings.md#climber_pool).
   climber_pool: int = 0
-  # The share of moves whose op is drawn in proportion to its compute cost (the rest: every
-  # op alike), so the climb spends more of its moves on the ops that fill the devices. Off by
-  # default: on the WC training graphs (`--variant cost_bias=0.5 --seeds 70-79`, 80 pairs)
-  # +0.86 points [-0.44, +2.20], 25 runs better and 30 worse, within 1% 39 vs 44 (2d Llama
-  # layer x8 9.63% vs 5.82%): moving the inputs, which compute nothing, pays there.
+  # The share of moves whose op is drawn in proportion to its compute cost (the rest alike).
+  # Off: not shown to pay (search_settings.md#cost_bias).
   cost_bias: float = 0.0
 
 
@@ -238,11 +194,8 @@ def search_layout(problem: performance.Problem) -> chromosome_lib.Layout:
 
 MIN_DEFAULT_EVALS = 5_000
 MAX_DEFAULT_EVALS = 600_000
-# Cost units the default budget buys: ~8 s of the native scorers on this project's 2-core AMD
-# EPYC (~0.02 us per unit). Sized up 3x from 1.3e8 (sized on the previous, ~3x slower CPU):
-# on training graphs (sharded 2d-grid workloads on WC x4 / x8, 6 graphs, seeds 0-4) the default
-# run's mean gap to the best of all runs went 4.70% -> 2.65% (seeds within 1%: 14 -> 16 of
-# 30), never worse on a seed.
+# Cost units the default budget buys: ~8 s of the native scorers on this project's 2-core
+# AMD EPYC (~0.02 us per unit; search_settings.md#default_eval_units).
 DEFAULT_EVAL_UNITS = 3.9e8
 # A default-budget run also stops after this much search, at a generation boundary, so a
 # slower CPU than the one the budget was sized on still answers in about this time (the
@@ -252,14 +205,8 @@ JAX_SLOWDOWN = 40.0  # Native scorer evaluations per second / the JAX models' on
 # Evaluations per op and device where a small graph's default budget stops (below the cost
 # units' bound).
 EVALS_PER_OP_DEVICE = 500
-# A search that restarts from its seeds (`restarts_for`: the tie-breaking WC search) spends
-# more evaluations on new independent runs, which keep paying where its runs end in different
-# basins: twice as many. Chosen on training graphs where the cap binds (sharded 3d ChainMM of
-# 8000 x8, 3d Llama block and layer at sequence 2048 x4, 2d ChainMM x8, FFNN at 300 flops/byte
-# x8, 2d Llama layer x4; seeds 0-19, 120 pairs, against 500): mean gap to the best of all
-# runs 3.01% -> 1.76%, 95% CI of the difference [-1.92, -0.67] points, 49 runs better and 2
-# worse, seeds within 1% 75 -> 91. Those runs took ~4-10 s instead of ~2-5 s, so on a slower
-# CPU `DEFAULT_SEARCH_SECONDS` may end them.
+# A search that restarts from its seeds (`restarts_for`) spends twice as many evaluations
+# per op and device on small graphs (search_settings.md#restarting_evals_per_op_device).
 RESTARTING_EVALS_PER_OP_DEVICE = 1000
 
 
@@ -313,23 +260,11 @@ def refine_evals(problem: performance.Problem) -> int:
 
 
 # Generations without a better best after which the populations restart from fresh keys,
-# keeping only the best so far. Chosen on training graphs (sharded 2d-grid and low-intensity
-# workloads on WC x4/x8, synthetic 200-250 op graphs on Doppler x4; seeds 0-4, against 50,
-# two and three populations, and none): mean gap to the best of all runs 1.44% -> 0.95%,
-# seeds within 1% 21/30 -> 24/30, no graph worse on average; islands did not pay.
+# keeping only the best so far (search_settings.md#restart_patience).
 RESTART_PATIENCE = 100
-# Where the search's score breaks makespan ties (`performance.breaks_ties`: the WC runtime
-# objective), a small gain in the mean completion time counts as progress, so the search
-# rarely stagnates for 100 generations. There it restarts after 50, from its seeds (an
-# independent run from the search's own start; the best so far kept aside). Chosen on
-# training graphs (sharded 2d-grid chain_mm, llama_block, llama_layer and ffnn at 300
-# flops/byte on WC x8, llama_layer 2d x4; seeds 0-9, against 100 and 50 keeping the best,
-# and 30 from the seeds): mean gap to the best of all runs 6.52% -> 5.42%, seeds within 1%
-# 19/50 -> 24/50, 19 runs better and 8 worse. On Doppler-model graphs it was neutral (within
-# 0.2%), so those keep the setting above. Two independent islands of 100 instead of one
-# population of 200 (the heuristic seeds start the first; `--variant
-# population_size=100,num_populations=2 --seeds 70-79`, 80 pairs) did not pay there either:
-# +0.99 points [-0.52, +2.66], 15 runs better and 34 worse.
+# Where the search's score breaks makespan ties (`performance.breaks_ties`), it rarely
+# stagnates for 100 generations: it restarts after 50, from its seeds, the best kept aside
+# (search_settings.md#tie_breaking_restarts).
 TIE_BREAKING_RESTARTS = (50, brkga.SEEDS)
 DEFAULT_RESTARTS = (RESTART_PATIENCE, brkga.BEST)
 

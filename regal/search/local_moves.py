@@ -69,9 +69,7 @@ class MoveTable:
   cost_cdf: jnp.ndarray
 
 
-# Larger clusters did not pay: 16 (sizes 2..16 drawn alike) against 8 on the WC training graphs
-# (seeds 70-79, 80 pairs, the constant patched for a screen): +0.63 points [-0.61, +1.98],
-# 19 runs better and 38 worse.
+# Larger clusters did not pay (experiments/results/search_settings.md#cluster_size).
 CLUSTER_SIZE = 8
 # Two shapes of an op's heavy-edge cluster (`MoveTable.cluster`): breadth first keeps the op's
 # immediate heavy neighbourhood (a fan of shards around a reduce); best first follows a chain
