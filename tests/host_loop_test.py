@@ -72,7 +72,10 @@ def test_local_moves_match(pool, exchange, relabel, accept_worse):
     return (jnp.sin(7 * chromosomes) @ weights + decoded.placement.sum(axis=1)
             ).astype(jnp.float32)
 
-  settings = (table, layout, 3, 4, 5, 0.2, 0.6, 0.3, exchange, accept_worse, relabel, pool)
+  settings = (table, layout, local_moves.Memetic(
+      climbers=3, steps=4, batch=5, swap_fraction=0.2, neighbour_device=0.6,
+      cluster_fraction=0.3, exchange_fraction=exchange, accept_worse=accept_worse,
+      relabel_fraction=relabel, climber_pool=pool))
   params = brkga.Params(population_size=20, num_elites=4, num_mutants=3, num_populations=2,
                         exchange_interval=2, exchange_count=1)
   fused = jax.jit(lambda key: brkga.run(

@@ -102,8 +102,9 @@ def test_proposals_are_single_moves_of_real_ops(graph, num_devices, seed, swaps,
   real ops (padded ops never move), and a device move goes to another device."""
   padded_ops, layout, table, rng, chromosome, uniform = _proposal_inputs(graph, num_devices,
                                                                          seed)
-  proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table, layout,
-                                             swaps, neighbour))
+  proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table,
+                                             local_moves.Climb(layout, uniform.shape[1], swaps,
+                                                               neighbour)))
   before = chromosome_lib.decode(chromosome, layout)
   real_order = [v for v in chromosome_lib.priority_order(before.op_priority)
                 if v < graph.num_ops]
@@ -130,9 +131,10 @@ def _exchanging_proposals(graph, num_devices, seed, neighbour_device, cluster_fr
                                                                          seed)
   exchange = jnp.asarray(rng.random((local_moves.EXCHANGE_DRAWS, 16)) * [[0.0], [1.0]],
                          jnp.float32)  # Every move exchanges.
-  proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome), table, layout,
-                                             0.0, neighbour_device, cluster_fraction, 1.0,
-                                             exchange))
+  proposals = np.asarray(local_moves.propose(
+      uniform, jnp.asarray(chromosome), table,
+      local_moves.Climb(layout, uniform.shape[1], 0.0, neighbour_device, cluster_fraction, 1.0),
+      exchange))
   return padded_ops, layout, chromosome, uniform, exchange, proposals
 
 
@@ -180,7 +182,8 @@ def test_relabellings_trade_two_devices_over_a_stretch_of_the_topological_order(
   relabel[0] = 0.0  # Every proposal is a relabelling.
   proposals = np.asarray(local_moves.propose(
       jnp.asarray(rng.random((local_moves.PROPOSAL_DRAWS, batch)), jnp.float32),
-      jnp.asarray(chromosome), table, layout, 0.3, 0.5, relabel_fraction=1.0,
+      jnp.asarray(chromosome), table,
+      local_moves.Climb(layout, batch, 0.3, 0.5, relabel_fraction=1.0),
       relabel_uniform=jnp.asarray(relabel)))
   before = chromosome_lib.decode(chromosome, layout).placement
   for row, proposal in enumerate(proposals):
@@ -243,7 +246,9 @@ def test_neighbour_device_moves_go_to_a_neighbours_device():
   uniform = jnp.asarray(np.random.default_rng(0).random((local_moves.PROPOSAL_DRAWS, 64)),
                         jnp.float32)
   proposals = np.asarray(local_moves.propose(uniform, jnp.asarray(chromosome, jnp.float32),
-                                             local_moves.move_table(graph), layout, 0.0, 1.0))
+                                             local_moves.move_table(graph),
+                                             local_moves.Climb(layout, uniform.shape[1], 0.0,
+                                                               1.0)))
   placements = chromosome_lib.decode(proposals, layout).placement
   for placement in placements:
     op = int(np.flatnonzero(placement != [0, 3, 2])[0])
@@ -343,8 +348,9 @@ def test_cluster_proposals_take_the_heavy_consumer_along():
   uniform[7] = 0.0  # Breadth-first clusters of two: a and its heaviest neighbour, b.
   proposals = np.asarray(local_moves.propose(jnp.asarray(uniform, jnp.float32),
                                              jnp.asarray(chromosome, jnp.float32),
-                                             local_moves.move_table(graph), layout, 0.0, 0.0,
-                                             cluster_fraction=1.0))
+                                             local_moves.move_table(graph),
+                                             local_moves.Climb(layout, uniform.shape[1], 0.0,
+                                                               0.0, cluster_fraction=1.0)))
   for placement in chromosome_lib.decode(proposals, layout).placement:
     assert placement[0] == placement[1] != 0 and placement[2] == 0
 
@@ -359,7 +365,7 @@ def test_climb_never_worsens_and_reports_true_values():
   values = fitness(climbers)
   table = local_moves.move_table(graph)
   out, out_values = local_moves.climb(fitness, jax.random.key(1), climbers, values, table,
-                                      problem.layout, 5, 8, 0.3, 0.5)
+                                      local_moves.Climb(problem.layout, 8, 0.3, 0.5), 5)
   assert np.all(np.asarray(out_values) <= np.asarray(values))
   np.testing.assert_array_equal(fitness(out), out_values)
 
@@ -395,8 +401,9 @@ def test_a_climber_pool_polishes_the_best_and_drawn_elites_only():
   values = jnp.take_along_axis(values, order, axis=1)
   touched = np.zeros(10, bool)
   for pool, expected in ((0, {0, 1}), (2, {0, 1}), (6, None)):
-    improve = local_moves.elite_improver(fitness, table, layout, 2, 3, 4, 0.3, 0.5,
-                                         climber_pool=pool)
+    improve = local_moves.elite_improver(fitness, table, layout, local_moves.Memetic(
+        climbers=2, steps=3, batch=4, swap_fraction=0.3, neighbour_device=0.5,
+        cluster_fraction=0.0, exchange_fraction=0.0, climber_pool=pool))
     for draw in range(20 if pool == 6 else 1):
       key = jax.random.key(draw)
       out, out_values, spent = improve(key, population, values, jnp.int32(10_000))
@@ -429,8 +436,9 @@ def test_climbers_leave_a_strict_minimum_only_within_accept_worse():
   table = local_moves.move_table(graph)
   for accept_worse, steps in ((0.0, 5), (0.01, 1), (0.01, 5)):
     out, out_values = local_moves.climb(fitness, jax.random.key(1), start[:1].repeat(2, 0),
-                                        values, table, layout, steps, 8, 0.3, 0.5,
-                                        accept_worse=accept_worse)
+                                        values, table, local_moves.Climb(
+                                            layout, 8, 0.3, 0.5, accept_worse=accept_worse),
+                                        steps)
     np.testing.assert_array_equal(fitness(out), out_values)
     moved = np.any(np.asarray(out) != np.asarray(start[:1]), axis=1)
     if accept_worse == 0:
@@ -691,8 +699,8 @@ def test_a_cost_biased_climb_moves_only_ops_that_compute():
   uniform = jnp.asarray(rng.random((local_moves.PROPOSAL_DRAWS, 256)), jnp.float32)
   before = chromosome_lib.decode(chromosome, layout).placement
   for bias, only_computing in ((1.0, True), (0.0, False)):
-    proposals = local_moves.propose(uniform, chromosome, table, layout, 0.0, 0.5,
-                                    cost_bias=bias)
+    proposals = local_moves.propose(uniform, chromosome, table, local_moves.Climb(
+        layout, uniform.shape[1], 0.0, 0.5, cost_bias=bias))
     placements = np.asarray(jax.vmap(lambda c: chromosome_lib.decode(c, layout).placement)(
         proposals))
     moved = np.nonzero(placements != np.asarray(before)[None])[1]

@@ -33,10 +33,9 @@ PRESETS_FILE = os.path.join(os.path.dirname(__file__), "brkga_presets.json")
 SETTING_KEYS = ("population_size", "elite_fraction", "mutant_fraction", "num_populations", "rho",
                 "mutant_alpha", "mutant_beta")
 DEFAULT = "default"
-# Search settings (`regal.search.SearchSettings`): the decoder and its bias, local improvement.
-SEARCH_KEYS = ("decoder", "bias", "climbers", "climb_steps", "climb_batch", "swap_fraction",
-               "neighbour_device", "improve_interval", "cluster_fraction", "exchange_fraction",
-               "accept_worse", "relabel_fraction", "climber_pool", "cost_bias")
+# Search settings (`regal.search.SearchSettings`): the decoder and its bias, local improvement
+# (the keys `local_moves.Memetic` declares for its fields).
+SEARCH_KEYS = ("decoder", "bias", *brkga_search.Memetic.keys())
 
 
 def load_all(path: str | None = None) -> dict[str, dict[str, Any]]:
@@ -74,17 +73,7 @@ def builtin_search_values() -> dict[str, Any]:
   """`regal.search.SearchSettings`' own values, one per SEARCH_KEYS key (their types are
   the settings' types)."""
   builtin = brkga_search.SearchSettings()
-  return {"decoder": builtin.decoder, "bias": builtin.bias,
-          "climbers": builtin.memetic.climbers, "climb_steps": builtin.memetic.steps,
-          "climb_batch": builtin.memetic.batch, "swap_fraction": builtin.memetic.swap_fraction,
-          "neighbour_device": builtin.memetic.neighbour_device,
-          "improve_interval": builtin.memetic.interval,
-          "cluster_fraction": builtin.memetic.cluster_fraction,
-          "exchange_fraction": builtin.memetic.exchange_fraction,
-          "accept_worse": builtin.memetic.accept_worse,
-          "relabel_fraction": builtin.memetic.relabel_fraction,
-          "climber_pool": builtin.memetic.climber_pool,
-          "cost_bias": builtin.memetic.cost_bias}
+  return {"decoder": builtin.decoder, "bias": builtin.bias, **builtin.memetic.values()}
 
 
 def search_settings(name: str, path: str | None = None, decoder: str | None = None,
@@ -111,17 +100,8 @@ def search_settings(name: str, path: str | None = None, decoder: str | None = No
 def settings_from_values(values: dict[str, Any]):
   """`regal.search.SearchSettings` (validated) from one value per SEARCH_KEYS key."""
   return brkga_search.SearchSettings(
-      decoder=str(values["decoder"]), bias=float(values["bias"]), memetic=brkga_search.Memetic(
-          climbers=int(values["climbers"]), steps=int(values["climb_steps"]),
-          batch=int(values["climb_batch"]), swap_fraction=float(values["swap_fraction"]),
-          neighbour_device=float(values["neighbour_device"]),
-          interval=int(values["improve_interval"]),
-          cluster_fraction=float(values["cluster_fraction"]),
-          exchange_fraction=float(values["exchange_fraction"]),
-          accept_worse=float(values["accept_worse"]),
-          relabel_fraction=float(values["relabel_fraction"]),
-          climber_pool=int(values["climber_pool"]),
-          cost_bias=float(values["cost_bias"]))).validate()
+      decoder=str(values["decoder"]), bias=float(values["bias"]),
+      memetic=brkga_search.Memetic.from_values(values)).validate()
 
 
 def setting(name: str, path: str | None = None) -> dict[str, Any] | None:

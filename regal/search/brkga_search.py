@@ -45,50 +45,7 @@ from regal.scoring import decoders, models, performance
 from regal.search import compile_clock, local_moves
 
 
-@dataclasses.dataclass(frozen=True)
-class Memetic:
-  """Local improvement inside BRKGA (`regal.search.local_moves`): after every `interval`-th
-  generation the best `climbers` chromosomes of each population (or the best and others drawn
-  from the best `climber_pool`) climb `steps` steps of `batch` moves each; `swap_fraction` of
-  the moves are adjacent priority swaps (none when
-  the model ignores priorities under the direct decoder), the rest device moves, which go to
-  a neighbour's device with probability `neighbour_device`; `cluster_fraction` of the
-  device moves take the op's heavy-edge cluster along, and `exchange_fraction` of them (single
-  or cluster) bring an op of the target device (with its cluster) back; `relabel_fraction` of
-  all moves are relabellings instead (two devices trade a stretch of the topological order);
-  `cost_bias` of the moved ops are drawn in proportion to compute cost, the rest uniformly.
-  A step takes its best move when that is at most `accept_worse` (a fraction of the climber's
-  value) worse.
-  `climbers = 0`: plain BRKGA."""
-  climbers: int = 0
-  # The WC default's climb: 2 climbers x 10 steps x 32 moves (other shapes did not pay:
-  # search_settings.md#steps).
-  steps: int = 10
-  batch: int = 32
-  # Most adjacent swaps leave a WC schedule as it was (each device orders its own ops), so a
-  # small share (search_settings.md#swap_fraction).
-  swap_fraction: float = 0.1
-  # 0.75 did not pay (search_settings.md#neighbour_device).
-  neighbour_device: float = 0.5
-  interval: int = 1
-  cluster_fraction: float = 0.5
-  # Cluster moves, and exchanges, paid; more exchanges did not
-  # (search_settings.md#exchange_fraction).
-  exchange_fraction: float = 0.5
-  # Threshold accepting: a climber may take a move up to this fraction worse than itself, to
-  # leave a shallow basin. Off: not shown to pay (search_settings.md#accept_worse).
-  accept_worse: float = 0.0
-  # Relabellings (`local_moves.relabelled`: two devices trade every op of a stretch of the
-  # topological order) in place of this share of moves. Off: not shown to pay
-  # (search_settings.md#relabel_fraction).
-  relabel_fraction: float = 0.0
-  # The climbers: the best and `climbers` - 1 drawn each generation from the best
-  # `climber_pool` (0: the best `climbers`). Off: not shown to pay
-  # (search_settings.md#climber_pool).
-  climber_pool: int = 0
-  # The share of moves whose op is drawn in proportion to its compute cost (the rest alike).
-  # Off: not shown to pay (search_settings.md#cost_bias).
-  cost_bias: float = 0.0
+Memetic = local_moves.Memetic  # Declared once, beside the climb that reads it.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,17 +57,12 @@ class SearchSettings:
   memetic: Memetic = Memetic()
 
   def validate(self) -> "SearchSettings":
-    memetic = self.memetic
     if self.decoder not in decoders.names():
       raise ValueError(f"unknown decoder {self.decoder!r}; known: "
                        f"{', '.join(decoders.names())}")
-    if not (self.bias >= 0 and memetic.climbers >= 0 and memetic.steps >= 1
-            and memetic.batch >= 1 and memetic.interval >= 1
-            and 0 <= memetic.swap_fraction <= 1 and 0 <= memetic.neighbour_device <= 1
-            and 0 <= memetic.cluster_fraction <= 1 and 0 <= memetic.exchange_fraction <= 1
-            and 0 <= memetic.accept_worse < 1 and 0 <= memetic.relabel_fraction <= 1
-            and memetic.climber_pool >= 0 and 0 <= memetic.cost_bias <= 1):
-      raise ValueError(f"out of range: {self}")
+    if not self.bias >= 0:
+      raise ValueError(f"out of range: bias {self.bias}")
+    self.memetic.validate()
     return self
 
 
@@ -366,13 +318,8 @@ def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
   def search(rng, seeds, table, token):
     improve = None
     if memetic.climbers > 0:
-      improve = local_moves.elite_improver(fitness, table, layout, memetic.climbers,
-                                           memetic.steps, memetic.batch, swaps,
-                                           memetic.neighbour_device,
-                                           memetic.cluster_fraction,
-                                           memetic.exchange_fraction, memetic.accept_worse,
-                                           memetic.relabel_fraction, memetic.climber_pool,
-                                           memetic.cost_bias)
+      improve = local_moves.elite_improver(
+          fitness, table, layout, dataclasses.replace(memetic, swap_fraction=swaps))
     return brkga.run(fitness, rng, params, evals, num_genes, seeds=seeds, improve=improve,
                      improve_interval=memetic.interval, stop=_stop_fn(token))
 
@@ -386,9 +333,7 @@ def _host_improver(score, table: local_moves.MoveTable, layout: chromosome_lib.L
   if memetic.climbers == 0:
     return None
   return local_moves.elite_improver_on_host(
-      score, table, layout, memetic.climbers, memetic.steps, memetic.batch, swaps,
-      memetic.neighbour_device, memetic.cluster_fraction, memetic.exchange_fraction,
-      memetic.accept_worse, memetic.relabel_fraction, memetic.climber_pool, memetic.cost_bias)
+      score, table, layout, dataclasses.replace(memetic, swap_fraction=swaps))
 
 
 def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,

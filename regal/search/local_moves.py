@@ -42,6 +42,7 @@ every graph of a bucket.
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from typing import Callable
 
@@ -207,19 +208,20 @@ def _drawn_index(u: jnp.ndarray, count) -> jnp.ndarray:
   return jnp.minimum(jnp.floor(u * count).astype(jnp.int32), jnp.maximum(count - 1, 0))
 
 
-def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable,
-            layout: chromosome_lib.Layout, swap_fraction: float,
-            neighbour_device: float, cluster_fraction: float = 0.0,
-            exchange_fraction: float = 0.0, exchange_uniform: jnp.ndarray | None = None,
-            relabel_fraction: float = 0.0, relabel_uniform: jnp.ndarray | None = None,
-            cost_bias: float = 0.0) -> jnp.ndarray:
+def propose(uniform: jnp.ndarray, chromosome: jnp.ndarray, table: MoveTable, how: "Climb",
+            exchange_uniform: jnp.ndarray | None = None,
+            relabel_uniform: jnp.ndarray | None = None) -> jnp.ndarray:
   """`batch` neighbours [batch, n] of one chromosome, chosen by `uniform` [PROPOSAL_DRAWS,
   batch] numbers in [0, 1): each a device move (a cluster move with probability
   `cluster_fraction`; either one an exchange with probability `exchange_fraction`, drawn by
   `exchange_uniform` [EXCHANGE_DRAWS, batch]) or, with probability `swap_fraction` (and at
   least two real ops), an adjacent priority swap; with probability `relabel_fraction` (drawn
   by `relabel_uniform` [RELABEL_DRAWS, batch]) a relabelling instead (`relabelled`). A device
-  move's op is drawn in proportion to compute cost with probability `cost_bias` (`drawn_op`)."""
+  move's op is drawn in proportion to compute cost with probability `cost_bias` (`drawn_op`).
+  The shares are `how`'s (`Climb`)."""
+  layout, swap_fraction, neighbour_device = how.layout, how.swap_fraction, how.neighbour_device
+  cluster_fraction, exchange_fraction = how.cluster_fraction, how.exchange_fraction
+  relabel_fraction, cost_bias = how.relabel_fraction, how.cost_bias
   num_devices = layout.num_devices
   kind, op_u, pick_u, other_u, use_u, swap_u, cluster_u, size_u = uniform
   swap = (kind < swap_fraction) & (table.num_ops > 1)
@@ -341,6 +343,88 @@ def hashed_uniform(key: jax.Array, shape: tuple[int, ...]) -> jnp.ndarray:
   return (x >> 8).astype(jnp.float32) * jnp.float32(2.0 ** -24)
 
 
+_CASTS = {"int": int, "float": float}
+
+
+def _setting(default, key: str, low, high=None, upper_open: bool = False):
+  """A `Memetic` field: its default, its key in a preset, its range [low, high] (or
+  [low, high) when `upper_open`; no upper end when `high` is None)."""
+  return dataclasses.field(default=default, metadata={"key": key,
+                                                      "range": (low, high, upper_open)})
+
+
+@dataclasses.dataclass(frozen=True)
+class Memetic:
+  """Local improvement inside BRKGA (`regal.search.local_moves`): after every `interval`-th
+  generation the best `climbers` chromosomes of each population (or the best and others drawn
+  from the best `climber_pool`) climb `steps` steps of `batch` moves each; `swap_fraction` of
+  the moves are adjacent priority swaps (none when
+  the model ignores priorities under the direct decoder), the rest device moves, which go to
+  a neighbour's device with probability `neighbour_device`; `cluster_fraction` of the
+  device moves take the op's heavy-edge cluster along, and `exchange_fraction` of them (single
+  or cluster) bring an op of the target device (with its cluster) back; `relabel_fraction` of
+  all moves are relabellings instead (two devices trade a stretch of the topological order);
+  `cost_bias` of the moved ops are drawn in proportion to compute cost, the rest uniformly.
+  A step takes its best move when that is at most `accept_worse` (a fraction of the climber's
+  value) worse.
+  `climbers = 0`: plain BRKGA. Each field names its key in a preset (`brkga_presets`) and its
+  range (`validate`): presets, validation and the climb all read this one declaration."""
+  climbers: int = _setting(0, "climbers", 0)
+  # The WC default's climb: 2 climbers x 10 steps x 32 moves (other shapes did not pay:
+  # search_settings.md#steps).
+  steps: int = _setting(10, "climb_steps", 1)
+  batch: int = _setting(32, "climb_batch", 1)
+  # Most adjacent swaps leave a WC schedule as it was (each device orders its own ops), so a
+  # small share (search_settings.md#swap_fraction).
+  swap_fraction: float = _setting(0.1, "swap_fraction", 0.0, 1.0)
+  # 0.75 did not pay (search_settings.md#neighbour_device).
+  neighbour_device: float = _setting(0.5, "neighbour_device", 0.0, 1.0)
+  interval: int = _setting(1, "improve_interval", 1)
+  cluster_fraction: float = _setting(0.5, "cluster_fraction", 0.0, 1.0)
+  # Cluster moves, and exchanges, paid; more exchanges did not
+  # (search_settings.md#exchange_fraction).
+  exchange_fraction: float = _setting(0.5, "exchange_fraction", 0.0, 1.0)
+  # Threshold accepting: a climber may take a move up to this fraction worse than itself, to
+  # leave a shallow basin. Off: not shown to pay (search_settings.md#accept_worse).
+  accept_worse: float = _setting(0.0, "accept_worse", 0.0, 1.0, upper_open=True)
+  # Relabellings (`local_moves.relabelled`: two devices trade every op of a stretch of the
+  # topological order) in place of this share of moves. Off: not shown to pay
+  # (search_settings.md#relabel_fraction).
+  relabel_fraction: float = _setting(0.0, "relabel_fraction", 0.0, 1.0)
+  # The climbers: the best and `climbers` - 1 drawn each generation from the best
+  # `climber_pool` (0: the best `climbers`). Off: not shown to pay
+  # (search_settings.md#climber_pool).
+  climber_pool: int = _setting(0, "climber_pool", 0)
+  # The share of moves whose op is drawn in proportion to its compute cost (the rest alike).
+  # Off: not shown to pay (search_settings.md#cost_bias).
+  cost_bias: float = _setting(0.0, "cost_bias", 0.0, 1.0)
+
+  def validate(self) -> "Memetic":
+    for field in dataclasses.fields(self):
+      low, high, open_high = field.metadata["range"]
+      value = getattr(self, field.name)
+      if not (value >= low and (high is None or (value < high if open_high
+                                                  else value <= high))):
+        raise ValueError(f"out of range: {field.metadata['key']} {value}")
+    return self
+
+  @staticmethod
+  def keys() -> tuple[str, ...]:
+    """Each field's key in a preset, in field order."""
+    return tuple(field.metadata["key"] for field in dataclasses.fields(Memetic))
+
+  def values(self) -> dict:
+    """{preset key: value}."""
+    return {field.metadata["key"]: getattr(self, field.name)
+            for field in dataclasses.fields(self)}
+
+  @staticmethod
+  def from_values(values: dict) -> "Memetic":
+    """From {preset key: value}, each cast to its field's type."""
+    return Memetic(**{field.name: _CASTS[field.type](values[field.metadata["key"]])
+                      for field in dataclasses.fields(Memetic)})
+
+
 @struct.dataclass
 class Climb:
   """How climbers move (`climb`'s settings; all static: they fix the compiled step)."""
@@ -353,6 +437,13 @@ class Climb:
   accept_worse: float = struct.field(pytree_node=False, default=0.0)
   relabel_fraction: float = struct.field(pytree_node=False, default=0.0)
   cost_bias: float = struct.field(pytree_node=False, default=0.0)
+
+  @staticmethod
+  def of(layout: chromosome_lib.Layout, memetic: "Memetic") -> "Climb":
+    """The climb a `Memetic` setting makes on chromosomes of `layout`."""
+    return Climb(layout, memetic.batch, memetic.swap_fraction, memetic.neighbour_device,
+                 memetic.cluster_fraction, memetic.exchange_fraction, memetic.accept_worse,
+                 memetic.relabel_fraction, memetic.cost_bias)
 
 
 def _climb_draws(key: jax.Array, max_steps: int, count: int, how: Climb):
@@ -374,11 +465,8 @@ def _candidates(draws, step, climbers: jnp.ndarray, table: MoveTable, how: Climb
                 ) -> jnp.ndarray:
   """Step `step`'s moves of every climber [C, n]: [C, batch, n]."""
   uniform, exchange, relabel = (d[step] for d in draws)
-  return jax.vmap(lambda u, e, r, c: propose(u, c, table, how.layout, how.swap_fraction,
-                                             how.neighbour_device, how.cluster_fraction,
-                                             how.exchange_fraction, e, how.relabel_fraction,
-                                             r, how.cost_bias))(uniform, exchange, relabel,
-                                                                climbers)
+  return jax.vmap(lambda u, e, r, c: propose(u, c, table, how, e, r))(uniform, exchange,
+                                                                     relabel, climbers)
 
 
 def _accepted(candidates: jnp.ndarray, scored: jnp.ndarray, climbers: jnp.ndarray,
@@ -394,25 +482,13 @@ def _accepted(candidates: jnp.ndarray, scored: jnp.ndarray, climbers: jnp.ndarra
 
 
 def climb(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], key: jax.Array,
-          climbers: jnp.ndarray, values: jnp.ndarray, table: MoveTable,
-          layout: chromosome_lib.Layout, steps, batch: int, swap_fraction: float,
-          neighbour_device: float, max_steps: int | None = None,
-          cluster_fraction: float = 0.0, exchange_fraction: float = 0.0,
-          accept_worse: float = 0.0, relabel_fraction: float = 0.0, cost_bias: float = 0.0
-          ) -> tuple[jnp.ndarray, jnp.ndarray]:
+          climbers: jnp.ndarray, values: jnp.ndarray, table: MoveTable, how: "Climb", steps,
+          max_steps: int | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
   """`steps` (may be traced, at most the static `max_steps`) climb steps of every climber
-  [C, n] with fitness [C]: one fitness call of C * batch chromosomes per step. A step takes
-  its best move when that move's fitness is at most the climber's plus `accept_worse` times
-  its magnitude."""
-  how = Climb(layout, batch, swap_fraction, neighbour_device, cluster_fraction,
-              exchange_fraction, accept_worse, relabel_fraction, cost_bias)
-  return climb_with(fitness_fn, key, climbers, values, table, how, steps,
-                    steps if max_steps is None else max_steps)
-
-
-def climb_with(fitness_fn, key, climbers, values, table: MoveTable, how: Climb, steps,
-               max_steps: int):
-  """`climb` with its settings in `how`."""
+  [C, n] with fitness [C], moving as `how` says (`Climb.of(layout, memetic)`): one fitness
+  call of C * batch chromosomes per step. A step takes its best move when that move's fitness
+  is at most the climber's plus `accept_worse` times its magnitude."""
+  max_steps = steps if max_steps is None else max_steps
   count = climbers.shape[0]
   draws = _climb_draws(key, max_steps, count, how)
 
@@ -439,22 +515,18 @@ def climber_ranks(key: jax.Array, pops: int, count: int, pool: int) -> jnp.ndarr
 
 
 def elite_improver(fitness_fn: Callable[[jnp.ndarray], jnp.ndarray], table: MoveTable,
-                   layout: chromosome_lib.Layout, climbers: int, steps: int, batch: int,
-                   swap_fraction: float, neighbour_device: float,
-                   cluster_fraction: float = 0.0, exchange_fraction: float = 0.0,
-                   accept_worse: float = 0.0, relabel_fraction: float = 0.0,
-                   climber_pool: int = 0, cost_bias: float = 0.0):
-  """A `brkga.run` improve hook: `climbers` chromosomes of each population climb `steps` steps
-  (fewer when the budget left does not cover them): the best `climbers`, or, with a
-  `climber_pool` larger than that, the best and `climbers` - 1 drawn anew each time from the
-  best `climber_pool` (`climber_ranks`)."""
-  how = Climb(layout, batch, swap_fraction, neighbour_device, cluster_fraction,
-              exchange_fraction, accept_worse, relabel_fraction, cost_bias)
+                   layout: chromosome_lib.Layout, memetic: "Memetic"):
+  """A `brkga.run` improve hook: `memetic.climbers` chromosomes of each population climb
+  `memetic.steps` steps (fewer when the budget left does not cover them): the best ones, or,
+  with a `climber_pool` larger than that, the best and the others drawn anew each time from
+  the best `climber_pool` (`climber_ranks`)."""
+  how = Climb.of(layout, memetic)
+  climbers, steps, batch = memetic.climbers, memetic.steps, memetic.batch
 
   def improve(key, population, fitness, allowance):
     ranks, affordable, tops, values = _climbers(key, population, fitness, allowance, climbers,
-                                                steps, batch, climber_pool)
-    tops, values = climb_with(fitness_fn, key, tops, values, table, how, affordable, steps)
+                                                steps, batch, memetic.climber_pool)
+    tops, values = climb(fitness_fn, key, tops, values, table, how, affordable, steps)
     return _climbed(population, fitness, ranks, affordable, tops, values, batch)
 
   return improve
@@ -490,16 +562,13 @@ _climbed_jit = jax.jit(_climbed, static_argnums=6)
 
 
 def elite_improver_on_host(score: Callable[[np.ndarray], np.ndarray], table: MoveTable,
-                           layout: chromosome_lib.Layout, climbers: int, steps: int,
-                           batch: int, swap_fraction: float, neighbour_device: float,
-                           cluster_fraction: float = 0.0, exchange_fraction: float = 0.0,
-                           accept_worse: float = 0.0, relabel_fraction: float = 0.0,
-                           climber_pool: int = 0, cost_bias: float = 0.0):
+                           layout: chromosome_lib.Layout, memetic: "Memetic"):
   """`elite_improver` as a `brkga.run_on_host` hook: the same climbs, move for move, with
   `score` a host function (numpy chromosomes [N, n] -> fitness [N]) called between jitted
   steps."""
-  how = Climb(layout, batch, swap_fraction, neighbour_device, cluster_fraction,
-              exchange_fraction, accept_worse, relabel_fraction, cost_bias)
+  how = Climb.of(layout, memetic)
+  climbers, steps, batch = memetic.climbers, memetic.steps, memetic.batch
+  climber_pool = memetic.climber_pool
 
   def improve(key, population, fitness, allowance):
     ranks, affordable, tops, values = _climbers_jit(key, population, fitness,
