@@ -401,3 +401,55 @@ class ChromosomeScorer:
       chunk = np.concatenate([chunk, np.repeat(chunk[:1], self.batch_size - rows, 0)])
       values.append(np.asarray(self.fitness(jnp.asarray(chunk)), np.float64)[:rows])
     return np.concatenate(values)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Evaluator:
+  """Everything the search needs to know about scoring one problem, resolved once (issue 71):
+  the model's and the decoder's records, the engine, whether the search runs on the bucket
+  layout (native engines) and with which layouts, whether its score breaks ties and reads
+  transfer genes; and the functions built from them (`fitness`, `host_decode`, `bucket_scorer`).
+  The search takes it instead of asking this module about the problem again."""
+  problem: Problem
+  model: models.Model
+  decoder: decoders.Decoder
+  bias: float
+  engine: str
+  breaks_ties: bool
+  reads_transfer_genes: bool
+
+  @staticmethod
+  def of(problem: Problem, decoder: str = "direct", bias: float = 0.0) -> "Evaluator":
+    return Evaluator(problem, models.get(problem.model), decoders.get(decoder), bias,
+                     scoring_engine(problem), breaks_ties(problem),
+                     reads_transfer_genes(problem, decoder))
+
+  @property
+  def bucketed(self) -> bool:
+    """The search runs on the bucket layout, scored on the host (the native engines)."""
+    return self.engine == "native"
+
+  @property
+  def layout(self) -> chromosome_lib.Layout:
+    return self.problem.layout
+
+  @property
+  def bucket(self) -> chromosome_lib.Layout:
+    """The layout padded to size buckets (no transfer genes where none is read)."""
+    return bucket_layout(self.problem, self.decoder.name)
+
+  def reads_priorities(self) -> bool:
+    """Whether priority genes change a schedule: the model reads them, or the decoder does."""
+    return self.model.reads_op_priority or self.decoder.reads_priority(self.model)
+
+  def fitness(self) -> Callable[..., jnp.ndarray]:
+    """The jitted batched fitness (`make_fitness_fn`)."""
+    return make_fitness_fn(self.problem, self.decoder.name, self.bias)
+
+  def host_decode(self) -> Callable[[np.ndarray], chromosome_lib.Decoded]:
+    """Chromosomes [P, n] of the problem's layout -> their assignments (numpy)."""
+    return self.decoder.host(self.problem, self.bias)
+
+  def bucket_scorer(self, bucket: chromosome_lib.Layout | None = None) -> "BucketScorer":
+    """The host scorer of bucket-layout chromosomes (`BucketScorer`)."""
+    return BucketScorer(self.problem, self.decoder.name, self.bias, bucket)

@@ -41,7 +41,7 @@ import numpy as np
 import brkga
 from datasets import cli
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import decoders, models, performance
+from regal.scoring import decoders, performance
 from regal.search import compile_clock, local_moves
 
 
@@ -70,9 +70,8 @@ def swap_fraction(problem: performance.Problem, settings: SearchSettings) -> flo
   """Priority swaps are wasted on a model that ignores priorities, unless the decoder reads
   them (the list decoder plans its placement in priority order; the consumer decoder orders
   transfers by them, where the model reads transfer priorities)."""
-  model = models.get(problem.model)
-  read = model.reads_op_priority or decoders.get(settings.decoder).reads_priority(model)
-  return settings.memetic.swap_fraction if read else 0.0
+  return _swap_share(performance.Evaluator.of(problem, settings.decoder, settings.bias),
+                     settings)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,30 +309,26 @@ class _deadline:
     return bool(_time_up(self.token, state.generation, state.evaluations, state.best_fitness))
 
 
-def _search_fn(fitness, params: brkga.Params, evals: int, num_genes: int,
-               settings: SearchSettings, swaps: float, layout: chromosome_lib.Layout):
+def _search_fn(fitness, run: "_Run", layout: chromosome_lib.Layout):
   """search(rng, seeds, table, token) -> brkga.Result: BRKGA, memetic when asked."""
-  memetic = settings.memetic
+  memetic = run.memetic
 
   def search(rng, seeds, table, token):
     improve = None
     if memetic.climbers > 0:
-      improve = local_moves.elite_improver(
-          fitness, table, layout, dataclasses.replace(memetic, swap_fraction=swaps))
-    return brkga.run(fitness, rng, params, evals, num_genes, seeds=seeds, improve=improve,
-                     improve_interval=memetic.interval, stop=_stop_fn(token))
+      improve = local_moves.elite_improver(fitness, table, layout, memetic)
+    return brkga.run(fitness, rng, run.params, run.evals, layout.size, seeds=seeds,
+                     improve=improve, improve_interval=memetic.interval, stop=_stop_fn(token))
 
   return search
 
 
 def _host_improver(score, table: local_moves.MoveTable, layout: chromosome_lib.Layout,
-                   settings: SearchSettings, swaps: float):
+                   run: "_Run"):
   """The memetic hook of a search scored on the host (None when it does not climb)."""
-  memetic = settings.memetic
-  if memetic.climbers == 0:
+  if run.memetic.climbers == 0:
     return None
-  return local_moves.elite_improver_on_host(
-      score, table, layout, dataclasses.replace(memetic, swap_fraction=swaps))
+  return local_moves.elite_improver_on_host(score, table, layout, run.memetic)
 
 
 def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
@@ -351,60 +346,96 @@ def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
   `should_stop()` turning true. `shape`: the padded shape of a bucketed search (default: the
   problem's own). `progress`: a `progress.SearchProgress` told of the compile and of every
   generation."""
-  with cli.stoppable():
-    return _optimize(problem, evals, seed, params, seeds, settings, time_limit, shape,
-                     should_stop, progress, single_device)
-
-
-def _optimize(problem: performance.Problem, evals: int, seed: int, params: brkga.Params | None,
-              seeds: dict[str, np.ndarray] | None, settings: SearchSettings,
-              time_limit: float | None, shape: PaddedShape | None,
-              should_stop: Callable[[], bool] | None, progress=None,
-              single_device: bool = True) -> SearchResult:
-  params = params or default_params(problem, evals)
   seeds = {**({"single_device": single_device_seed(problem)} if single_device else {}),
            **(seeds or {})}
   if not seeds:
     raise ValueError("a search needs at least one seed chromosome")
-  swaps = swap_fraction(problem, settings)
-  if bucketed(problem):
-    return _optimize_bucketed(problem, evals, seed, params, seeds, settings, swaps, time_limit,
-                              shape or padded_shape(problem, settings.decoder), should_stop,
-                              progress)
-  seed_matrix = jnp.asarray(np.stack(list(seeds.values())), jnp.float32)
-  fitness = performance.make_fitness_fn(problem, settings.decoder, settings.bias)
+  evaluator = performance.Evaluator.of(problem, settings.decoder, settings.bias)
+  run = _Run(evaluator, evals, seed, params or default_params(problem, evals), seeds, settings,
+             _swap_share(evaluator, settings), time_limit, should_stop, progress)
+  with cli.stoppable():
+    if evaluator.bucketed:
+      return _optimize_bucketed(run, shape or PaddedShape(
+          evaluator.bucket, local_moves.neighbour_capacity(problem.graph)))
+    return _optimize(run)
+
+
+def _swap_share(evaluator: performance.Evaluator, settings: SearchSettings) -> float:
+  return settings.memetic.swap_fraction if evaluator.reads_priorities() else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+  """One search's request, resolved: what scores it, its budget and seed, BRKGA's parameters,
+  its seed chromosomes, its settings (with the swap share the model reads), how it may stop
+  and who hears of its progress."""
+  evaluator: performance.Evaluator
+  evals: int
+  seed: int
+  params: brkga.Params
+  seeds: dict[str, np.ndarray]
+  settings: SearchSettings
+  swaps: float
+  time_limit: float | None
+  should_stop: Callable[[], bool] | None
+  progress: Any
+
+  @property
+  def memetic(self) -> Memetic:
+    """The climb as this problem runs it (swaps off where nothing reads priorities)."""
+    return dataclasses.replace(self.settings.memetic, swap_fraction=self.swaps)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Outcome:
+  """What a search path hands back to `_result`: the engine's result, the answer (own
+  layout), the seeds' objectives and the answer's, the seconds spent, whether the answer is
+  the engine's own best (whose lineage it tracked) and why the search stopped."""
+  result: Any
+  best: np.ndarray
+  seed_values: np.ndarray
+  objective: float
+  compile_seconds: float
+  search_seconds: float
+  searched_best: bool
+  stop_reason: str
+
+
+def _optimize(run: _Run) -> SearchResult:
+  """The search under `jit` (the JAX engine), scored by the jitted fitness."""
+  problem = run.evaluator.problem
+  seed_matrix = jnp.asarray(np.stack(list(run.seeds.values())), jnp.float32)
+  fitness = run.evaluator.fitness()
   seed_values = np.asarray(fitness(seed_matrix))
   layout = problem.layout
-  search = _search_fn(fitness, params, evals, layout.size, settings, swaps, layout)
+  search = _search_fn(fitness, run, layout)
   table = local_moves.move_table(problem.graph)
   start = time.perf_counter()
-  if progress is not None:
-    progress.compiling()
-  compiled = jax.jit(search).lower(jax.random.key(seed), seed_matrix, table,
+  if run.progress is not None:
+    run.progress.compiling()
+  compiled = jax.jit(search).lower(jax.random.key(run.seed), seed_matrix, table,
                                    jnp.int32(0)).compile()
   compile_seconds = time.perf_counter() - start
-  with _deadline(time_limit, should_stop, progress) as deadline:
+  with _deadline(run.time_limit, run.should_stop, run.progress) as deadline:
     start = time.perf_counter()
-    result = jax.block_until_ready(compiled(jax.random.key(seed), seed_matrix, table,
+    result = jax.block_until_ready(compiled(jax.random.key(run.seed), seed_matrix, table,
                                             jnp.asarray(deadline.token, jnp.int32)))
     search_seconds = time.perf_counter() - start
-  return _result(problem, result, np.asarray(result.best_chromosome), seeds, seed_values,
-                 float(result.best_fitness), compile_seconds, search_seconds, settings, evals,
-                 params, stop_reason=deadline.reason)
+  return _result(run, _Outcome(result, np.asarray(result.best_chromosome), seed_values,
+                               float(result.best_fitness), compile_seconds, search_seconds,
+                               True, deadline.reason))
 
 
-def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
-                       params: brkga.Params, seeds: dict[str, np.ndarray],
-                       settings: SearchSettings, swaps: float,
-                       time_limit: float | None, shape: PaddedShape,
-                       should_stop: Callable[[], bool] | None = None,
-                       progress=None) -> SearchResult:
+def _optimize_bucketed(run: _Run, shape: PaddedShape) -> SearchResult:
+  """The search driven from the host on the bucket layout (the native engines)."""
+  evaluator, settings, params = run.evaluator, run.settings, run.params
+  problem = evaluator.problem
   own, bucket, capacity = problem.layout, shape.bucket, shape.capacity
-  if bucket.num_tensors == 0 and performance.reads_transfer_genes(problem, settings.decoder):
+  if bucket.num_tensors == 0 and evaluator.reads_transfer_genes:
     raise ValueError(f"the {settings.decoder} decoder reads transfer genes, which the padded "
                      f"shape {bucket} does not carry")
   seed_matrix = np.stack([chromosome_lib.to_bucket(own, bucket, np.asarray(c, np.float32),
-                                                   fill=0.0) for c in seeds.values()])
+                                                   fill=0.0) for c in run.seeds.values()])
   table = local_moves.move_table(problem.graph, bucket.num_ops, capacity)
   # Per-gene settings on the bucket's genes; the padded genes, which decode to nothing, stay
   # uniform and unsteered.
@@ -412,17 +443,17 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
                              for name, fill in (("mutant_alpha", 1.0), ("mutant_beta", 1.0),
                                                 ("prior_q", 0.0), ("prior_mean", 0.5),
                                                 ("prior_spread", 1.0))})
-  scorer = performance.BucketScorer(problem, settings.decoder, settings.bias, bucket)
-  if progress is not None:
-    progress.compiling()
+  scorer = evaluator.bucket_scorer(bucket)
+  if run.progress is not None:
+    run.progress.compiling()
   # Scored on the host between jitted steps (`brkga.run_on_host`): no program holds a host
   # callback, so JAX's persistent cache keeps them for the next process.
-  with _deadline(time_limit, should_stop, progress) as deadline:
+  with _deadline(run.time_limit, run.should_stop, run.progress) as deadline:
     start = time.perf_counter()
     result = jax.block_until_ready(brkga.run_on_host(
-        scorer.search_scores, jax.random.key(seed), guided, evals, bucket.size,
+        scorer.search_scores, jax.random.key(run.seed), guided, run.evals, bucket.size,
         seeds=jnp.asarray(seed_matrix),
-        improve=_host_improver(scorer.search_scores, table, bucket, settings, swaps),
+        improve=_host_improver(scorer.search_scores, table, bucket, run),
         improve_interval=settings.memetic.interval, stop=deadline.stop))
     search_seconds = time.perf_counter() - start - deadline.clock.seconds
   compile_seconds = deadline.compile_seconds
@@ -431,16 +462,15 @@ def _optimize_bucketed(problem: performance.Problem, evals: int, seed: int,
   # search's best and its final populations. Those were all scored by the search, and the
   # objective is the same simulation's makespan, so reading it again is not counted.
   searched = np.asarray(result.best_chromosome)[None]
-  if performance.breaks_ties(problem):
+  if evaluator.breaks_ties:
     searched = np.concatenate([searched, np.asarray(result.final_population).reshape(
         -1, bucket.size)])
   values = scorer.objectives(np.concatenate([seed_matrix, searched]))
   found = values[len(seed_matrix):]
   pick = int(np.argmin(found))  # The first of equals: the search's own best.
   best = chromosome_lib.from_bucket(own, bucket, searched[pick])
-  return _result(problem, result, best, seeds, values[:len(seed_matrix)], float(found[pick]),
-                 compile_seconds, search_seconds, settings, evals, params,
-                 searched_best=pick == 0, stop_reason=deadline.reason)
+  return _result(run, _Outcome(result, best, values[:len(seed_matrix)], float(found[pick]),
+                               compile_seconds, search_seconds, pick == 0, deadline.reason))
 
 
 def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
@@ -459,32 +489,28 @@ def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
   return jnp.asarray(chromosome_lib.to_bucket(own, bucket, values, fill=fill), jnp.float32)
 
 
-def _result(problem: performance.Problem, result, best: np.ndarray, seeds: dict[str, np.ndarray],
-            seed_values: np.ndarray, objective: float, compile_seconds: float,
-            search_seconds: float, settings: SearchSettings, evals: int, params: brkga.Params,
-            searched_best: bool = True, stop_reason: str = "budget") -> SearchResult:
-  """The search's answer `best`; under the list or the consumer decoder it is re-encoded for
-  the direct decoder (same placement, order and transfer priorities), which every consumer
-  reads.
-  `searched_best`: it is the search's best by its score, whose seed lineage the engine
-  tracks (another final chromosome's is unknown)."""
-  decoded = performance.host_decoder(problem, settings.decoder, settings.bias)(
-      np.asarray(best, np.float32)[None])
+def _result(run: _Run, outcome: _Outcome) -> SearchResult:
+  """The search's answer; under a decoder other than the direct one it is re-encoded for the
+  direct decoder (same placement, order and transfer priorities), which every consumer reads.
+  Its seed lineage is known where it is the engine's own best (`outcome.searched_best`)."""
+  evaluator, result, params, evals = run.evaluator, outcome.result, run.params, run.evals
+  best = outcome.best
+  decoded = evaluator.host_decode()(np.asarray(best, np.float32)[None])
   placement = np.asarray(decoded.placement[0])
   order = chromosome_lib.priority_order(np.asarray(decoded.op_priority[0]))
-  if not decoders.get(settings.decoder).identity:
-    best = chromosome_lib.encode(placement, order, problem.layout,
+  if not evaluator.decoder.identity:
+    best = chromosome_lib.encode(placement, order, evaluator.layout,
                                  np.asarray(decoded.transfer_priority[0]))
   history = np.asarray(result.history)
   generations = int(result.generations)
   evaluations = int(result.evaluations)
   return SearchResult(
-      best_chromosome=best, objective=objective, placement=placement,
+      best_chromosome=best, objective=outcome.objective, placement=placement,
       order=order, history=history[:generations + 1], evaluations=evaluations,
-      compile_seconds=compile_seconds, search_seconds=search_seconds,
-      seed_objectives={name: float(v) for name, v in zip(seeds, seed_values)},
-      origin=(list(seeds)[int(result.best_origin)]
-              if searched_best and int(result.best_origin) >= 0 else None),
+      compile_seconds=outcome.compile_seconds, search_seconds=outcome.search_seconds,
+      seed_objectives={name: float(v) for name, v in zip(run.seeds, outcome.seed_values)},
+      origin=(list(run.seeds)[int(result.best_origin)]
+              if outcome.searched_best and int(result.best_origin) >= 0 else None),
       stopped_early=evaluations + params.offspring_per_generation <= evals and
       generations < brkga.max_generations(params, evals),
-      stop_reason=stop_reason)
+      stop_reason=outcome.stop_reason)
