@@ -80,14 +80,17 @@ def targets():
       yield f"sharded {workload} (wc x{count})", sharded.generate(workload, count), devices, "wc"
 
 
-def _row(label: str, kind: str, seed: int, budget: int | None, model: str, evals: int,
-         objective: float, search_seconds: float, started: float, placement) -> dict:
-  """One run's row (`started`: its perf_counter start)."""
-  return {"graph": label, "kind": kind, "seed": seed, "budget": budget, "evals": int(evals),
-          "objective": float(objective),
+def _row(label: str, kind: str, seed: int, budget: int | None, model: str, outcome: dict,
+         started: float) -> dict:
+  """One run's row: `outcome` {evals, objective, search_seconds, placement} (`started`: its
+  perf_counter start)."""
+  objective = outcome["objective"]
+  return {"graph": label, "kind": kind, "seed": seed, "budget": budget,
+          "evals": int(outcome["evals"]), "objective": float(objective),
           "in_units": float(models.get(model).in_units(objective)),
-          "search_seconds": float(search_seconds), "seconds": time.perf_counter() - started,
-          "placement": [int(d) for d in placement]}
+          "search_seconds": float(outcome["search_seconds"]),
+          "seconds": time.perf_counter() - started,
+          "placement": [int(d) for d in outcome["placement"]]}
 
 
 def run_one(label: str, graph, devices, model: str, seed: int, evals: int | None) -> dict:
@@ -95,8 +98,9 @@ def run_one(label: str, graph, devices, model: str, seed: int, evals: int | None
   data = optimize_lib.run(graph, devices, methods.RunConfig(model=model, evals=evals,
                                                             seed=seed)).data
   return _row(label, "default" if evals is None else "reference", seed, evals, model,
-              data["evaluations"], data["objective"], data["wall_seconds"]["search"], started,
-              [entry["device"] for entry in data["placement"]])
+              {"evals": data["evaluations"], "objective": data["objective"],
+               "search_seconds": data["wall_seconds"]["search"],
+               "placement": [entry["device"] for entry in data["placement"]]}, started)
 
 
 def run_split(label: str, graph, devices, model: str, seed: int, evals: int,
@@ -110,8 +114,10 @@ def run_split(label: str, graph, devices, model: str, seed: int, evals: int,
   result = guides.run_guided(problem, evals, seed, guided)
   objective = performance.score_reference(problem, result.best_chromosome)[0]
   placement, _ = chromosome_lib.assignment(result.best_chromosome, problem.layout)
-  return {**_row(label, "split reference", seed, evals, model, result.evaluations, objective,
-                 result.search_seconds, started, placement), "split_from": source["from"]}
+  return {**_row(label, "split reference", seed, evals, model,
+                 {"evals": result.evaluations, "objective": objective,
+                  "search_seconds": result.search_seconds, "placement": placement}, started),
+          "split_from": source["from"]}
 
 
 def _earlier_bests(mode: str) -> dict[str, dict]:

@@ -10,7 +10,7 @@ fits: a class with an op only a CPU runs stays on the CPU side, and an accelerat
 most `maxSizePerFPGA` bytes. A descent scores every move (`native_pipeline`, by what the move
 changes) and takes the best, by the max-load and then by the sum of squared loads, until no
 move is better. Each round of the search puts a random number of random classes (1 up to
-`moved_fraction` of them) on random devices where they fit, starting from the best split so
+`MOVED_FRACTION` of them) on random devices where they fit, starting from the best split so
 far, descends, and keeps the result when it is no worse (so the search walks across plateaus
 of equal max-load); for max-load every other round moves classes across cut edges instead
 (an edge whose ends are on different devices: one end's class joins the other). The budget
@@ -95,8 +95,11 @@ def _no_worse(a: tuple[float, float], b: tuple[float, float]) -> bool:
   return a[0] < b[0] - tolerance or (abs(a[0] - b[0]) <= tolerance and a[1] <= b[1])
 
 
+MOVED_FRACTION = 0.1  # At most this share of the co-location classes move in a perturbation.
+
+
 def local_search(workload: Workload, start: np.ndarray, evaluations: int = 2_000_000,
-                 moved_fraction: float = 0.1, seed: int = 0, deadline: float = np.inf,
+                 seed: int = 0, deadline: float = np.inf,
                  should_stop=lambda: False, objective: str = "throughput",
                  perturbations: tuple | None = None, max_rounds: int | None = None
                  ) -> SearchedSplit:
@@ -114,7 +117,7 @@ def local_search(workload: Workload, start: np.ndarray, evaluations: int = 2_000
   if spent == 0:  # No class can move anywhere: the start is the only split.
     evaluations = 0
   best_key = key(arrays, best)
-  most = max(1, int(moved_fraction * workload.num_groups))
+  most = max(1, int(MOVED_FRACTION * workload.num_groups))
   rounds = 0
   while spent < evaluations and (max_rounds is None or rounds < max_rounds) and \
       time.perf_counter() < deadline and not should_stop():

@@ -14,7 +14,7 @@ the right priority at once). The search:
   compacts the schedule while the makespan plateaus, so equal-makespan steps still progress;
 * after each accepted move re-sorts the order by start time (a topological order that runs
   the same schedule), so an op's window is the time between its inputs and its readers;
-* at a local optimum kicks the best schedule so far (`kick_ops` random insertions) and
+* at a local optimum kicks the best schedule so far (`KICK_OPS` random insertions) and
   descends again, keeping a local optimum that is no longer than the best (iterated local
   search);
 * every `WINDOW_AFTER_KICKS` kicks without a shorter schedule (with a deadline, where
@@ -308,7 +308,7 @@ def score(graph: NativeDelayGraph, placement: np.ndarray, order: np.ndarray
 
 def polish(problem: performance.Problem, placement: np.ndarray, order: np.ndarray,
            seed: int = 0, evals: int = 1_000_000, deadline: float = np.inf,
-           kick_ops: int = KICK_OPS, graph: NativeDelayGraph | None = None,
+           graph: NativeDelayGraph | None = None,
            should_stop: Callable[[], bool] | None = None,
            windows: bool = True) -> PolishResult:
   """The iterated insertion search from a placement and op order (the module doc), for at
@@ -376,7 +376,7 @@ def polish(problem: performance.Problem, placement: np.ndarray, order: np.ndarra
       stale += 1
       order[:], placement[:] = best[2], best[3]
       position[order] = np.arange(num_ops)
-      _kick(order, position, placement, kick_ops, *links, num_devices, graph.cost,
+      _kick(order, position, placement, KICK_OPS, *links, num_devices, graph.cost,
             graph.pred_bytes, graph.speed, graph.bandwidth, graph.latency, start, end, free)
       kicks += 1
   return PolishResult(placement=best[3], order=best[2], makespan=float(best[0]),
