@@ -95,6 +95,7 @@ LABELS = {"cpsat": "CP-SAT", "gp_dfs": "GP + DFS", "local_search": "Local search
 
 def quick_config(objective: str = "runtime") -> ml_collections.ConfigDict:
   config = default_config.get_config()
+  config.learner = "mutants"  # REGAL's table: REGAL's mutant policy (not the default prior).
   config.objective = objective
   config.num_train, config.num_valid, config.num_test = 8, 4, 6
   config.num_steps, config.eval_every, config.log_every = 6, 6, 3
@@ -174,18 +175,18 @@ def run_table(trainer, policy_params, indices, time_limit: float, limits: Sequen
       trainer.problems[i], alpha, beta, evals,
       seed=train_lib.EVAL_SEED).objective for i, (alpha, beta) in zip(indices, distributions)])
   for method in ("gp_dfs", "local_search", "hill_climb"):
-    timed(method, lambda: [baselines.run_method(method, trainer.problems[i], evals,
+    timed(method, lambda: [methods.run_method(method, trainer.problems[i], evals,
                                                 seed=train_lib.EVAL_SEED).objective
                            for i in indices])
   timed("search", lambda: [our_search(trainer.problems[i], evals) for i in indices])
-  timed("hill_climb_long", lambda: [baselines.run_method(
+  timed("hill_climb_long", lambda: [methods.run_method(
       "hill_climb", trainer.problems[i], long_factor * evals, seed=train_lib.EVAL_SEED).objective
                                     for i in indices])
   timed("search_long", lambda: [our_search(trainer.problems[i], long_factor * evals)
                                 for i in indices])
   if trainer.config.objective == "runtime":  # CP-SAT plans makespans only.
     results = []
-    timed("cpsat", lambda: [results.append(baselines.run_method(
+    timed("cpsat", lambda: [results.append(methods.run_method(
         "cpsat", trainer.problems[i], evals, seed=0, time_limit=time_limit)) or
                             results[-1].objective for i in indices])
     bounds = [r.details.get("lower_bound") for r in results]

@@ -41,7 +41,6 @@ from datasets import dataset as dataset_lib  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets import io as graph_io  # noqa: E402
 from experiments import command, report  # noqa: E402
-from regal import baselines  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import models, performance  # noqa: E402
 
@@ -75,7 +74,7 @@ def _baseline(method: str, graph, devices, model: str, evals: int) -> float:
   if _QUICK.value:
     evals = min(evals, 3000)
   problem = performance.Problem(graph, devices, model=model)
-  return float(baselines.run_method(method, problem, evals=evals, seed=0).objective)
+  return float(methods.run_method(method, problem, evals=evals, seed=0).objective)
 
 
 def doppler_section() -> list[dict[str, Any]]:

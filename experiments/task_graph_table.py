@@ -68,7 +68,7 @@ from datasets import io as graph_io  # noqa: E402
 from datasets.benchmarks import sinnen_instances, stg_instances, stratified  # noqa: E402,F401
 from experiments import command, report  # noqa: E402
 from regal.learning.stats import bootstrap_interval  # noqa: E402
-from regal import baselines, search  # noqa: E402
+from regal import search  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.baselines import exact  # noqa: E402
 from regal.scoring import performance  # noqa: E402
@@ -201,7 +201,7 @@ def ours(method: str, graph, processors: int, tasks_per_graph: int) -> tuple[dic
       facts = {"status": result.details["status"], "lower_bound": result.details["lower_bound"]}
     else:
       evals = _EVALS.value or search.default_evals(problem)
-      result = baselines.run_method(method, problem, evals=evals, seed=_SEED.value)
+      result = methods.run_method(method, problem, evals=evals, seed=_SEED.value)
       if method == "hill_climb":
         facts = {"search_objective": result.details["searched_objective"],
                  "best_seed": result.details["seed_objective"],

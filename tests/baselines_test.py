@@ -14,6 +14,7 @@ from datasets import devices as devices_lib
 from datasets import io as graph_io
 from datasets.graph import Graph
 from regal import baselines
+from regal.app import methods
 from regal.baselines import enumerative, exact, fusion, list_scheduling, partition
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import doppler_sim, performance
@@ -165,7 +166,7 @@ def _assert_valid(result, problem):
 def test_every_fast_method_is_valid_and_rescores(graph, devices, model):
   problem = performance.Problem(graph, devices, model=model)
   for method in FAST_METHODS:
-    result = baselines.run_method(method, problem, time_limit=2)
+    result = methods.run_method(method, problem, time_limit=2)
     assert result.method == method
     _assert_valid(result, problem)
 
@@ -176,7 +177,7 @@ def test_every_fast_method_is_valid_and_rescores(graph, devices, model):
                   method=st.sampled_from(["local_search", "random", "hill_climb"]))
 def test_search_methods_are_valid_on_random_graphs(graph, devices, model, method):
   problem = performance.Problem(graph, devices, model=model)
-  result = baselines.run_method(method, problem, evals=40)
+  result = methods.run_method(method, problem, evals=40)
   _assert_valid(result, problem)
   assert result.evaluations == 40
 
@@ -191,7 +192,7 @@ def small_problem():
 
 @pytest.mark.parametrize("method", ["local_search", "random", "hill_climb"])
 def test_search_methods_spend_the_budget_and_rescore(small_problem, method):
-  result = baselines.run_method(method, small_problem, evals=300, seed=1)
+  result = methods.run_method(method, small_problem, evals=300, seed=1)
   _assert_valid(result, small_problem)
   assert result.evaluations == 300
   single = baselines.score(small_problem, np.zeros(10, int), np.arange(10))[0]
@@ -209,7 +210,7 @@ def test_hill_climb_starts_from_the_best_seed_and_climbs_on_the_exact_model():
   from regal.baselines import heuristics
   seeds = heuristics.assignments(problem)
   seed_values = {name: baselines.score(problem, p, o)[0] for name, (p, o) in seeds.items()}
-  result = baselines.run_method("hill_climb", problem, evals=400, seed=0)
+  result = methods.run_method("hill_climb", problem, evals=400, seed=0)
   _assert_valid(result, problem)
   assert result.evaluations == 400
   assert result.details["seed_objective"] == min(seed_values.values())
@@ -251,11 +252,11 @@ def test_climb_from_starts_at_the_best_start_and_stops_when_told(small_problem):
 def test_unknown_method_and_memory_objective_are_refused(small_problem):
   from datasets import errors
   with pytest.raises(errors.ConfigError, match="unknown method"):
-    baselines.run_method("nope", small_problem)
+    methods.run_method("nope", small_problem)
   memory = performance.Problem(small_problem.graph, small_problem.devices, model="sync",
                                objective="memory")
   with pytest.raises(errors.ConfigError, match="minimizes the makespan"):
-    baselines.run_method("cpsat", memory)
+    methods.run_method("cpsat", memory)
 
 
 # ----- method-specific behaviour ----------------------------------------------------------

@@ -14,7 +14,8 @@ import numpy as np
 from datasets import errors
 from regal import baselines
 from regal.app import choices
-from regal.baselines import data_parallel, heuristics
+from regal.baselines import (data_parallel, enumerative, exact, heuristics, list_scheduling,
+                             local_search, partition, sampling)
 from regal.doppler_policy import guide as doppler_guide
 from regal.doppler_policy import method as doppler_method
 from regal.learning import trained_guide
@@ -137,11 +138,15 @@ class RunConfig:
 @dataclasses.dataclass(frozen=True)
 class Method:
   """A method: `run(problem, config, evals, scores)`; `reads`: which of the budget, the time
-  limit, the seed and the batched engine it uses (a flag it ignores is refused)."""
+  limit, the seed and the batched engine it uses (a flag it ignores is refused). A baseline
+  also has `solve(problem, evals, seed, time_limit)`, what `run_method` calls without a run's
+  config; `makespan_only`: it plans the makespan alone (the memory objectives are refused)."""
   name: str
   run: Callable[[performance.Problem, RunConfig, int, performance.ReferenceScores],
                 baselines.MethodResult]
   reads: frozenset[str]
+  solve: Callable[[performance.Problem, int, int, float], baselines.MethodResult] | None = None
+  makespan_only: bool = False
 
 
 def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
@@ -286,25 +291,45 @@ def _run_doppler(problem: performance.Problem, config: RunConfig, evals: int,
 def _run_baseline(problem: performance.Problem, config: RunConfig, evals: int,
                   scores: performance.ReferenceScores) -> baselines.MethodResult:
   del scores
-  method, seed = config.method, config.seed
   time_limit = 10.0 if config.time_limit is None else config.time_limit
-  try:
-    result = baselines.run_method(method, problem, evals=evals, seed=seed, time_limit=time_limit)
-  except ValueError as error:
-    raise errors.ConfigError(str(error)) from None
-  if method in baselines.MAKESPAN_ONLY:
+  result = run_method(config.method, problem, evals=evals, seed=config.seed,
+                      time_limit=time_limit)
+  if get(config.method).makespan_only:
     result = dataclasses.replace(result, settings={"time_limit": time_limit})
   return result
 
 
-# What each method reads besides the problem (the baselines say it in their registry);
+def _baseline(name: str, solve, reads: frozenset[str] = frozenset(),
+              makespan_only: bool = False) -> Method:
+  return Method(name, _run_baseline, reads, solve, makespan_only)
+
+
+# The one method registry: each method and what it reads besides the problem;
 # `regal.optimize` refuses a flag whose method would ignore it.
 _BATCHED = frozenset({"evals", "seed", "engine"})
-_REGISTRY: dict[str, Method] = {
-    "brkga": Method("brkga", _run_brkga, _BATCHED | {"time_limit"}),
-    "doppler": Method("doppler", _run_doppler, _BATCHED),
-    **{name: Method(name, _run_baseline, baselines.reads(name)) for name in baselines.METHODS},
-}
+_SOLVER = frozenset({"time_limit", "seed"})
+_REGISTRY: dict[str, Method] = {method.name: method for method in (
+    Method("brkga", _run_brkga, _BATCHED | {"time_limit"}),
+    Method("doppler", _run_doppler, _BATCHED),
+    _baseline("critical_path", lambda p, evals, seed, limit: list_scheduling.critical_path(p)),
+    _baseline("critical_path_doppler",
+              lambda p, evals, seed, limit: list_scheduling.critical_path_doppler(p)),
+    _baseline("heft", lambda p, evals, seed, limit: list_scheduling.heft(p)),
+    _baseline("gp_dfs", lambda p, evals, seed, limit: partition.gp_dfs(p)),
+    _baseline("local_search",
+              lambda p, evals, seed, limit: local_search.local_search(p, evals, seed), _BATCHED),
+    _baseline("hill_climb",
+              lambda p, evals, seed, limit: local_search.hill_climb(p, evals, seed), _BATCHED),
+    _baseline("random", lambda p, evals, seed, limit: sampling.random_search(p, evals, seed),
+              _BATCHED),
+    _baseline("enumerative", lambda p, evals, seed, limit: enumerative.enumerative(p, seed),
+              frozenset({"seed"})),
+    _baseline("cpsat", lambda p, evals, seed, limit: exact.cpsat(p, limit, seed=seed), _SOLVER,
+              makespan_only=True),
+    _baseline("quickp", lambda p, evals, seed, limit: exact.quickp(p, limit, seed=seed),
+              _SOLVER, makespan_only=True),
+    _baseline("data_parallel", lambda p, evals, seed, limit: data_parallel.data_parallel(p)),
+)}
 METHODS = tuple(_REGISTRY)  # The built-in methods (`regal.optimize --method` offers these).
 
 
@@ -320,6 +345,19 @@ def get(name: str) -> Method:
   if name not in _REGISTRY:
     raise errors.ConfigError(f"unknown method {name!r}; known: {', '.join(_REGISTRY)}")
   return _REGISTRY[name]
+
+
+def run_method(name: str, problem: performance.Problem, evals: int = 5000, seed: int = 0,
+               time_limit: float = 10.0) -> baselines.MethodResult:
+  """Runs baseline `name` without a run's config (the experiments' tables): `evals` is the
+  search budget, `time_limit` CP-SAT's (seconds)."""
+  method = get(name)
+  if method.solve is None:
+    raise errors.ConfigError(f"--method {name} needs a run's config: use optimize_lib.run")
+  try:
+    return method.solve(problem, evals, seed, time_limit)
+  except ValueError as error:
+    raise errors.ConfigError(str(error)) from None
 
 
 def readers(option: str) -> tuple[str, ...]:
