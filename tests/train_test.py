@@ -22,6 +22,7 @@ from datasets import errors
 from datasets.synthetic import sized_graph
 from regal.app import methods, optimize_lib
 from regal.learning import checkpoint, train_lib
+from regal.learning import workdir as workdir_files
 from regal.learning.configs import default as default_config
 from regal.learning.rollout import Task
 from regal.learning.rollout_pool import RolloutPool
@@ -63,27 +64,27 @@ def test_a_stage_interrupted_midway_computes_only_what_is_missing(tmp_path):
       chunk = missing[k:k + 2]
       on_done(chunk, [np.full(3, i, np.float32) for i in chunk])
 
-  whole = train_lib.per_graph_stage(str(tmp_path / "whole.npz"), None, "stage", list(range(7)),
+  whole = workdir_files.per_graph_stage(str(tmp_path / "whole.npz"), None, "stage", list(range(7)),
                                     compute)
   path = str(tmp_path / "stage.npz")
   with pytest.raises(_Killed):
-    train_lib.per_graph_stage(path, None, "stage", list(range(7)),
+    workdir_files.per_graph_stage(path, None, "stage", list(range(7)),
                               lambda missing, on_done: compute(missing, on_done, stop_after=2))
   asked.clear()
-  resumed = train_lib.per_graph_stage(path, path, "stage", list(range(7)), compute)
+  resumed = workdir_files.per_graph_stage(path, path, "stage", list(range(7)), compute)
   assert asked == [[4, 5, 6]]
   assert sorted(resumed) == list(range(7))
   assert all(np.array_equal(resumed[i], whole[i]) for i in range(7))
   values = str(tmp_path / "values.json")  # JSON stages (objectives) alike.
-  train_lib.per_graph_stage(values, None, "stage", [3, 1], lambda m, done: done(m, [0.5, 2.0]))
-  assert train_lib.per_graph_stage(values, values, "stage", [1, 3], None) == {3: 0.5, 1: 2.0}
+  workdir_files.per_graph_stage(values, None, "stage", [3, 1], lambda m, done: done(m, [0.5, 2.0]))
+  assert workdir_files.per_graph_stage(values, values, "stage", [1, 3], None) == {3: 0.5, 1: 2.0}
 
 
 def test_progress_lines_say_how_far_and_how_long(monkeypatch):
   import io
-  monkeypatch.setattr(train_lib, "PROGRESS_SECONDS", 0.0)
+  monkeypatch.setattr(workdir_files, "PROGRESS_SECONDS", 0.0)
   stream = io.StringIO()  # Not a terminal: plain lines.
-  progress = train_lib.Progress("features", 10, done=4, stream=stream)
+  progress = workdir_files.Progress("features", 10, done=4, stream=stream)
   progress.advance(0)
   progress.advance(3)
   progress.finish()
@@ -241,7 +242,7 @@ def _kill_when_replacing(monkeypatch, pattern: str) -> None:
 
 def _kill_mid_row(monkeypatch, step: int) -> None:
   """A SIGKILL halfway through appending step `step`'s metrics row."""
-  real_append = train_lib._append_csv
+  real_append = workdir_files.append_csv
 
   def append(path, row):
     if row["step"] != step:
@@ -250,7 +251,7 @@ def _kill_mid_row(monkeypatch, step: int) -> None:
       f.write(f"{row['step']},{row['loss']}"[:6])
     raise _Killed
 
-  monkeypatch.setattr(train_lib, "_append_csv", append)
+  monkeypatch.setattr(workdir_files, "append_csv", append)
 
 
 def _run_state(workdir: str) -> dict:

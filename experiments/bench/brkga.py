@@ -33,7 +33,7 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import atomic  # noqa: E402
+from datasets import atomic, errors  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
 from experiments import command  # noqa: E402
@@ -46,6 +46,14 @@ _EVALS = flags.DEFINE_integer("evals", 5000, "Evaluation budget per search.",
 _JSON = flags.DEFINE_string("json", None, "Also write the figures here as JSON.")
 _ENGINES = flags.DEFINE_list("engines", ["native", "jax"], "Our scoring engines to time (the "
                              "first is the headline).")
+
+
+def check_peer() -> None:
+  """The peer this benchmark compares with, installed (else one line, before any work)."""
+  import importlib.util
+  if importlib.util.find_spec("brkga_mp_ipr") is None:
+    raise errors.ConfigError('brkga-mp-ipr is not installed: pip install -e ".[bench]" (the '
+                             'peer this benchmark compares with)')
 
 
 def library_search(problem: performance.Problem, params, budget: int, seed: int):
@@ -84,6 +92,7 @@ def library_search(problem: performance.Problem, params, budget: int, seed: int)
 def main(argv: Sequence[str]) -> None:
   command.check(argv, out_flag=None)
   command.choices("engines", _ENGINES.value, performance.ENGINES)
+  check_peer()
   if _JSON.value:
     atomic.check_output(_JSON.value, "--json")
   graph = sized_graph(200)

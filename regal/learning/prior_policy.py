@@ -3,7 +3,7 @@
 Labels (issue 68, item 1): for each training graph the best answer of `runs` unguided searches
 of `label_evals` evaluations each (10x and more the evaluated budget), computed on the Ray
 actors (`rollout_pool.RolloutPool`) and saved per graph as they finish, so a killed run resumes
-with none lost (`train_lib.per_graph_stage`). From an answer: each op's key at its schedule
+with none lost (`workdir.per_graph_stage`). From an answer: each op's key at its schedule
 position and its placement class (`prior_net.key_label`, `prior_net.placement_classes`).
 
 Training: full-batch Adam on the training graphs' summed key and class losses; the parameters

@@ -38,6 +38,7 @@ from datasets import devices as devices_lib
 from regal.learning import checkpoint
 from regal.learning import policy as policy_lib
 from regal.learning import policy_runner, prior_net, prior_policy, stats, train_lib
+from regal.learning import workdir as workdir_files
 from regal.learning.rollout import Task
 from regal.learning.rollout_pool import RolloutPool
 from regal.search import guides
@@ -173,7 +174,7 @@ def long_run_answers(pool_of: Callable[[], RolloutPool], indices: list[int], run
       on_done(done, [prior_policy.best_answer(collected[g]) for g in done])
     pool_of().map(wanted, finished)
 
-  done = train_lib.per_graph_stage(path, path if os.path.exists(path) else None, what,
+  done = workdir_files.per_graph_stage(path, path if os.path.exists(path) else None, what,
                                    list(range(len(indices))), compute, "graphs")
   return {index: np.asarray(done[k], np.float32) for k, index in enumerate(indices)}
 
@@ -193,7 +194,7 @@ class _Run:
 
   def stage(self, name: str, what: str, count: int, compute, unit: str) -> dict[int, Any]:
     path = self.path(name)
-    return train_lib.per_graph_stage(path, path if os.path.exists(path) else None, what,
+    return workdir_files.per_graph_stage(path, path if os.path.exists(path) else None, what,
                                      list(range(count)), compute, unit)
 
   def answers(self) -> dict[int, np.ndarray]:
@@ -270,7 +271,7 @@ class _Line:
   def __init__(self, what: str):
     from regal.search import progress as search_progress
     self.what = what
-    self.line = search_progress.LiveLine(log_interval=train_lib.PROGRESS_SECONDS)
+    self.line = search_progress.LiveLine(log_interval=workdir_files.PROGRESS_SECONDS)
     print(what, flush=True)
 
   def say(self, text: str) -> None:

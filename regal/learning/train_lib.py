@@ -31,20 +31,17 @@ progress every few seconds, so an interrupt at any instant loses at most one chu
 """
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import json
 import os
 import time
-import zipfile
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from absl import logging
 
 from datasets import atomic
 from datasets import dataset as dataset_lib
@@ -58,6 +55,7 @@ from regal.learning import policy as policy_lib
 from regal.learning import policy_runner
 from regal.learning import reinforce
 from regal.learning import stats
+from regal.learning import workdir as workdir_files
 from regal.learning.rollout import Task
 from regal.learning.rollout_pool import RolloutPool
 from regal.scoring import chromosome as chromosome_lib
@@ -216,7 +214,8 @@ class Trainer:
   def _per_graph(self, name: str, what: str, indices: list[int], compute,
                  unit: str = "searches") -> dict[int, Any]:
     """`per_graph_stage` in this workdir, reading a fine-tuning source's cache too."""
-    return per_graph_stage(os.path.join(self.workdir, name), self._cached(name), what,
+    return workdir_files.per_graph_stage(os.path.join(self.workdir, name), self._cached(name),
+                                         what,
                            indices, compute, unit)
 
   def _features(self) -> list:
@@ -352,7 +351,7 @@ class Trainer:
         self.problems[i].layout, self.policy_config) for i in train}
     params = state.policy_params
     opt_state = reinforce.imitation_optimizer(config.imitation_learning_rate).init(params)
-    progress = Progress("imitating the unguided search's agreed choices",
+    progress = workdir_files.Progress("imitating the unguided search's agreed choices",
                         config.imitation_steps, unit="steps")
     for step in range(config.imitation_steps):
       rng = np.random.default_rng([config.seed, 1_000_000 + step])
@@ -417,7 +416,8 @@ class Trainer:
     pairs = [(i, slot) for i in indices for slot in range(self.config.eval_seeds)]
     objectives = []
     batch = self.config.batch_size
-    progress = Progress(f"{what}: the guided searches", len(pairs), unit="searches",
+    progress = workdir_files.Progress(f"{what}: the guided searches", len(pairs),
+                                      unit="searches",
                         announce=False)
     for start in range(0, len(pairs), batch):
       chunk = pairs[start:start + batch]
@@ -436,95 +436,6 @@ class Trainer:
             "win_rate": float((objectives < unguided).mean()),
             "matched_or_beaten": float((objectives <= unguided).mean()),
             "reward": float(reinforce.log_ratio_rewards(unguided, objectives).mean())}
-
-
-PROGRESS_SECONDS = 5.0
-
-
-class Progress:
-  """Progress of a long stage ("48/160 graphs, 14 s, ~33 s left") on one live line
-  (`progress.LiveLine`: rewritten on a terminal, a plain line every `PROGRESS_SECONDS`
-  elsewhere); the latest is also what an interrupt line names (`cli.note_progress`)."""
-
-  def __init__(self, what: str, total: int, done: int = 0, unit: str = "graphs",
-               announce: bool = True, stream=None):
-    self.what, self.total, self.done, self.unit = what, total, done, unit
-    self.resumed, self.started = done, time.perf_counter()
-    self.line = search_progress.LiveLine(stream, log_interval=PROGRESS_SECONDS)
-    self.line.last_shown = self.started
-    self._note()  # Before the line: an interrupt prompted by it must find the note.
-    if announce:
-      self.line.say(f"{what}: {total} {unit}"
-                    + (f", {done} saved by an earlier run" if done else ""))
-
-  def _note(self) -> None:
-    cli.note_progress(f"{self.what}, {self.done} of {self.total} {self.unit} saved")
-
-  def advance(self, count: int) -> None:
-    self.done += count
-    self._note()
-    if self.line.due() and self.done < self.total:
-      now = time.perf_counter()
-      finished = self.done - self.resumed
-      left = (f"~{(self.total - self.done) * (now - self.started) / finished:.0f} s left"
-              if finished else "the first ones include compiling")
-      self.line.update(f"  {self.what}: {self.done}/{self.total} {self.unit}, "
-                       f"{now - self.started:.0f} s, {left}")
-
-  def finish(self) -> None:
-    seconds = time.perf_counter() - self.started
-    if seconds >= PROGRESS_SECONDS or self.line.open:
-      self.line.say(f"  {self.what}: done in {seconds:.1f} s")
-
-
-def per_graph_stage(path: str, saved: str | None, what: str, indices: list[int],
-                    compute, unit: str = "graphs") -> dict[int, Any]:
-  """{graph index: result} of one training stage: what an earlier (killed) run saved in
-  `saved` (usually `path` itself), then `compute(missing, on_done)` for the rest, which calls
-  `on_done(indices, results)` as chunks finish; each is saved to `path` at once and reported
-  at most every `PROGRESS_SECONDS`, so an interrupt loses at most the chunks in flight."""
-  done = _read_stage(saved) if saved else {}
-  missing = [i for i in indices if i not in done]
-  if not missing:
-    return done
-  progress = Progress(what, len(indices), len(indices) - len(missing), unit)
-
-  def on_done(chunk: list[int], values: list) -> None:
-    if chunk:
-      done.update(zip(chunk, values))
-      _write_stage(path, done)
-    progress.advance(len(chunk))
-
-  compute(missing, on_done)
-  progress.finish()
-  return done
-
-
-def _read_stage(path: str) -> dict[int, Any]:
-  """A per-graph stage file: {index: result} (.npz of arrays or .json of numbers); a JSON list
-  (a whole stage, as older versions wrote it) reads the same; an unreadable file is
-  recomputed."""
-  try:
-    if path.endswith(".npz"):
-      with np.load(path) as stored:
-        return {int(key[1:]): stored[key] for key in stored.files}
-    with open(path) as f:
-      data = json.load(f)
-  except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
-    logging.warning("recomputing %s: unreadable (%s)", path, error)
-    return {}
-  if isinstance(data, list):
-    return dict(enumerate(data))
-  return {int(key): value for key, value in data.items()}
-
-
-def _write_stage(path: str, results: dict[int, Any]) -> None:
-  if path.endswith(".npz"):
-    buffer = io.BytesIO()
-    np.savez(buffer, **{f"g{i}": value for i, value in sorted(results.items())})
-    atomic.write_bytes(path, buffer.getvalue())
-  else:
-    atomic.write_text(path, json.dumps({str(i): value for i, value in sorted(results.items())}))
 
 
 def _checkpoint_meta(workdir: str, config_id: str) -> dict | None:
@@ -560,34 +471,6 @@ def _start_from(source: str, template: reinforce.TrainState) -> reinforce.TrainS
   print(f"fine-tuning the policy of {source} (step {int(state.step)})", flush=True)
   return template.replace(policy_params=state.policy_params,
                           baseline_params=state.baseline_params)
-
-
-def truncate_metrics(path: str, step: int) -> None:
-  """Keeps the rows of `metrics.csv` up to the checkpoint's `step`: a run killed after a row
-  was appended but before its checkpoint was saved reruns that step, and must not log it
-  twice (a partial last line goes too)."""
-  if not os.path.exists(path):
-    return
-  with open(path, newline="") as f:
-    lines = f.read().splitlines(keepends=True)
-  keep = lines[:1] if lines and lines[0].endswith("\n") else []
-  for line in lines[1:]:
-    first = line.split(",", 1)[0]
-    if line.endswith("\n") and first.isdigit() and int(first) <= step:
-      keep.append(line)
-  if not keep:
-    os.unlink(path)
-  elif keep != lines:
-    atomic.write_text(path, "".join(keep))
-
-
-def _append_csv(path: str, row: dict) -> None:
-  new = not os.path.exists(path)
-  with open(path, "a", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=list(row))
-    if new:
-      writer.writeheader()
-    writer.writerow(row)
 
 
 def initial_state(trainer: Trainer, template: bool = False) -> reinforce.TrainState:
@@ -651,11 +534,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     history.append({"step": 0, **trainer.evaluate(state.policy_params, valid)})
     print(f"step 0: validation improvement {history[-1]['improvement_pct']:.2f}%", flush=True)
     _keep_if_best(workdir, state, history, config_id)
-  truncate_metrics(os.path.join(workdir, "metrics.csv"), int(state.step))
-  events = ScalarEvents(os.path.join(workdir, "tb"), int(state.step))
+  workdir_files.truncate_metrics(os.path.join(workdir, "metrics.csv"), int(state.step))
+  events = workdir_files.ScalarEvents(os.path.join(workdir, "tb"), int(state.step))
   train = trainer.splits["train"]
   started, done = time.perf_counter(), 0
-  line = search_progress.LiveLine(log_interval=PROGRESS_SECONDS)
+  line = search_progress.LiveLine(log_interval=workdir_files.PROGRESS_SECONDS)
   cli.note_progress(f"training, step {int(state.step)} of {config.num_steps} saved")
   while int(state.step) < config.num_steps:
     step = int(state.step)
@@ -689,7 +572,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       history.append({"step": step + 1, **trainer.evaluate(state.policy_params, valid)})
       row["valid_improvement_pct"] = history[-1]["improvement_pct"]
       _keep_if_best(workdir, state, history, config_id)
-    _append_csv(os.path.join(workdir, "metrics.csv"), {**row, "valid_improvement_pct":
+    workdir_files.append_csv(os.path.join(workdir, "metrics.csv"), {**row, "valid_improvement_pct":
                                                        row.get("valid_improvement_pct", "")})
     events.add({name: value for name, value in row.items() if name != "step"}, step + 1)
     checkpoint.save(checkpoint.in_workdir(workdir), state,
@@ -722,39 +605,6 @@ def _keep_if_best(workdir: str, state, history: list[dict], config_id: str) -> N
     checkpoint.save(checkpoint.best_in_workdir(workdir), state,
                     {"step": history[-1]["step"], "config": config_id,
                      "validation": history[-1]})
-
-
-class ScalarEvents:
-  """TensorBoard scalars in an event file of `logdir`, each step's written and synced before
-  the checkpoint that covers it; on resume from `resume_step`, a START session log there makes
-  TensorBoard drop what a killed run logged past the checkpoint.
-
-  Not tensorboardX's SummaryWriter: it hands events to a background thread whose queue its
-  flush() does not wait for (a kill right after a step lost that step's events though
-  metrics.csv kept the row), and it names files by the second, so a rerun within the same
-  second replaced the killed run's file. The event file format is still tensorboardX's."""
-
-  def __init__(self, logdir: str, resume_step: int):
-    from tensorboardX.event_file_writer import EventsWriter
-    from tensorboardX.proto.event_pb2 import Event, SessionLog
-    os.makedirs(logdir, exist_ok=True)
-    self._event = Event
-    self._writer = EventsWriter(os.path.join(logdir, "events"),
-                                f".{os.getpid()}.{os.urandom(4).hex()}")
-    if resume_step:
-      self._writer.write_event(Event(wall_time=time.time(), step=resume_step + 1,
-                                     session_log=SessionLog(status=SessionLog.START)))
-    self._writer.flush()
-
-  def add(self, values: dict[str, float], step: int) -> None:
-    from tensorboardX.proto.summary_pb2 import Summary
-    summary = Summary(value=[Summary.Value(tag=name, simple_value=float(value))
-                             for name, value in values.items()])
-    self._writer.write_event(self._event(wall_time=time.time(), step=step, summary=summary))
-    self._writer.flush()  # Flushed and fsynced.
-
-  def close(self) -> None:
-    self._writer.close()
 
 
 def _final_report(trainer: Trainer, policy_params, history, workdir: str) -> dict[str, Any]:

@@ -1,0 +1,169 @@
+"""A training workdir's files, each written so that a kill loses nothing and duplicates
+nothing: per-graph stages saved chunk by chunk (`per_graph_stage`), the metrics CSV cut back
+to the checkpoint's step on resume (`truncate_metrics`), TensorBoard scalars synced per step
+(`ScalarEvents`), and the live progress of a long stage (`Progress`). `regal.train`'s two
+learners (`train_lib`, `prior_train`) share them."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import time
+import zipfile
+from typing import Any
+
+import numpy as np
+from absl import logging
+
+from datasets import atomic, cli
+from regal.search import progress as search_progress
+
+PROGRESS_SECONDS = 5.0
+
+
+class Progress:
+  """Progress of a long stage ("48/160 graphs, 14 s, ~33 s left") on one live line
+  (`progress.LiveLine`: rewritten on a terminal, a plain line every `PROGRESS_SECONDS`
+  elsewhere); the latest is also what an interrupt line names (`cli.note_progress`)."""
+
+  def __init__(self, what: str, total: int, done: int = 0, unit: str = "graphs",
+               announce: bool = True, stream=None):
+    self.what, self.total, self.done, self.unit = what, total, done, unit
+    self.resumed, self.started = done, time.perf_counter()
+    self.line = search_progress.LiveLine(stream, log_interval=PROGRESS_SECONDS)
+    self.line.last_shown = self.started
+    self._note()  # Before the line: an interrupt prompted by it must find the note.
+    if announce:
+      self.line.say(f"{what}: {total} {unit}"
+                    + (f", {done} saved by an earlier run" if done else ""))
+
+  def _note(self) -> None:
+    cli.note_progress(f"{self.what}, {self.done} of {self.total} {self.unit} saved")
+
+  def advance(self, count: int) -> None:
+    self.done += count
+    self._note()
+    if self.line.due() and self.done < self.total:
+      now = time.perf_counter()
+      finished = self.done - self.resumed
+      left = (f"~{(self.total - self.done) * (now - self.started) / finished:.0f} s left"
+              if finished else "the first ones include compiling")
+      self.line.update(f"  {self.what}: {self.done}/{self.total} {self.unit}, "
+                       f"{now - self.started:.0f} s, {left}")
+
+  def finish(self) -> None:
+    seconds = time.perf_counter() - self.started
+    if seconds >= PROGRESS_SECONDS or self.line.open:
+      self.line.say(f"  {self.what}: done in {seconds:.1f} s")
+
+
+def per_graph_stage(path: str, saved: str | None, what: str, indices: list[int],
+                    compute, unit: str = "graphs") -> dict[int, Any]:
+  """{graph index: result} of one training stage: what an earlier (killed) run saved in
+  `saved` (usually `path` itself), then `compute(missing, on_done)` for the rest, which calls
+  `on_done(indices, results)` as chunks finish; each is saved to `path` at once and reported
+  at most every `PROGRESS_SECONDS`, so an interrupt loses at most the chunks in flight."""
+  done = read_stage(saved) if saved else {}
+  missing = [i for i in indices if i not in done]
+  if not missing:
+    return done
+  progress = Progress(what, len(indices), len(indices) - len(missing), unit)
+
+  def on_done(chunk: list[int], values: list) -> None:
+    if chunk:
+      done.update(zip(chunk, values))
+      write_stage(path, done)
+    progress.advance(len(chunk))
+
+  compute(missing, on_done)
+  progress.finish()
+  return done
+
+
+def read_stage(path: str) -> dict[int, Any]:
+  """A per-graph stage file: {index: result} (.npz of arrays or .json of numbers); a JSON list
+  (a whole stage, as older versions wrote it) reads the same; an unreadable file is
+  recomputed."""
+  try:
+    if path.endswith(".npz"):
+      with np.load(path) as stored:
+        return {int(key[1:]): stored[key] for key in stored.files}
+    with open(path) as f:
+      data = json.load(f)
+  except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+    logging.warning("recomputing %s: unreadable (%s)", path, error)
+    return {}
+  if isinstance(data, list):
+    return dict(enumerate(data))
+  return {int(key): value for key, value in data.items()}
+
+
+def write_stage(path: str, results: dict[int, Any]) -> None:
+  if path.endswith(".npz"):
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"g{i}": value for i, value in sorted(results.items())})
+    atomic.write_bytes(path, buffer.getvalue())
+  else:
+    atomic.write_text(path, json.dumps({str(i): value for i, value in sorted(results.items())}))
+
+
+def truncate_metrics(path: str, step: int) -> None:
+  """Keeps the rows of `metrics.csv` up to the checkpoint's `step`: a run killed after a row
+  was appended but before its checkpoint was saved reruns that step, and must not log it
+  twice (a partial last line goes too)."""
+  if not os.path.exists(path):
+    return
+  with open(path, newline="") as f:
+    lines = f.read().splitlines(keepends=True)
+  keep = lines[:1] if lines and lines[0].endswith("\n") else []
+  for line in lines[1:]:
+    first = line.split(",", 1)[0]
+    if line.endswith("\n") and first.isdigit() and int(first) <= step:
+      keep.append(line)
+  if not keep:
+    os.unlink(path)
+  elif keep != lines:
+    atomic.write_text(path, "".join(keep))
+
+
+def append_csv(path: str, row: dict) -> None:
+  new = not os.path.exists(path)
+  with open(path, "a", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=list(row))
+    if new:
+      writer.writeheader()
+    writer.writerow(row)
+
+
+class ScalarEvents:
+  """TensorBoard scalars in an event file of `logdir`, each step's written and synced before
+  the checkpoint that covers it; on resume from `resume_step`, a START session log there makes
+  TensorBoard drop what a killed run logged past the checkpoint.
+
+  Not tensorboardX's SummaryWriter: it hands events to a background thread whose queue its
+  flush() does not wait for (a kill right after a step lost that step's events though
+  metrics.csv kept the row), and it names files by the second, so a rerun within the same
+  second replaced the killed run's file. The event file format is still tensorboardX's."""
+
+  def __init__(self, logdir: str, resume_step: int):
+    from tensorboardX.event_file_writer import EventsWriter
+    from tensorboardX.proto.event_pb2 import Event, SessionLog
+    os.makedirs(logdir, exist_ok=True)
+    self._event = Event
+    self._writer = EventsWriter(os.path.join(logdir, "events"),
+                                f".{os.getpid()}.{os.urandom(4).hex()}")
+    if resume_step:
+      self._writer.write_event(Event(wall_time=time.time(), step=resume_step + 1,
+                                     session_log=SessionLog(status=SessionLog.START)))
+    self._writer.flush()
+
+  def add(self, values: dict[str, float], step: int) -> None:
+    from tensorboardX.proto.summary_pb2 import Summary
+    summary = Summary(value=[Summary.Value(tag=name, simple_value=float(value))
+                             for name, value in values.items()])
+    self._writer.write_event(self._event(wall_time=time.time(), step=step, summary=summary))
+    self._writer.flush()  # Flushed and fsynced.
+
+  def close(self) -> None:
+    self._writer.close()
