@@ -34,16 +34,19 @@ def bind(equation, operands, keep, *tensors):
   results whose variable is kept."""
   values = iter(tensors)
   args = [operand[1] if isinstance(operand, tuple) else next(values) for operand in operands]
-  params = equation.primitive.get_bind_params(equation.params)
+  kept = tuple(r for r, k in zip(bind_args(equation, args), keep) if k)
+  return kept or (jax.numpy.zeros((), jax.numpy.float32),)
+
+
+def bind_args(equation, args, params: dict | None = None) -> list:
+  """The equation's primitive on `args` (with `params` in place of its own): every result."""
+  params = equation.primitive.get_bind_params(equation.params if params is None else params)
   if isinstance(params, tuple):  # Older JAX: (sub-functions, parameters).
     subfuns, params = params
     args = [*subfuns, *args]
   with equation.ctx.manager:
     results = equation.primitive.bind(*args, **params)
-  if not equation.primitive.multiple_results:
-    results = [results]
-  kept = tuple(r for r, k in zip(results, keep) if k)
-  return kept or (jax.numpy.zeros((), jax.numpy.float32),)
+  return list(results) if equation.primitive.multiple_results else [results]
 
 
 def jax_program(traced: Traced, seed: int = 0) -> Program:
