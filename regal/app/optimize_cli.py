@@ -249,21 +249,21 @@ def run(argv: Sequence[str], flag_groups) -> None:
     from regal.execute import compare
     if report.graph is not graph:  # Split (--shard): its shards run.
       program = choose_program.program_for(report.graph, seed=FLAGS.seed)
-    report.data["execution"] = compare.execute_assignments(
+    report.result.execution = compare.execute_assignments(
         report.graph, program, report.assignments, device_list, FLAGS.execute_repeats,
         FLAGS.execute_mode)
-    print(compare.summary(report.data["execution"], units.TimeUnit(
-        FLAGS.model, **report.data["time_units"])))
+    print(compare.summary(report.result.execution, units.TimeUnit(
+        FLAGS.model, **report.result.time_units)))
   if FLAGS.gantt:  # First: a chart that fails leaves no result file behind either.
     gantt.draw(graph, report.placement, report.schedule, FLAGS.gantt,
-                time_unit=units.TimeUnit(FLAGS.model, **report.data["time_units"]))
+                time_unit=units.TimeUnit(FLAGS.model, **report.result.time_units))
     print(f"wrote {FLAGS.gantt}")
   if FLAGS.out:
     report_lib.write_json(report, FLAGS.out)
     print(f"wrote {FLAGS.out}")
   if not (FLAGS.out or FLAGS.gantt):
     print("nothing saved: --out result.json keeps the result, --gantt chart.png its chart")
-  if not report.data["feasible"]:
+  if not report.result.feasible:
     cli.exit_infeasible("no solution found fits the memory limit (the result says "
                            "feasible: false, with the excess per device)")
 

@@ -21,6 +21,7 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal import baselines, search
 from regal.app import methods, sharding, units
+from regal.app import result as result_lib
 from regal.app import report as report_lib
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import bounds, performance
@@ -150,62 +151,59 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   memory_unit = units.memory_unit(max(float(np.nanmax(schedule.peak_memory, initial=0.0)),
                                       memory_limit or 0.0))
   total = time.perf_counter() - start
-  data = {
-      "format": report_lib.RESULT_FORMAT, "version": 1,
-      "graph": {"name": graph.name, "num_ops": graph.num_ops,
-                "num_tensors": graph.num_tensors, "source": source},
-      "devices": devices.to_json_dict(),
-      "settings": {"method": method, "model": model,
-                   "search_model": problem.model,
-                   "engine": performance.scoring_engine(problem),
-                   "objective": objective, "memory_limit": memory_limit, "evals": evals,
-                   "seed": seed, **method_settings},
-      "details": details,
-      "sharding": None if planned.details is None else {
+  result = result_lib.Result(
+      graph={"name": graph.name, "num_ops": graph.num_ops, "num_tensors": graph.num_tensors,
+             "source": source},
+      devices=devices.to_json_dict(),
+      settings={"method": method, "model": model, "search_model": problem.model,
+                "engine": performance.scoring_engine(problem), "objective": objective,
+                "memory_limit": memory_limit, "evals": evals, "seed": seed,
+                **method_settings},
+      details=details,
+      sharding=None if planned.details is None else {
           **planned.details,
           "resident_parameter_bytes": sharding.resident_bytes(graph, placement,
                                                               devices.num_devices),
           "plan": sharding.plan_rows(graph, placement, schedule)},
-      "objective": best_value,
-      "lower_bound": lower_bound,
-      "bound_source": bound_source,
+      objective=best_value,
+      lower_bound=lower_bound,
+      bound_source=bound_source,
       # Over its memory limit the objective is a penalty score, not a runtime: no gap to it.
-      "gap": bounds.gap(float(best_value), lower_bound) if feasibility["feasible"] else None,
-      "proven_optimal": bool(feasibility["feasible"] and
-                             bounds.proven_optimal(float(best_value), lower_bound)),
-      **feasibility,
-      "interrupted": cli.stop_requested(),
-      "makespan": float(schedule.makespan),
-      "peak_memory": report_lib.none_for_nan(schedule.peak_memory),
-      "placement": [{"op": i, "name": graph.op_names[i], "device": int(placement[i])}
-                    for i in range(graph.num_ops)],
-      "schedule": [graph.op_names[i] for i in order],
-      "ops": [{"op": i, "name": graph.op_names[i], "device": int(placement[i]),
-               "start": float(schedule.op_start[i]), "end": float(schedule.op_end[i])}
-              for i in range(graph.num_ops)],
-      "transfers": report_lib.transfer_rows(graph, placement, schedule),
-      "baselines": {"single_device": {"objective": single_value,
-                                      "makespan": float(single_schedule.makespan)},
-                    **({"best_seed": {"name": min(seed_scores, key=seed_scores.get),
-                                      "objective": min(seed_scores.values())}}
-                       if seed_scores else {})},
-      "chosen": best_name,
-      "simplest_among_equals": simplest if simplest["chosen"] != simplest["best"] else None,
-      "search_objective": float(scored[method][0]) if method in scored else None,
-      "improvement_pct": 100.0 * (single_value - best_value) / single_value
-                         if single_value else 0.0,
-      "why_no_gain": report_lib.why_no_gain(graph, devices, float(single_schedule.makespan))
-                     if objective == "runtime" and best_value > (1 - report_lib.NO_GAIN) * single_value
-                     else None,
-      "time_units": time_unit.to_json(),
-      "memory_units": memory_unit.to_json(),
-      "evaluations": evaluations,
-      "wall_seconds": {**wall, "total": total},
-      "versions": {"python": platform.python_version(), "jax": jax.__version__,
-                   "numpy": np.__version__, "numba": numba.__version__,
-                   "regal": report_lib.regal_version()},
-  }
-  data["display"] = report_lib.display_figures(data, time_unit, memory_unit)
+      gap=bounds.gap(float(best_value), lower_bound) if feasibility["feasible"] else None,
+      proven_optimal=bool(feasibility["feasible"] and
+                          bounds.proven_optimal(float(best_value), lower_bound)),
+      feasible=feasibility["feasible"], memory_excess=feasibility.get("memory_excess"),
+      interrupted=cli.stop_requested(),
+      makespan=float(schedule.makespan),
+      peak_memory=report_lib.none_for_nan(schedule.peak_memory),
+      placement=[{"op": i, "name": graph.op_names[i], "device": int(placement[i])}
+                 for i in range(graph.num_ops)],
+      schedule=[graph.op_names[i] for i in order],
+      ops=[{"op": i, "name": graph.op_names[i], "device": int(placement[i]),
+            "start": float(schedule.op_start[i]), "end": float(schedule.op_end[i])}
+           for i in range(graph.num_ops)],
+      transfers=report_lib.transfer_rows(graph, placement, schedule),
+      baselines={"single_device": {"objective": single_value,
+                                   "makespan": float(single_schedule.makespan)},
+                 **({"best_seed": {"name": min(seed_scores, key=seed_scores.get),
+                                   "objective": min(seed_scores.values())}}
+                    if seed_scores else {})},
+      chosen=best_name,
+      simplest_among_equals=simplest if simplest["chosen"] != simplest["best"] else None,
+      search_objective=float(scored[method][0]) if method in scored else None,
+      improvement_pct=100.0 * (single_value - best_value) / single_value
+      if single_value else 0.0,
+      why_no_gain=report_lib.why_no_gain(graph, devices, float(single_schedule.makespan))
+      if objective == "runtime" and best_value > (1 - report_lib.NO_GAIN) * single_value
+      else None,
+      time_units=time_unit.to_json(),
+      memory_units=memory_unit.to_json(),
+      evaluations=evaluations,
+      wall_seconds={**wall, "total": total},
+      versions={"python": platform.python_version(), "jax": jax.__version__,
+                "numpy": np.__version__, "numba": numba.__version__,
+                "regal": report_lib.regal_version()})
+  result.display = report_lib.display_figures(result.to_json(), time_unit, memory_unit)
   assignments = {"best": (placement, order, float(schedule.makespan)),
                  "single_device": (*chromosome_lib.assignment(seed_chromosome, problem.layout),
                                    float(single_schedule.makespan))}
@@ -213,7 +211,7 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
     if name != best_name:
       assignments[name] = (*chromosome_lib.assignment(chromosome, problem.layout),
                            float(scored[name][1].makespan))
-  return report_lib.Report(data=data, schedule=schedule, placement=placement,
+  return report_lib.Report(result=result, schedule=schedule, placement=placement,
                            assignments=assignments, graph=graph)
 
 
@@ -321,34 +319,34 @@ def run_many(paths: list[str], devices: DeviceSpec,
         report_lib.write_json(report, result_path)
       if chart_path:
         gantt.draw(graph, report.placement, report.schedule, chart_path,
-                   time_unit=units.TimeUnit(report.data["settings"]["model"],
-                                            **report.data["time_units"]))
+                   time_unit=units.TimeUnit(report.result.settings["model"],
+                                            **report.result.time_units))
     except errors.RegalError as error:
       failures += 1
       message = str(error) if str(error).startswith(path) else f"{path}: {error}"
       print(f"error: {message}", file=sys.stderr, flush=True)
       continue
     done += 1
-    d = report.data
-    proven += d["proven_optimal"]
-    optimality = ("proven optimal" if d["proven_optimal"] else "gap unknown"
-                  if d["gap"] is None else f"gap {100 * d['gap']:.3g}%")
-    time_unit = units.TimeUnit(d["settings"]["model"], **d["time_units"])
-    memory_unit = units.MemoryUnit(**d["memory_units"])
+    r = report.result
+    proven += r.proven_optimal
+    optimality = ("proven optimal" if r.proven_optimal else "gap unknown"
+                  if r.gap is None else f"gap {100 * r.gap:.3g}%")
+    time_unit = units.TimeUnit(r.settings["model"], **r.time_units)
+    memory_unit = units.MemoryUnit(**r.memory_units)
     shown = (lambda v: f"{memory_unit([v])[0]:.6g} {memory_unit.name}") if (  # noqa: E731
-        d["settings"]["objective"] == "memory") else (
+        r.settings["objective"] == "memory") else (
         lambda v: f"{float(time_unit(v)):.6g} {time_unit.name}")
-    seed = d["baselines"].get("best_seed")
+    seed = r.baselines.get("best_seed")
     against = ""
-    if seed and d["search_objective"] is not None:
-      ratios.append(d["search_objective"] / seed["objective"] if seed["objective"] else 1.0)
-      against = (f"; search {shown(d['search_objective'])}, "
-                 f"{report_lib.versus(d['search_objective'], seed['objective'])} the best seed "
+    if seed and r.search_objective is not None:
+      ratios.append(r.search_objective / seed["objective"] if seed["objective"] else 1.0)
+      against = (f"; search {shown(r.search_objective)}, "
+                 f"{report_lib.versus(r.search_objective, seed['objective'])} the best seed "
                  f"({seed['name']} {shown(seed['objective'])})")
-    log(f"[{index + 1}/{len(paths)}] {graph_io.file_stem(path)}: {d['graph']['num_ops']} ops, "
-        f"objective {shown(d['objective'])} ({optimality}){against}; "
-        f"{d['evaluations']} evaluations, "
-        f"{d['wall_seconds']['total']:.2f} s" + (f" -> {result_path}" if result_path else ""))
+    log(f"[{index + 1}/{len(paths)}] {graph_io.file_stem(path)}: {r.graph['num_ops']} ops, "
+        f"objective {shown(r.objective)} ({optimality}){against}; "
+        f"{r.evaluations} evaluations, "
+        f"{r.wall_seconds['total']:.2f} s" + (f" -> {result_path}" if result_path else ""))
   mean = (f"; the search itself is {report_lib.versus(float(np.mean(ratios)), 1.0)} the best seed on "
           f"average" if ratios else "")
   log(f"{done} of {len(paths)} graphs optimized ({proven} proven optimal), {failures} failed, "

@@ -2,81 +2,8 @@
 build them.
 
 
-Result JSON schema (`format: "regal.result"`, version 1):
-  graph           {name, num_ops, num_tensors, source}
-  devices         the device description (datasets.devices JSON form)
-  settings        method, model, search_model (what batched search scored), engine (how:
-                  native or jax), objective, memory_limit, evals, seed, BRKGA parameters and
-                  their preset name (for brkga), time_limit (for cpsat / quickp)
-  details         method-specific facts (e.g. CP-SAT's status and lower bound; for brkga:
-                  seed_arms {arm: best objective of its seeds}, arm_evaluations, winner_origin
-                  (the arm the winner descends from through elite parents, null: none),
-                  stopped {reason: budget | time_limit | signal | caller (the exact solver's
-                  proof), evaluations, budget, time_limit, default_time_limit};
-                  for doppler: imitation agreement, episodes, episodes_per_second, and with
-                  --reward measured stage3 {episodes, critical_path_seconds, best_seconds,
-                  executions}; with --policy: policy, steered_genes (genes whose
-                  mutant distribution is not uniform), guide_seconds; with
-                  --compare_unguided: unguided {objective, evaluations, search_seconds}, the
-                  same search without the policy, run beside it), and with
-                  --coarsen: coarsening {spec, original_ops, coarse_ops, coarse_tensors,
-                  coarse_objective (the best on the group graph), seconds, and for brkga
-                  refinement {budget, evaluations, start, start_objective, expanded_objective
-                  (the search's own answer expanded), objective, accepted_moves,
-                  improving_moves, seconds}: the climb on the original graph whose answer is
-                  the method's; or {skipped: why}} (the method ran on the group graph;
-                  everything else reported is for the original graph)
-  sharding        null, or (--shard, --method data_parallel; `regal.app.sharding`) {mode,
-                  chosen {shards, strategy}, candidates [{shards, strategy, ops, split_ops,
-                  objective}] (each split measured with its blocks placed by shard index;
-                  "none": the unsplit graph on one device), source_ops, ops, resident_reads,
-                  resident_parameter_bytes [D], plan [{op (the original op), label (the
-                  dimension it was split on, null: whole), shards [{name, shard, role, device,
-                  start, end}]}]}: the graph placed is the split one (every field below is
-                  for it) and single_device is the model unsplit on one device
-  objective       the best solution's objective value
-  lower_bound     no solution's objective is below this (regal.scoring.bounds: the structural
-                  bound of the model and objective, or an exact solver's proven bound where
-                  one ran on this graph); bound_source "structure" or "solver"
-  gap             (objective - lower_bound) / lower_bound: at most this far from optimal
-                  (0: proven optimal; null: a zero bound under a positive objective)
-  proven_optimal  the objective meets the lower bound
-  feasible        false when objective runtime_under_memory found no solution within the
-                  limit (the objective is then the penalty score; `regal.optimize` exits 3),
-                  with memory_excess [D] (bytes over the limit per device) for that objective
-  interrupted     true when SIGINT or SIGTERM stopped the search early (exit 130 or 143)
-  makespan        its makespan, and peak_memory [D] per device (null for the doppler model)
-  placement       [{op, name, device}] in the input file's op order
-  schedule        op names in priority order (first runs first when ready)
-  ops             [{op, name, device, start, end}]; transfers [{tensor, producer, src, dst,
-                  start, end}] for the models that time transfers
-  baselines       {single_device: {objective, makespan}, best_seed: {...}}
-  chosen          the candidate reported (the method's own answer, or a seed that was better,
-                  or the one on the fewest devices among equals)
-  simplest_among_equals  null, or when a candidate on fewer devices is within `tolerance`
-                  (1e-4, relative) of the best found and reported instead: {chosen, best,
-                  devices_used {chosen, best}, objective {chosen, best}, tolerance}
-  search_objective the method's own answer's objective (what the search found, seeds aside)
-  improvement_pct over the single-device objective
-  why_no_gain     (objective runtime, less than 1% better than one device) why, from the
-                  graph's structure: its longest chain, or transfers that cost more than the
-                  parallelism they buy; otherwise null
-  time_units      {scale, name, note}: times above are the model's own; a person reads them
-                  times scale, in name: ms (or s, us, ns) where the graph's costs are times
-                  (`regal.app.units`; note: the nominal device that makes them so), Doppler
-                  units for the doppler model (its clock / 1e10), else cost units
-  memory_units    {scale, name}: bytes times scale, in name (GB, MB, kB or bytes)
-  display         every figure the summary prints, in those units: objective, makespan,
-                  lower_bound, peak_memory, single_device {objective, makespan},
-                  search_objective, best_seed {objective}, seed_arms, memory_limit,
-                  memory_excess (as present)
-  evaluations, wall_seconds {compile, compile_jax, compile_numba, search, total}: compile_jax
-                  is JAX tracing, lowering and compiling its programs or loading them from
-                  its cache, compile_numba the scoring kernels compiled (`regal.startup`)
-  versions        {python, jax, numpy, numba, regal}
-  execution       (with --execute) {program, devices, facts, assignments {name: {predicted,
-                  median_seconds, p25_seconds, p75_seconds, repeats, seconds, mode,
-                  ops_on_named_device}}} for best, single_device and the other candidates
+The result JSON's schema: `regal.app.result.Result`, one typed field per key with what it
+holds (`schema_markdown`; documented in `docs/reference.md`).
 """
 from __future__ import annotations
 
@@ -90,16 +17,17 @@ from datasets import analysis, atomic
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.app import units
+from regal.app.result import FORMAT, Result
 from regal.scoring import performance
 from regal.scoring.schedule import Schedule
 from regal.search import progress as search_progress
 
-RESULT_FORMAT = "regal.result"
+RESULT_FORMAT = FORMAT
 
 
 @dataclasses.dataclass(frozen=True)
 class Report:
-  data: dict[str, Any]
+  result: Result  # What the result file holds, typed.
   schedule: Schedule
   placement: np.ndarray
   # name -> (placement, op order, model makespan): the winner ("best"), "single_device" and
@@ -107,6 +35,11 @@ class Report:
   assignments: dict[str, tuple[np.ndarray, np.ndarray, float]] = dataclasses.field(
       default_factory=dict)
   graph: Any = None  # The graph placed: the input, or its split (`--shard`), costed.
+
+  @property
+  def data(self) -> dict[str, Any]:
+    """The result file's object (`Result.to_json`)."""
+    return self.result.to_json()
 
 
 NO_GAIN = 0.01  # Below this gain over one device, a result says why (`why_no_gain`).
@@ -169,7 +102,8 @@ def regal_version() -> str:
 def write_json(report: Report, path: str) -> None:
   """Strict JSON: a value that is not finite is a bug upstream (inputs past float32 are
   refused when the problem is made), never an `Infinity` for a reader to choke on."""
-  atomic.write_text(path, json.dumps(report.data, indent=1, allow_nan=False) + "\n")
+  atomic.write_text(path, json.dumps(report.result.to_json(), indent=1, allow_nan=False)
+                    + "\n")
 
 
 def versus(value: float, reference: float) -> str:
@@ -194,13 +128,13 @@ def why_no_gain(graph: Graph, devices: DeviceSpec, single_makespan: float) -> st
           f"bound leaves room for up to {100 * room:.1f}% ({chain})")
 
 
-def _chosen_note(d: dict) -> str:
+def _chosen_note(r: Result) -> str:
   """Where the reported answer came from when it is not the method's own."""
-  if d["chosen"] == d["settings"]["method"]:
+  if r.chosen == r.settings["method"]:
     return ""
-  if d["chosen"] == "cpsat" and "solver" in d["details"]:
+  if r.chosen == "cpsat" and "solver" in r.details:
     return "  (the exact solver's answer: CP-SAT ran beside the search)"
-  return f"  (the {d['chosen']} seed as it was)"
+  return f"  (the {r.chosen} seed as it was)"
 
 
 def stop_line(stopped: dict[str, Any]) -> str:
@@ -234,60 +168,60 @@ def sharding_line(sharding: dict[str, Any], objective) -> str:
 
 
 def summary(report: Report) -> str:
-  d = report.data
-  time_unit = units.TimeUnit(d["settings"]["model"], **d["time_units"])
-  memory_unit = units.MemoryUnit(**d["memory_units"])
+  r = report.result
+  time_unit = units.TimeUnit(r.settings["model"], **r.time_units)
+  memory_unit = units.MemoryUnit(**r.memory_units)
   unit = time_unit.name
-  is_time = d["settings"]["objective"] != "memory"
+  is_time = r.settings["objective"] != "memory"
   time = lambda v: f"{float(time_unit(v)):.6g}"  # noqa: E731
   objective = time if is_time else (  # noqa: E731
       lambda v: f"{memory_unit([v])[0]:.6g} {memory_unit.name}")
-  if all(p is None for p in d["peak_memory"]):
-    peak = f"peak memory not tracked by the {d['settings']['model']} model"
+  if all(p is None for p in r.peak_memory):
+    peak = f"peak memory not tracked by the {r.settings['model']} model"
   else:
     peak = "peak memory [" + ", ".join("-" if p is None else f"{p:.4g}"
-                                       for p in memory_unit(d["peak_memory"])) + "] " + \
+                                       for p in memory_unit(r.peak_memory)) + "] " + \
         memory_unit.name
-  single = d["baselines"]["single_device"]
-  wall = d["wall_seconds"]
+  single = r.baselines["single_device"]
+  wall = r.wall_seconds
   lines = [
-      f"graph {d['graph']['name']}: {d['graph']['num_ops']} ops on "
-      f"{d['devices']['num_devices']} devices, method {d['settings']['method']}, model "
-      f"{d['settings']['model']}, objective {d['settings']['objective']}; times in {unit}"
+      f"graph {r.graph['name']}: {r.graph['num_ops']} ops on "
+      f"{r.devices['num_devices']} devices, method {r.settings['method']}, model "
+      f"{r.settings['model']}, objective {r.settings['objective']}; times in {unit}"
       + (f" ({time_unit.note})" if time_unit.note else ""),
-      f"best:          objective {objective(d['objective'])}  makespan {time(d['makespan'])}  "
-      f"{peak}" + _chosen_note(d),
+      f"best:          objective {objective(r.objective)}  makespan {time(r.makespan)}  "
+      f"{peak}" + _chosen_note(r),
       f"single device: objective {objective(single['objective'])}  makespan "
-      f"{time(single['makespan'])}" + (" (the model unsplit)" if d.get("sharding") else ""),
+      f"{time(single['makespan'])}" + (" (the model unsplit)" if r.sharding else ""),
   ]
-  if d.get("sharding"):
-    lines.insert(1, sharding_line(d["sharding"], objective))
-  if "best_seed" in d["baselines"]:
-    seed = d["baselines"]["best_seed"]
-    source = ("the exact solver's answer" if seed["name"] == "cpsat" and "solver" in d["details"]
+  if r.sharding:
+    lines.insert(1, sharding_line(r.sharding, objective))
+  if "best_seed" in r.baselines:
+    seed = r.baselines["best_seed"]
+    source = ("the exact solver's answer" if seed["name"] == "cpsat" and "solver" in r.details
               else f"the {seed['name']} seed")
     lines.append(f"best seed:     objective {objective(seed['objective'])}  ({source} on its own)")
-    if d.get("search_objective") is not None:
-      lines.append(f"search found:  objective {objective(d['search_objective'])}  "
-                   f"({versus(d['search_objective'], seed['objective'])} the best seed)")
-  if "policy" in d["details"]:
-    lines.append(f"policy:        {d['details']['policy']} steered "
-                 f"{d['details']['steered_genes']} genes ({d['details']['guide_seconds']:.2f} s)")
-  if "unguided" in d["details"]:
-    unguided = d["details"]["unguided"]
+    if r.search_objective is not None:
+      lines.append(f"search found:  objective {objective(r.search_objective)}  "
+                   f"({versus(r.search_objective, seed['objective'])} the best seed)")
+  if "policy" in r.details:
+    lines.append(f"policy:        {r.details['policy']} steered "
+                 f"{r.details['steered_genes']} genes ({r.details['guide_seconds']:.2f} s)")
+  if "unguided" in r.details:
+    unguided = r.details["unguided"]
     lines.append(f"unguided:      objective {objective(unguided['objective'])} with "
                  f"{unguided['evaluations']} evaluations (the same search without the policy: "
-                 f"{versus(d['objective'], unguided['objective'])})")
-  if "seed_arms" in d["details"]:
+                 f"{versus(r.objective, unguided['objective'])})")
+  if "seed_arms" in r.details:
     arms = ", ".join(f"{arm} {objective(value)}"
-                     for arm, value in d["details"]["seed_arms"].items())
-    where = " (on the group graph)" if "coarsening" in d["details"] else ""
-    origin = d["details"]["winner_origin"]
+                     for arm, value in r.details["seed_arms"].items())
+    where = " (on the group graph)" if "coarsening" in r.details else ""
+    origin = r.details["winner_origin"]
     lineage = (f"the search's answer evolved from the {origin} seed (its line of elite parents)"
                if origin else "the search's answer descends from no seed")
     lines.append(f"seed arms:     {arms}{where}; {lineage}")
-  if "coarsening" in d["details"]:
-    c = d["details"]["coarsening"]
+  if "coarsening" in r.details:
+    c = r.details["coarsening"]
     lines.append(f"coarsened:     {c['original_ops']} ops to {c['coarse_ops']} groups "
                  f"({c['coarse_tensors']} messages) in {c['seconds']:.2f} s; objective on the "
                  f"group graph {objective(c['coarse_objective'])}")
@@ -300,32 +234,32 @@ def summary(report: Report) -> str:
                    f"{objective(refinement['objective'])} in {refinement['evaluations']} "
                    f"evaluations ({refinement['seconds']:.2f} s); the search's own expanded "
                    f"answer {objective(refinement['expanded_objective'])}")
-  lines.append(f"lower bound:   {objective(d['lower_bound'])} (from the "
-               f"{'solver' if d['bound_source'] == 'solver' else 'graph structure'}"
-               + (f", {d['details']['status']}" if d["bound_source"] == "solver" else "") + "); "
-               + ("the best is PROVEN OPTIMAL" if d["proven_optimal"] else
-                  f"the best is at most {100 * d['gap']:.3g}% above optimal"
-                  if d["gap"] is not None else "a zero bound says nothing relative"))
-  if not d["feasible"]:
-    excess = ", ".join(f"{e:.4g}" for e in memory_unit(d["memory_excess"]))
+  lines.append(f"lower bound:   {objective(r.lower_bound)} (from the "
+               f"{'solver' if r.bound_source == 'solver' else 'graph structure'}"
+               + (f", {r.details['status']}" if r.bound_source == "solver" else "") + "); "
+               + ("the best is PROVEN OPTIMAL" if r.proven_optimal else
+                  f"the best is at most {100 * r.gap:.3g}% above optimal"
+                  if r.gap is not None else "a zero bound says nothing relative"))
+  if not r.feasible:
+    excess = ", ".join(f"{e:.4g}" for e in memory_unit(r.memory_excess))
     lines.append(f"INFEASIBLE:    no solution found fits the memory limit (excess per device "
                  f"[{excess}] {memory_unit.name}); the objective is the penalty score")
-  if d["interrupted"]:
+  if r.interrupted:
     lines.append("interrupted:   the search stopped early; this is the best found so far")
-  stopped = d["details"].get("stopped")
+  stopped = r.details.get("stopped")
   if stopped:
     lines.append("stopped:       " + stop_line(stopped))
   step = ""
   if is_time and time_unit.name in dict(units.SECONDS):  # Costs are times: say it plainly.
-    step = (f" (step time {time(d['objective'])} {unit} against {time(single['objective'])} "
+    step = (f" (step time {time(r.objective)} {unit} against {time(single['objective'])} "
             f"{unit})")
-  lines.append(f"improvement {d['improvement_pct']:.2f}% over single device{step}; "
-               f"{d['evaluations']} evaluations; compile {wall['compile']:.2f} s, search "
+  lines.append(f"improvement {r.improvement_pct:.2f}% over single device{step}; "
+               f"{r.evaluations} evaluations; compile {wall['compile']:.2f} s, search "
                f"{wall['search']:.2f} s, total {wall['total']:.2f} s")
-  if d.get("why_no_gain"):
-    lines.append(f"no gain:       {d['why_no_gain']}")
-  if d.get("simplest_among_equals"):
-    s = d["simplest_among_equals"]
+  if r.why_no_gain:
+    lines.append(f"no gain:       {r.why_no_gain}")
+  if r.simplest_among_equals:
+    s = r.simplest_among_equals
     count = s["devices_used"]["chosen"]
     lines.append(f"simplest:      kept on {count} device{'s' * (count != 1)} ({s['chosen']}): "
                  f"the best found ({s['best']}, {objective(s['objective']['best'])} on "
