@@ -119,15 +119,15 @@ class RunConfig:
     if self.polish not in POLISH:
       raise errors.ConfigError(f"polish must be one of {', '.join(POLISH)}, got "
                                f"{self.polish!r}")
-    if self.method != "brkga":
-      for given, why in ((self.brkga_preset not in ("", brkga_presets.DEFAULT),
-                          "--brkga_preset sets BRKGA's parameters"),
-                         (bool(self.policy_dir), "--policy runs REGAL, i.e. BRKGA"),
-                         (self.prior != "none", "--prior steers BRKGA's fresh keys"),
-                         (self.decoder is not None, "--decoder sets how BRKGA reads "
-                                                    "chromosomes")):
-        if given:
-          raise errors.ConfigError(f"{why}: use it with --method brkga")
+    reads = get(self.method).reads
+    for option, given, why in (
+        ("brkga_preset", self.brkga_preset not in ("", brkga_presets.DEFAULT),
+         "--brkga_preset sets BRKGA's parameters"),
+        ("policy", bool(self.policy_dir), "--policy runs REGAL, i.e. BRKGA"),
+        ("prior", self.prior != "none", "--prior steers BRKGA's fresh keys"),
+        ("decoder", self.decoder is not None, "--decoder sets how BRKGA reads chromosomes")):
+      if given and option not in reads:
+        raise errors.ConfigError(f"{why}: use it with --method {' or '.join(readers(option))}")
     if self.decoder is not None:
       why = decoders.get(self.decoder).unsupported(models.get(self.model))
       if why:
@@ -308,9 +308,15 @@ def _baseline(name: str, solve, reads: frozenset[str] = frozenset(),
 # `regal.optimize` refuses a flag whose method would ignore it.
 _BATCHED = frozenset({"evals", "seed", "engine"})
 _SOLVER = frozenset({"time_limit", "seed"})
+# What BRKGA reads besides the batched options: its guides and settings (the doppler seed
+# arm's options too); what the Doppler policy reads: its checkpoint, save path and reward.
+_BRKGA_OPTIONS = frozenset({"time_limit", "seed_arms", "exact_solver", "brkga_preset", "policy",
+                            "prior", "decoder", "compare_unguided", "doppler_checkpoint",
+                            "doppler_evals", "doppler_samples"})
+_DOPPLER_OPTIONS = frozenset({"doppler_checkpoint", "doppler_save", "reward"})
 _REGISTRY: dict[str, Method] = {method.name: method for method in (
-    Method("brkga", _run_brkga, _BATCHED | {"time_limit"}),
-    Method("doppler", _run_doppler, _BATCHED),
+    Method("brkga", _run_brkga, _BATCHED | _BRKGA_OPTIONS),
+    Method("doppler", _run_doppler, _BATCHED | _DOPPLER_OPTIONS),
     _baseline("critical_path", lambda p, evals, seed, limit: list_scheduling.critical_path(p)),
     _baseline("critical_path_doppler",
               lambda p, evals, seed, limit: list_scheduling.critical_path_doppler(p)),
@@ -361,5 +367,10 @@ def run_method(name: str, problem: performance.Problem, evals: int = 5000, seed:
 
 
 def readers(option: str) -> tuple[str, ...]:
-  """The methods that read `option` ("evals", "time_limit", "seed" or "engine")."""
+  """The methods that read `option` (a flag's name: "evals", "seed_arms", ...)."""
   return tuple(name for name, method in _REGISTRY.items() if option in method.reads)
+
+
+def options() -> frozenset[str]:
+  """Every option some method reads (a flag that only methods read)."""
+  return frozenset().union(*(method.reads for method in _REGISTRY.values()))

@@ -101,20 +101,17 @@ def check_flags() -> None:
        f"--method {method} draws no random numbers"),
       ("engine", method not in reads["engine"],
        f"--method {method} scores no batches (only {', '.join(reads['engine'])} do)"),
-      ("seed_arms", method != "brkga", "seed arms seed BRKGA (--method brkga)"),
-      ("exact_solver", method != "brkga" or not portfolio.model_allows(FLAGS.model,
-                                                                        FLAGS.objective),
-       "the solver runs beside BRKGA (--method brkga) on the delay model's runtime only"),
+      # What the method reads, it reads only in these circumstances.
+      ("exact_solver", not portfolio.model_allows(FLAGS.model, FLAGS.objective),
+       "the solver runs beside BRKGA on the delay model's runtime only"),
       ("compare_unguided", not FLAGS.policy, "it compares a --policy's search with the "
        "unguided one"),
-      ("doppler_checkpoint", method != "doppler" and not doppler_arm,
-       "it is read by --method doppler and by the doppler seed arm (--seed_arms ...,doppler)"),
-      ("doppler_evals", not doppler_arm, "it is the doppler seed arm's budget (--method brkga "
-       "--seed_arms ...,doppler); --method doppler takes --evals"),
-      ("doppler_samples", not doppler_arm,
-       "it is read by the doppler seed arm (--method brkga --seed_arms ...,doppler)"),
-      ("doppler_save", method != "doppler", "it saves the policy --method doppler trains"),
-      ("reward", method != "doppler", "it picks the reward of --method doppler"),
+      ("doppler_checkpoint", method == "brkga" and not doppler_arm,
+       "BRKGA reads it for the doppler seed arm only (--seed_arms ...,doppler)"),
+      ("doppler_evals", method == "brkga" and not doppler_arm,
+       "it is the doppler seed arm's budget (--seed_arms ...,doppler)"),
+      ("doppler_samples", method == "brkga" and not doppler_arm,
+       "it is read by the doppler seed arm (--seed_arms ...,doppler)"),
       ("stage3_steps", not measured, "stage III runs with --reward measured only"),
       ("execute_repeats", not execute, "it is read with --execute only"),
       ("execute_mode", not (execute or measured),
@@ -127,6 +124,13 @@ def check_flags() -> None:
       ("devices", bool(spec), "--device_spec describes the devices, their count included"),
       ("device_preset", bool(spec), "--device_spec describes the devices"),
   )
+  # An option the method's record does not read (`methods.Method.reads`), then the table.
+  for name in sorted(methods.options() - set(reads)):
+    if _given(name) and name not in methods.get(method).reads:
+      readers = methods.readers(name)
+      raise errors.ConfigError(f"--{name} would do nothing here: --method {method} does not "
+                               f"read it (only {', '.join(readers)} "
+                               f"{'does' if len(readers) == 1 else 'do'})")
   for name, does_nothing, why in ignored:
     if does_nothing and _given(name):
       raise errors.ConfigError(f"--{name} would do nothing here: {why}")
