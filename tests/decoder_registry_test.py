@@ -65,7 +65,7 @@ def test_a_registered_decoder_reads_the_search_and_its_answer_is_re_encoded(mirr
 
 
 def test_the_registry_refuses_a_name_twice_and_an_unknown_one(mirror):
-  with pytest.raises(ValueError, match="already registered"):
+  with pytest.raises(ValueError, match="registered already"):
     decoders.register(mirror)
   with pytest.raises(errors.ConfigError, match="unknown decoder 'nope'; known: direct"):
     decoders.get("nope")

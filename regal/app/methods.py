@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from datasets import errors
+from datasets.registry import Registry
 from regal import baselines
 from regal.app import choices
 from regal.baselines import (data_parallel, enumerative, exact, heuristics, list_scheduling,
@@ -314,7 +315,8 @@ _BRKGA_OPTIONS = frozenset({"time_limit", "seed_arms", "exact_solver", "brkga_pr
                             "prior", "decoder", "compare_unguided", "doppler_checkpoint",
                             "doppler_evals", "doppler_samples"})
 _DOPPLER_OPTIONS = frozenset({"doppler_checkpoint", "doppler_save", "reward"})
-_REGISTRY: dict[str, Method] = {method.name: method for method in (
+_REGISTRY: Registry[Method] = Registry("method")
+for _method in (
     Method("brkga", _run_brkga, _BATCHED | _BRKGA_OPTIONS),
     Method("doppler", _run_doppler, _BATCHED | _DOPPLER_OPTIONS),
     _baseline("critical_path", lambda p, evals, seed, limit: list_scheduling.critical_path(p)),
@@ -335,22 +337,12 @@ _REGISTRY: dict[str, Method] = {method.name: method for method in (
     _baseline("quickp", lambda p, evals, seed, limit: exact.quickp(p, limit, seed=seed),
               _SOLVER, makespan_only=True),
     _baseline("data_parallel", lambda p, evals, seed, limit: data_parallel.data_parallel(p)),
-)}
-METHODS = tuple(_REGISTRY)  # The built-in methods (`regal.optimize --method` offers these).
-
-
-def register(method: Method) -> Method:
-  """Adds `method` to the registry: `RunConfig(method=name)` and `optimize_lib.run` run it."""
-  if method.name in _REGISTRY:
-    raise ValueError(f"method {method.name!r} is registered already")
-  _REGISTRY[method.name] = method
-  return method
-
-
-def get(name: str) -> Method:
-  if name not in _REGISTRY:
-    raise errors.ConfigError(f"unknown method {name!r}; known: {', '.join(_REGISTRY)}")
-  return _REGISTRY[name]
+):
+  _REGISTRY.register(_method)
+METHODS = _REGISTRY.names()  # The built-in methods (`regal.optimize --method` offers these).
+# `register(method)`: `RunConfig(method=name)` and `optimize_lib.run` run it from then on.
+register = _REGISTRY.register
+get = _REGISTRY.get
 
 
 def run_method(name: str, problem: performance.Problem, evals: int = 5000, seed: int = 0,

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from datasets import errors
+from datasets.registry import Registry
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import consumer_transfers, list_decoder, native_delay
 
@@ -55,25 +55,10 @@ class Decoder:
                         HostDecode] | None = None
 
 
-_REGISTRY: dict[str, Decoder] = {}
-
-
-def register(decoder: Decoder) -> Decoder:
-  """Adds `decoder` to the registry (a name may be registered once)."""
-  if decoder.name in _REGISTRY:
-    raise ValueError(f"decoder {decoder.name!r} is already registered")
-  _REGISTRY[decoder.name] = decoder
-  return decoder
-
-
-def get(name: str) -> Decoder:
-  if name not in _REGISTRY:
-    raise errors.ConfigError(f"unknown decoder {name!r}; known: {', '.join(_REGISTRY)}")
-  return _REGISTRY[name]
-
-
-def names() -> tuple[str, ...]:
-  return tuple(_REGISTRY)
+_REGISTRY: Registry[Decoder] = Registry("decoder")
+register = _REGISTRY.register  # Adds a decoder (a name once).
+get = _REGISTRY.get  # A decoder by name (an unknown one: one line naming the known ones).
+names = _REGISTRY.names
 
 
 # ----- the built-in decoders ----------------------------------------------------------------
