@@ -208,6 +208,15 @@ def rotary(x):
   return jnp.concatenate([first * cos - second * sin, first * sin + second * cos], axis=-1)
 
 
+def causal_attention(q, k, v):
+  """Causal softmax attention over [batch, seq, heads, head_dim] queries, keys and values."""
+  seq, head_dim = q.shape[1], q.shape[-1]
+  logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(head_dim)
+  mask = jnp.tril(jnp.ones((seq, seq), bool))
+  weights = jax.nn.softmax(jnp.where(mask, logits, -1e9), axis=-1)
+  return jnp.einsum("bhqk,bkhd->bqhd", weights, v)
+
+
 class LlamaBlock(nn.Module):
   hidden: int = 4096
   heads: int = 32
@@ -221,10 +230,7 @@ class LlamaBlock(nn.Module):
     q, k, v = (nn.Dense(self.hidden, use_bias=False)(h).reshape(batch, seq, self.heads,
                                                                  head_dim) for _ in range(3))
     q, k = rotary(q), rotary(k)
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(head_dim)
-    mask = jnp.tril(jnp.ones((seq, seq), bool))
-    weights = jax.nn.softmax(jnp.where(mask, logits, -1e9), axis=-1)
-    attended = jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(batch, seq, self.hidden)
+    attended = causal_attention(q, k, v).reshape(batch, seq, self.hidden)
     x = x + nn.Dense(self.hidden, use_bias=False)(attended)
     h = RMSNorm()(x)
     gate = nn.silu(nn.Dense(self.mlp, use_bias=False)(h))
@@ -243,10 +249,7 @@ class GPT2Block(nn.Module):
     head_dim = self.hidden // self.heads
     q, k, v = jnp.split(nn.Dense(3 * self.hidden)(nn.LayerNorm()(x)), 3, axis=-1)
     q, k, v = (t.reshape(batch, seq, self.heads, head_dim) for t in (q, k, v))
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(head_dim)
-    mask = jnp.tril(jnp.ones((seq, seq), bool))
-    weights = jax.nn.softmax(jnp.where(mask, logits, -1e9), axis=-1)
-    attended = jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(batch, seq, self.hidden)
+    attended = causal_attention(q, k, v).reshape(batch, seq, self.hidden)
     x = x + nn.Dense(self.hidden)(attended)
     y = nn.Dense(self.hidden)(nn.gelu(nn.Dense(4 * self.hidden)(nn.LayerNorm()(x))))
     return x + y
