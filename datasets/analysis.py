@@ -3,7 +3,7 @@ times, levels (top and bottom), the critical path and a makespan lower bound.
 
 Every method and policy reads these from here: the list schedulers, CP-SAT, QuickP fusion,
 the Enumerative Optimizer, coarsening, the Doppler policy's features and the readable
-reference models (`regal.scoring.reference_models`).
+reference models (each `regal.scoring` model package's `reference.py`).
 """
 from __future__ import annotations
 

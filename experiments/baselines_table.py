@@ -88,16 +88,16 @@ def run_table(method_names: Sequence[str]) -> list[dict]:
               seed=_SEED.value,
               method=method,
               time_limit=_TIME_LIMIT.value))
-      data = report.data
-      wall = data["wall_seconds"]["compile"] + data["wall_seconds"]["search"]
+      data = report.result
+      wall = data.wall_seconds["compile"] + data.wall_seconds["search"]
       scale = lambda v: float(models.get(model).in_units(v))  # noqa: E731
       row = {"graph": label, "ops": graph.num_ops, "model": model,
              "devices": devices.num_devices, "method": method,
-             "objective": scale(data["objective"]), "wall_seconds": wall,
-             "single_device": scale(data["baselines"]["single_device"]["objective"]),
-             "lower_bound": (scale(data["details"]["lower_bound"])
-                             if "lower_bound" in data["details"] else None),
-             "status": data["details"].get("status")}
+             "objective": scale(data.objective), "wall_seconds": wall,
+             "single_device": scale(data.baselines["single_device"]["objective"]),
+             "lower_bound": (scale(data.details["lower_bound"])
+                             if "lower_bound" in data.details else None),
+             "status": data.details.get("status")}
       results.append(row)
       done = len(results)
       eta = (time.perf_counter() - started) / done * (total - done)

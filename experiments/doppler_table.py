@@ -147,11 +147,11 @@ def run_suite(suite: str, quick: bool, evals: int, doppler_evals: int, seed: int
       started = time.perf_counter()
       result = run_column(column, graph, devices, model, evals, doppler_evals, seed,
                           regal_policy)
-      row["simulated"][column] = units(result.data["objective"])
-      row["evaluations"][column] = result.data["evaluations"]
+      row["simulated"][column] = units(result.result.objective)
+      row["evaluations"][column] = result.result.evaluations
       row["seconds"][column] = time.perf_counter() - started
       if column == "brkga_doppler":
-        row["brkga_doppler_winner_origin"] = result.data["details"]["winner_origin"]
+        row["brkga_doppler_winner_origin"] = result.result.details["winner_origin"]
       assignments[column] = result.assignments["best"]
       progress(f"{suite} {label} {column}: {row['simulated'][column]:.6g} "
                f"({row['evaluations'][column]} evaluations, {row['seconds'][column]:.1f} s)")
@@ -198,7 +198,7 @@ def transfer_table(quick: bool, evals: int, few_shot: int, seed: int, progress=p
         critical = optimize_lib.run(problem.graph, devices,
                                     methods.RunConfig(model=model, method="critical_path"))
         rows.append({"source": source, "target": target,
-                     "critical_path": units(critical.data["objective"]),
+                     "critical_path": units(critical.result.objective),
                      "zero_shot": units(zero.objective), "few_shot": units(few.objective),
                      "scratch_same_budget": units(scratch_run.objective)})
         progress(f"transfer {source} -> {target}: " + ", ".join(

@@ -39,7 +39,7 @@ from datasets import io as graph_io  # noqa: E402
 from datasets.formats import profiled  # noqa: E402
 from experiments import command, report  # noqa: E402
 from regal.baselines import pipeline_linear, pipeline_local_search  # noqa: E402
-from regal.scoring import blocks  # noqa: E402
+from regal.scoring.blocks import reference as blocks  # noqa: E402
 
 LATENCY = os.path.join(benchmarks.SHARED_GRAPHS, "profiled", "latency")
 DEFAULT = "contiguous_moves+order_cut"

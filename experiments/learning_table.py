@@ -110,7 +110,7 @@ def paired_runs(problems, workdir: str, budget: str, seeds: int, progress) -> li
     row = {"graph": problem.graph.name, "ops": problem.graph.num_ops, "evals": evals,
            "unguided": [], "guided": [], "unguided_seconds": [], "guided_seconds": [],
            "guided_evals_to_match": [], "steered_genes": 0}
-    params = guides.search_params(problem, evals)
+    params = guides.plan_search(problem, evals).params
     for k in range(seeds):
       seed = SEED_BASE + k
       started = time.perf_counter()

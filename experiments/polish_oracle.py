@@ -29,7 +29,7 @@ from datasets import constructed  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from experiments import command, report  # noqa: E402
 from regal.scoring import performance  # noqa: E402
-from regal.scoring.native_delay import build_native_delay_graph  # noqa: E402
+from regal.scoring.delay.native import build_native_delay_graph  # noqa: E402
 from regal.search import schedule_polish  # noqa: E402
 
 # (tasks, processors, ratio) of training instances (generator seed 0) the default run leaves

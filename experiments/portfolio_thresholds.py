@@ -65,14 +65,14 @@ def measure(size: int, num_devices: int, ccr: float) -> dict:
       problem, chromosome_lib.encode(placement, order, problem.layout))[0]
   started = time.perf_counter()
   search = optimize_lib.run(graph, devices, methods.RunConfig(model="delay",
-                                                              exact_solver="off")).data
+                                                              exact_solver="off")).result
   return {"ops": graph.num_ops, "size": size, "devices": num_devices, "ccr": ccr,
           "solver_status": solution["status"], "solver_seconds": solver_seconds,
           "solver_objective": float(solver_value), "solver_bound": solution["lower_bound"],
-          "search_objective": float(search["objective"]),
+          "search_objective": float(search.objective),
           "search_seconds": time.perf_counter() - started,
-          "solver_better": bool(solver_value < search["objective"] * (1 - 1e-9)),
-          "search_better": bool(search["objective"] < solver_value * (1 - 1e-9))}
+          "solver_better": bool(solver_value < search.objective * (1 - 1e-9)),
+          "search_better": bool(search.objective < solver_value * (1 - 1e-9))}
 
 
 def summarize(rows: list[dict]) -> list[str]:

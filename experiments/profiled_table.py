@@ -47,8 +47,10 @@ from datasets import io as graph_io  # noqa: E402
 from datasets.formats import profiled  # noqa: E402
 from experiments import command, report  # noqa: E402
 from regal.app import pipeline_lib  # noqa: E402
-from regal.baselines import pipeline_dp, pipeline_linear  # noqa: E402
-from regal.scoring import blocks, pipeline  # noqa: E402
+from regal.app.result import SplitResult  # noqa: E402
+from regal.baselines import pipeline_dp, pipeline_linear, pipeline_methods  # noqa: E402
+from regal.scoring.blocks import reference as blocks  # noqa: E402
+from regal.scoring.throughput import reference as pipeline  # noqa: E402
 
 PROFILED = os.path.join(benchmarks.SHARED_GRAPHS, "profiled")
 _QUICK = flags.DEFINE_bool("quick", False, "Seeds 0-1, search budgets a tenth, DP limit 5 s, "
@@ -81,7 +83,7 @@ def _expert(name: str) -> str | None:
 
 
 def _scored(workload, device, objective: str, seconds: float | None = None) -> dict[str, Any]:
-  spec = pipeline_lib.OBJECTIVES[objective]
+  spec = pipeline_methods.OBJECTIVES[objective]
   found = spec.violations(workload, device)
   value = spec.value(workload, device)
   return {"value": float(value) if np.isfinite(value) else None, "feasible": not found,
@@ -95,23 +97,23 @@ def _timed(function):
 
 
 def _budget(objective: str) -> int | None:
-  return pipeline_lib.OBJECTIVES[objective].default_evals // 10 if _QUICK.value else None
+  return pipeline_methods.OBJECTIVES[objective].default_evals // 10 if _QUICK.value else None
 
 
 def _searches(workload, objective: str) -> list[dict[str, Any]]:
   runs = []
   for seed in range(2 if _QUICK.value else _SEEDS.value):
-    data = pipeline_lib.run(workload, pipeline_lib.SplitConfig(
+    data = pipeline_lib.run(workload, pipeline_methods.SplitConfig(
         objective=objective, seed=seed, evals=_budget(objective)))
-    runs.append({"seed": seed, "value": data["objective"], "feasible": data["feasible"],
-                 "seconds": data["details"].get("seconds", 0.0),
-                 "wall": data["wall_seconds"]["total"], "gap": data["gap"]})
+    runs.append({"seed": seed, "value": data.objective, "feasible": data.feasible,
+                 "seconds": data.details.get("seconds", 0.0),
+                 "wall": data.wall_seconds["total"], "gap": data.gap})
   return runs
 
 
 def _methods_common(workload, path: str, objective: str) -> dict[str, Any]:
-  one = pipeline_lib._one_accelerator_split(workload)  # noqa: SLF001 (the method's own split)
-  linear, linear_seconds = _timed(lambda: pipeline_lib._linear_split(workload, objective))  # noqa: SLF001
+  one = pipeline_methods.one_accelerator_split(workload)
+  linear, linear_seconds = _timed(lambda: pipeline_methods.linear_split(workload, objective))
   rows = {"one_accelerator": _scored(workload, one, objective),
           "pipedream": _scored(workload, linear.device, objective, linear_seconds)}
   expert = _expert(_name(path))
@@ -147,13 +149,13 @@ def throughput_section() -> list[dict[str, Any]]:
       methods["contiguous_dp"] = {"value": None, "feasible": None, "violation": str(error),
                                   "seconds": None}
     if workload.num_groups <= CPSAT_MAX_CLASSES:
-      solved = pipeline_lib.run(workload, pipeline_lib.SplitConfig(
+      solved = pipeline_lib.run(workload, pipeline_methods.SplitConfig(
           method="cpsat", time_limit=2.0 if _QUICK.value else _CPSAT_SECONDS.value))
-      methods["cpsat"] = {"value": solved["objective"], "feasible": solved["feasible"],
-                          "violation": (solved["violations"] or [None])[0],
-                          "seconds": solved["details"]["seconds"],
-                          "status": solved["details"]["status"],
-                          "lower_bound": solved["details"]["lower_bound"]}
+      methods["cpsat"] = {"value": solved.objective, "feasible": solved.feasible,
+                          "violation": (solved.violations or [None])[0],
+                          "seconds": solved.details["seconds"],
+                          "status": solved.details["status"],
+                          "lower_bound": solved.details["lower_bound"]}
     else:
       methods["cpsat"] = {"value": None, "feasible": None, "seconds": None,
                           "violation": f"not run: {workload.num_groups} classes > "
@@ -244,9 +246,9 @@ def _cli_seconds(graph: str, *flags_: str) -> dict[str, Any]:
     if run.returncode != 0:
       return {"seconds": seconds, "error": run.stderr.strip()[-300:]}
     with open(out) as f:
-      data = json.load(f)
-  return {"seconds": seconds, "value": data["objective"], "feasible": data["feasible"],
-          "ops": data["graph"]["num_ops"], "search_seconds": data["details"].get("seconds")}
+      result = SplitResult.from_json(json.load(f))
+  return {"seconds": seconds, "value": result.objective, "feasible": result.feasible,
+          "ops": result.graph["num_ops"], "search_seconds": result.details.get("seconds")}
 
 
 def scale_section() -> list[dict[str, Any]]:

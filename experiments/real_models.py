@@ -155,20 +155,20 @@ def run_one(graph, label: str, num_devices: int, method: str, seed: int) -> dict
   if _QUICK.value and method != "data_parallel":
     config = methods_lib.RunConfig(shard=config.shard, seed=seed, evals=400)
   started = time.perf_counter()
-  result = optimize_lib.run(graph, spec, config, source=label).data
+  result = optimize_lib.run(graph, spec, config, source=label).result
   ms = 1e3 / float(graph.metadata.get("link_bytes_per_second", 1e11))
-  sharding = result.get("sharding") or {}
-  peak = [p for p in result["peak_memory"] if p is not None]
+  sharding = result.sharding or {}
+  peak = [p for p in result.peak_memory if p is not None]
   return {"model": label, "devices": num_devices, "method": method, "seed": seed,
-          "step_ms": result["objective"] * ms,
-          "one_device_ms": result["baselines"]["single_device"]["objective"] * ms,
-          "lower_bound_ms": result["lower_bound"] * ms,
-          "improvement_pct": result["improvement_pct"],
+          "step_ms": result.objective * ms,
+          "one_device_ms": result.baselines["single_device"]["objective"] * ms,
+          "lower_bound_ms": result.lower_bound * ms,
+          "improvement_pct": result.improvement_pct,
           "peak_memory_gb": max(peak) / 1e9 if peak else None,
           "resident_parameters_gb": max(sharding.get("resident_parameter_bytes", [0.0])) / 1e9,
           "capacity_gb": float(spec.memory_capacity[0]) / 1e9,
-          "chosen": sharding.get("chosen"), "ops": result["graph"]["num_ops"],
-          "evaluations": result["evaluations"], "seconds": time.perf_counter() - started}
+          "chosen": sharding.get("chosen"), "ops": result.graph["num_ops"],
+          "evaluations": result.evaluations, "seconds": time.perf_counter() - started}
 
 
 def predicted_summary(rows: list[dict], labels: list[str], device_counts: list[int]) -> list:
@@ -232,9 +232,9 @@ def execute_model(label: str, spec: dict[str, Any], placements: int) -> dict[str
           "shared_pearson": report_["shared_pearson"],
           "best_measured_ms": 1e3 * rows["best"]["median_seconds"],
           "single_device_measured_ms": 1e3 * rows["single_device"]["median_seconds"],
-          "best_predicted_ms": run.data["objective"] * 1e3 / float(
+          "best_predicted_ms": run.result.objective * 1e3 / float(
               graph.metadata["link_bytes_per_second"]),
-          "single_device_predicted_ms": run.data["baselines"]["single_device"]["objective"]
+          "single_device_predicted_ms": run.result.baselines["single_device"]["objective"]
           * 1e3 / float(graph.metadata["link_bytes_per_second"]),
           "rows": report_["rows"]}
 

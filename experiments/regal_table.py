@@ -59,7 +59,7 @@ from datasets import cli, errors  # noqa: E402
 from experiments import command, report  # noqa: E402
 from regal import baselines  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
-from regal.learning import train_lib  # noqa: E402
+from regal.learning import references, train_lib  # noqa: E402
 from regal.learning.configs import default as default_config  # noqa: E402
 from regal import search  # noqa: E402
 from regal.scoring import performance  # noqa: E402
@@ -133,7 +133,8 @@ def brkga_runs(trainer, indices, evals: int, params=None, distributions=None):
     if distributions is not None:
       run_params = run_params.replace(mutant_alpha=distributions[k][0],
                                       mutant_beta=distributions[k][1])
-    result = search.optimize(problem, evals, seed=train_lib.EVAL_SEED, params=run_params)
+    result = search.optimize(performance.Evaluator.of(problem), evals, seed=references.EVAL_SEED,
+                             params=run_params)
     values.append(float(performance.score_reference(problem, result.best_chromosome)[0]))
   return values
 
@@ -147,7 +148,7 @@ def our_search(problem: performance.Problem, evals: int) -> float:
               model=problem.model,
               objective=problem.objective,
               evals=evals,
-              seed=train_lib.EVAL_SEED)).data["objective"])
+              seed=references.EVAL_SEED)).result.objective)
 
 
 def run_table(trainer, policy_params, indices, time_limit: float, limits: Sequence[int],
@@ -173,14 +174,14 @@ def run_table(trainer, policy_params, indices, time_limit: float, limits: Sequen
   timed("regal", lambda: brkga_runs(trainer, indices, evals, distributions=distributions))
   timed("idrs", lambda: [baselines.sampling.idrs(
       trainer.problems[i], alpha, beta, evals,
-      seed=train_lib.EVAL_SEED).objective for i, (alpha, beta) in zip(indices, distributions)])
+      seed=references.EVAL_SEED).objective for i, (alpha, beta) in zip(indices, distributions)])
   for method in ("gp_dfs", "local_search", "hill_climb"):
     timed(method, lambda: [methods.run_method(method, trainer.problems[i], evals,
-                                                seed=train_lib.EVAL_SEED).objective
+                                                seed=references.EVAL_SEED).objective
                            for i in indices])
   timed("search", lambda: [our_search(trainer.problems[i], evals) for i in indices])
   timed("hill_climb_long", lambda: [methods.run_method(
-      "hill_climb", trainer.problems[i], long_factor * evals, seed=train_lib.EVAL_SEED).objective
+      "hill_climb", trainer.problems[i], long_factor * evals, seed=references.EVAL_SEED).objective
                                     for i in indices])
   timed("search_long", lambda: [our_search(trainer.problems[i], long_factor * evals)
                                 for i in indices])

@@ -77,18 +77,18 @@ def optimize_rows(sizes, evals: int, num_devices: int, skip=(), progress=print) 
         continue
       started = time.perf_counter()
       result = optimize_lib.run(graph, devices, methods.RunConfig(evals=evals, coarsen_spec=spec))
-      data = result.data
+      data = result.result
       rows.append({"family": family, "size": size, "ops": graph.num_ops,
                    "edges": graph.num_edges, "coarsen": spec,
-                   "coarse_ops": data["details"].get("coarsening", {}).get("coarse_ops",
+                   "coarse_ops": data.details.get("coarsening", {}).get("coarse_ops",
                                                                             graph.num_ops),
-                   "objective": data["objective"],
-                   "single_device": data["baselines"]["single_device"]["objective"],
-                   "improvement_pct": data["improvement_pct"],
-                   "compile_seconds": data["wall_seconds"]["compile"],
-                   "search_seconds": data["wall_seconds"]["search"],
+                   "objective": data.objective,
+                   "single_device": data.baselines["single_device"]["objective"],
+                   "improvement_pct": data.improvement_pct,
+                   "compile_seconds": data.wall_seconds["compile"],
+                   "search_seconds": data.wall_seconds["search"],
                    "wall_seconds": time.perf_counter() - started,
-                   "evaluations": data["evaluations"]})
+                   "evaluations": data.evaluations})
       row = rows[-1]
       progress(f"{family} {row['ops']} ops, coarsen {spec}: objective {row['objective']:.6g} "
                f"({row['improvement_pct']:.1f}% better than one device), wall "

@@ -96,7 +96,7 @@ def arm_name(variant: dict[str, Any]) -> str:
 def arm_settings(problem: performance.Problem, evals: int, variant: dict[str, Any]):
   """(BRKGA parameters, search settings) of the default search with `variant` applied;
   checked before any run, so a bad value fails at once."""
-  params = guides.search_params(problem, evals)
+  params = guides.plan_search(problem, evals).params
   engine = {k: v for k, v in variant.items() if k in ENGINE_KEYS}
   for key in ("elite_fraction", "mutant_fraction", "rho"):
     if key in engine and not 0 < engine[key] < 1:
@@ -148,7 +148,8 @@ def settings_key(params, settings) -> str:
 def run_one(problem: performance.Problem, seed: int, evals: int, params, settings) -> dict:
   started = time.perf_counter()
   guided = guides.guidance(problem, seed, [guides.HeuristicSeeds()])
-  result = guides.run_guided(problem, evals, seed, guided, settings=settings, params=params)
+  result = guides.run_guided(problem, evals, seed, guided, guides.plan_search(
+      problem, evals, settings=settings, params=params))
   return {"objective": float(result.objective), "evaluations": int(result.evaluations),
           "seconds": round(time.perf_counter() - started, 2)}
 

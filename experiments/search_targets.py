@@ -62,12 +62,12 @@ def _ours(graph, devices, model: str, evals: int | None) -> dict[str, Any]:
   seed, and the budget and seconds it took."""
   if _QUICK.value:
     evals = min(evals or 3000, 3000)
-  data = optimize_lib.run(graph, devices, methods.RunConfig(model=model, evals=evals)).data
-  return {"objective": data["objective"], "search": data["search_objective"],
-          "best_seed": data["baselines"]["best_seed"]["objective"],
-          "best_seed_name": data["baselines"]["best_seed"]["name"],
-          "evaluations": data["evaluations"], "search_seconds": data["wall_seconds"]["search"],
-          "compile_seconds": data["wall_seconds"]["compile"]}
+  data = optimize_lib.run(graph, devices, methods.RunConfig(model=model, evals=evals)).result
+  return {"objective": data.objective, "search": data.search_objective,
+          "best_seed": data.baselines["best_seed"]["objective"],
+          "best_seed_name": data.baselines["best_seed"]["name"],
+          "evaluations": data.evaluations, "search_seconds": data.wall_seconds["search"],
+          "compile_seconds": data.wall_seconds["compile"]}
 
 
 def _baseline(method: str, graph, devices, model: str, evals: int) -> float:

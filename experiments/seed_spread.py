@@ -96,11 +96,11 @@ def _row(label: str, kind: str, seed: int, budget: int | None, model: str, outco
 def run_one(label: str, graph, devices, model: str, seed: int, evals: int | None) -> dict:
   started = time.perf_counter()
   data = optimize_lib.run(graph, devices, methods.RunConfig(model=model, evals=evals,
-                                                            seed=seed)).data
+                                                            seed=seed)).result
   return _row(label, "default" if evals is None else "reference", seed, evals, model,
-              {"evals": data["evaluations"], "objective": data["objective"],
-               "search_seconds": data["wall_seconds"]["search"],
-               "placement": [entry["device"] for entry in data["placement"]]}, started)
+              {"evals": data.evaluations, "objective": data.objective,
+               "search_seconds": data.wall_seconds["search"],
+               "placement": [entry["device"] for entry in data.placement]}, started)
 
 
 def run_split(label: str, graph, devices, model: str, seed: int, evals: int,

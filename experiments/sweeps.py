@@ -105,7 +105,8 @@ def search_trial(params: dict, quick: bool) -> dict:
     direct decoder, whichever decoder the search uses)."""
     seeds = heuristics.seeds(problem)
     budget = 2000 if quick else (evals or search.default_evals(problem))
-    result = search.optimize(problem, budget, seed=0, seeds=seeds, settings=settings)
+    result = search.optimize(settings.evaluator(problem), budget, seed=0, seeds=seeds,
+                             settings=settings)
     best_seed = min(performance.score_reference(problem, c)[0] for c in seeds.values())
     return result.objective, best_seed
 

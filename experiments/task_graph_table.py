@@ -186,14 +186,14 @@ def ours(method: str, graph, processors: int, tasks_per_graph: int) -> tuple[dic
         model="delay", evals=evals, seed=_SEED.value, time_limit=time_limit,
         polish=POLISH.get(method, "auto")))
     placement, schedule = result.placement, result.schedule
-    facts = {"search_objective": result.data["search_objective"],
-             "best_seed": result.data["baselines"].get("best_seed", {}).get("objective"),
-             "evals": result.data["settings"]["evals"],
-             "lower_bound": result.data["lower_bound"],
-             "bound_source": result.data["bound_source"],
-             "proven_optimal": result.data["proven_optimal"]}
-    if "polish" in result.data["details"]:
-      facts["polish"] = result.data["details"]["polish"]
+    facts = {"search_objective": result.result.search_objective,
+             "best_seed": result.result.baselines.get("best_seed", {}).get("objective"),
+             "evals": result.result.settings["evals"],
+             "lower_bound": result.result.lower_bound,
+             "bound_source": result.result.bound_source,
+             "proven_optimal": result.result.proven_optimal}
+    if "polish" in result.result.details:
+      facts["polish"] = result.result.details["polish"]
   else:
     if method == "cpsat":
       limit = 120.0 if tasks_per_graph == 10 else _TIME_LIMIT.value

@@ -68,7 +68,7 @@ flags.DEFINE_string("data_dir", None, "Dataset cache folder.")
 flags.DEFINE_enum("model", "wc", [*choices.MODELS, choices.SPLIT_MODEL],
                   "Performance model. blocks: a profiled workload's single-sample "
                   "latency, each accelerator one contiguous block "
-                  "(regal/scoring/blocks.py), devices from its file unless --device_spec.")
+                  "(regal/scoring/blocks/), devices from its file unless --device_spec.")
 flags.DEFINE_enum("objective", "runtime",
                   [*choices.OBJECTIVES, choices.SPLIT_OBJECTIVE],
                   "What to minimize. throughput: a profiled workload's pipeline "

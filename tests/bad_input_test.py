@@ -183,7 +183,7 @@ OPTIMIZE_CASES = [
     ("evals_zero", ["--graph", "good.json", "--evals", "0"], 2,
      "--evals must be between 1 and 1,000,000,000, got 0"),
     ("memory_limit_ignored", ["--graph", "good.json", "--memory_limit", "5"], 2,
-     "--memory_limit is read by --objective runtime_under_memory only"),
+     "--memory_limit would do nothing here: only --objective runtime_under_memory reads it"),
     ("metadata_list", ["--graph", "metadata_list.json"], 2,
      '"metadata" must be a JSON object, got list'),
     ("metadata_string", ["--graph", "metadata_string.json"], 2,
@@ -203,9 +203,10 @@ OPTIMIZE_CASES = [
      "flag --method=foo: value should be one of"),
     # Flags that the other flags make do nothing.
     ("evals_with_heft", ["--graph", "good.json", "--method", "heft", "--evals", "7"], 2,
-     "--evals would do nothing here: --method heft has no evaluation budget"),
+     "--evals would do nothing here: only --method brkga, doppler, local_search"),
     ("time_limit_with_heft", ["--graph", "good.json", "--method", "heft", "--time_limit", "3"],
-     2, "--time_limit would do nothing here: --method heft has no time limit"),
+     2, "--time_limit would do nothing here: only --method brkga, cpsat, quickp read it (here: "
+     "--method heft)"),
     ("seed_arms_with_heft", ["--graph", "good.json", "--method", "heft", "--seed_arms", "heft"],
      2, "--seed_arms would do nothing here"),
     ("exact_solver_with_heft", ["--graph", "good.json", "--method", "heft", "--model", "delay",
@@ -217,7 +218,7 @@ OPTIMIZE_CASES = [
                                      "--decoder", "consumer"], 2,
      "--decoder consumer orders transfers, which the doppler model does not read"),
     ("seed_with_heft", ["--graph", "good.json", "--method", "heft", "--seed", "3"], 2,
-     "--seed would do nothing here: --method heft draws no random numbers"),
+     "--seed would do nothing here: only --method brkga"),
     ("engine_with_heft", ["--graph", "good.json", "--method", "heft", "--engine", "jax"], 2,
      "--engine would do nothing here"),
     ("doppler_save_without_doppler", ["--graph", "good.json", "--doppler_save", "p.msgpack"], 2,
@@ -243,7 +244,7 @@ OPTIMIZE_CASES = [
     ("doppler_samples_without_the_arm", ["--graph", "good.json", "--doppler_samples", "3"], 2,
      "--doppler_samples would do nothing here"),
     ("index_with_graph", ["--graph", "good.json", "--index", "3"], 2,
-     "--index would do nothing here: --graph names the graph"),
+     "--index would do nothing here: only a dataset's graph (no --graph) reads it"),
     ("split_with_graph", ["--graph", "good.json", "--split", "train"], 2,
      "--split would do nothing here"),
     ("data_dir_with_graph", ["--graph", "good.json", "--data_dir", "existing_dir"], 2,
@@ -368,14 +369,14 @@ OPTIMIZE_CASES = [
     ("throughput_with_a_schedule_method", ["--graph", "profiled_good.json", "--objective",
                                            "throughput", "--method", "heft", "--out",
                                            "refused.json"], 2,
-     "--objective throughput takes --method search, pipedream"),
+     "--objective throughput takes --method cpsat, search, pipedream"),
     ("split_method_without_throughput", ["--graph", "profiled_good.json", "--method",
                                          "pipedream", "--out", "refused.json"], 2,
      "--method pipedream splits a profiled workload: it needs --objective throughput or"),
     ("seed_of_a_deterministic_split", ["--graph", "profiled_good.json", "--objective",
                                        "throughput", "--method", "pipedream", "--seed", "2",
                                        "--out", "refused.json"], 2,
-     "--seed would do nothing here: --method pipedream does not read it (only search, cpsat"),
+     "--seed would do nothing here: --method pipedream does not read it (only cpsat, search"),
     ("blocks_with_an_objective", ["--graph", "profiled_good.json", "--model", "blocks",
                                   "--objective", "memory", "--out", "refused.json"], 2,
      "--model blocks minimizes a profiled workload's single-sample latency"),
@@ -624,7 +625,8 @@ def test_accepted_outputs_are_written_where_open_would_write(outcomes, case_id):
   written = {"out_is_a_symlink": "link_target.json", "out_name_of_245_bytes": LONG_NAME,
              "throughput_on_a_device_spec": "split_on_spec.json"}
   if case_id in written:
-    assert json.loads((folder / written[case_id]).read_text())["format"] == "regal.result"
+    kind = "regal.split_result" if case_id.startswith("throughput") else "regal.result"
+    assert json.loads((folder / written[case_id]).read_text())["format"] == kind
 
 
 def test_a_device_spec_replaces_the_workloads_accelerators(outcomes):

@@ -17,7 +17,8 @@ from regal import baselines
 from regal.app import methods
 from regal.baselines import enumerative, exact, fusion, list_scheduling, partition
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import doppler_sim, performance
+from regal.scoring import performance
+from regal.scoring.doppler import reference as doppler_sim
 from regal.scoring.schedule import validate_placement
 from datasets import coarsen
 

@@ -79,14 +79,14 @@ def test_result_bounds_never_exceed_a_proven_optimum(method):
     graph = graph_io.load_graph(instance["path"])
     report = optimize_lib.run(graph, devices_lib.homogeneous(instance["processors"]),
                               methods.RunConfig(model="delay", method=method, time_limit=5))
-    d = report.data
-    assert d["lower_bound"] <= instance["optimum"] + 1e-9, instance["file"]
-    assert d["objective"] >= instance["optimum"] - 1e-9, instance["file"]
-    assert d["proven_optimal"] == (d["objective"] <= d["lower_bound"])
-    if d["gap"] is not None:
-      assert d["gap"] == pytest.approx(d["objective"] / d["lower_bound"] - 1)
-    proven += d["proven_optimal"]
+    d = report.result
+    assert d.lower_bound <= instance["optimum"] + 1e-9, instance["file"]
+    assert d.objective >= instance["optimum"] - 1e-9, instance["file"]
+    assert d.proven_optimal == (d.objective <= d.lower_bound)
+    if d.gap is not None:
+      assert d.gap == pytest.approx(d.objective / d.lower_bound - 1)
+    proven += d.proven_optimal
     if method == "cpsat":
-      assert d["bound_source"] == "solver" or d["lower_bound"] == d["objective"]
+      assert d.bound_source == "solver" or d.lower_bound == d.objective
   if method == "cpsat":  # The solver proves these small graphs optimal.
     assert proven == len(_SINNEN)

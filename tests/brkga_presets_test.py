@@ -8,7 +8,7 @@ import brkga
 from datasets import devices as devices_lib
 from datasets import errors, synthetic
 from regal.app import methods, optimize_lib
-from regal.learning import train_lib
+from regal.learning import workdir as workdir_lib
 from regal.learning.configs import default as default_config
 from regal.scoring import performance
 from regal.search import brkga_presets, brkga_search
@@ -61,7 +61,7 @@ def test_optimize_uses_the_preset_and_refuses_it_for_other_methods(presets_file)
   devices = devices_lib.homogeneous(2)
   report = optimize_lib.run(graph, devices,
                             methods.RunConfig(model="sync", evals=400, brkga_preset="tuned"))
-  settings = report.data["settings"]["brkga"]
+  settings = report.result.settings["brkga"]
   assert settings["preset"] == "tuned" and settings["population_size"] == 40
   assert settings["num_populations"] == 2 and settings["mutant_alpha"] == 2.0
   with pytest.raises(errors.ConfigError, match="use it with --method brkga"):
@@ -78,25 +78,32 @@ def test_unguided_searches_take_the_presets_betas(presets_file):
   problem = performance.Problem(graph, devices_lib.homogeneous(2), model="sync")
   brkga_presets.save("tuned", SETTING, {})
   size = problem.layout.size
-  implicit = guides.run_guided(problem, 600, 3, guides.Guidance(), "tuned")
+  tuned = guides.plan_search(problem, 600, "tuned")
+  implicit = guides.run_guided(problem, 600, 3, guides.Guidance(), tuned)
   explicit = guides.run_guided(problem, 600, 3, guides.Guidance(
       mutant_alpha=np.full(size, SETTING["mutant_alpha"]),
-      mutant_beta=np.full(size, SETTING["mutant_beta"])), "tuned")
-  uniform = guides.run_guided(problem, 600, 3, guides.Guidance(), "default")
+      mutant_beta=np.full(size, SETTING["mutant_beta"])), tuned)
+  uniform = guides.run_guided(problem, 600, 3, guides.Guidance(),
+                              guides.plan_search(problem, 600, "default"))
   np.testing.assert_array_equal(implicit.history, explicit.history)
   assert not np.array_equal(implicit.history, uniform.history)
 
 
-def test_the_default_preset_keeps_old_training_fingerprints(presets_file):
+def test_a_training_fingerprint_holds_every_setting_and_the_presets_values(presets_file):
+  """A checkpoint matches its config: changing any setting but the run-length ones changes
+  the fingerprint, and so does re-tuning the preset it names."""
   config = default_config.get_config()
-  before = train_lib.fingerprint(config)
-  del config["brkga_preset"]
-  assert train_lib.fingerprint(config) == before
+  before = workdir_lib.fingerprint(config)
+  config.reward = "measured"
+  assert workdir_lib.fingerprint(config) != before
+  config.reward = "model"
+  config.num_steps += 1  # Run length: the same workdir goes on.
+  assert workdir_lib.fingerprint(config) == before
   brkga_presets.save("tuned", SETTING, {})
   config.brkga_preset = "tuned"
-  tuned = train_lib.fingerprint(config)
+  tuned = workdir_lib.fingerprint(config)
   brkga_presets.save("tuned", {**SETTING, "rho": 0.7}, {})  # Re-tuned: another workdir.
-  assert len({before, tuned, train_lib.fingerprint(config)}) == 3
+  assert len({before, tuned, workdir_lib.fingerprint(config)}) == 3
 
 
 def test_the_default_preset_holds_search_settings_with_provenance(presets_file):

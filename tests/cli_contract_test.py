@@ -117,7 +117,7 @@ def test_the_optimizer_checks_its_flags_before_the_libraries_load():
   assert choices.ENGINES == tuple(performance.ENGINES)
   assert choices.DECODERS == decoders.BUILT_IN == tuple(performance.DECODERS)
   assert choices.METHODS == tuple(methods.METHODS)
-  assert choices.SPLIT_METHODS == tuple(pipeline_lib.METHODS)
+  assert choices.SPLIT_METHODS == methods.SPLIT_METHODS
   assert (choices.ARMS, choices.DEFAULT_ARMS) == (tuple(methods.ARMS),
                                                   tuple(methods.DEFAULT_ARMS))
   assert choices.MAX_DOPPLER_SAMPLES == doppler_method.MAX_SAMPLES

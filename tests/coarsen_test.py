@@ -10,7 +10,8 @@ from datasets import devices as devices_lib
 from datasets import errors, synthetic
 from datasets.graph import Graph, validate
 from regal import baselines
-from regal.scoring import performance, reference_models
+from regal.scoring import performance
+from regal.scoring.wc import reference as wc_reference
 from datasets import coarsen
 
 
@@ -208,8 +209,8 @@ def test_a_coarse_schedule_maps_back_with_the_same_makespan(graph, target, data)
                                           min_size=coarse.num_ops, max_size=coarse.num_ops)))
   op_priority = np.array(data.draw(st.permutations(range(coarse.num_ops))), float)
   transfer_priority = np.zeros((coarse.num_tensors, num_devices))
-  schedule = reference_models.simulate_wc(coarse, devices, placement, op_priority,
-                                          transfer_priority)
+  schedule = wc_reference.simulate_wc(coarse, devices, placement, op_priority,
+                                      transfer_priority)
   times = expand_schedule(graph, devices, coarsening, placement, schedule.op_start,
                                   schedule.transfer_start, schedule.transfer_end)
   ops_placement, _ = coarsen.expand(coarsening, placement, coarse.topological_order)
@@ -230,8 +231,8 @@ def test_a_group_ends_exactly_where_the_coarse_model_ends_it():
                                    speed=np.array([0.75, 1.0, 1.0]), bandwidth=np.ones((3, 3)),
                                    latency=np.zeros((3, 3)))
   placement = np.zeros(3, np.int64)
-  schedule = reference_models.simulate_wc(coarse, devices, placement, np.array([1.0, 2.0, 0.0]),
-                                          np.zeros((coarse.num_tensors, 3)))
+  schedule = wc_reference.simulate_wc(coarse, devices, placement, np.array([1.0, 2.0, 0.0]),
+                                      np.zeros((coarse.num_tensors, 3)))
   times = expand_schedule(graph, devices, coarsening, placement, schedule.op_start,
                                   schedule.transfer_start, schedule.transfer_end)
   _check_timed_schedule(graph, devices, np.zeros(graph.num_ops, np.int64), *times)

@@ -16,7 +16,7 @@ from datasets import constructed, errors
 from datasets import devices as devices_lib
 from datasets import io as graph_io
 from experiments import task_graph_table
-from regal.scoring import reference_models
+from regal.scoring.delay import reference as delay_reference
 
 
 def _checked_makespan(instance: constructed.Instance) -> float:
@@ -40,7 +40,7 @@ def test_the_certificate_is_feasible_and_ends_at_total_work_over_processors(
   busy = np.bincount(instance.placement, weights=instance.lengths, minlength=processors)
   np.testing.assert_array_equal(busy, instance.optimum)
   graph = instance.graph()
-  schedule = reference_models.simulate_delay(
+  schedule = delay_reference.simulate_delay(
       graph, devices_lib.homogeneous(processors), instance.placement, -instance.start)
   assert schedule.makespan == instance.optimum
   np.testing.assert_array_equal(schedule.op_start, instance.start)

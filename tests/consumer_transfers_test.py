@@ -11,7 +11,7 @@ from datasets import devices as devices_lib
 from datasets import sharded
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import consumer_transfers, performance
-from regal.scoring import reference_models as rm
+from regal.scoring.wc import reference as wc_reference
 
 
 @settings(max_examples=40, deadline=None)
@@ -90,8 +90,8 @@ def test_fitness_scores_the_derived_schedule_and_ignores_transfer_genes():
     np.testing.assert_array_equal(host.placement[k], direct.placement)
     np.testing.assert_array_equal(host.op_priority[k], direct.op_priority)
     np.testing.assert_array_equal(host.transfer_priority[k], transfer)
-    expected = rm.simulate_wc(problem.graph, problem.devices, direct.placement,
-                              direct.op_priority, transfer, dtype=np.float32).makespan
+    expected = wc_reference.simulate_wc(problem.graph, problem.devices, direct.placement,
+                                        direct.op_priority, transfer, dtype=np.float32).makespan
     assert fitness[k] == expected, k
   # The transfer genes are read by nothing: new ones leave every score as it was.
   shuffled = chromosomes.copy()

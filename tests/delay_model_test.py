@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 from regal.baselines import list_scheduling
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import delay_model, native_delay, performance
-from regal.scoring import reference_models as rm
+from regal.scoring import performance
+from regal.scoring.delay import batched as delay_model
+from regal.scoring.delay import native as native_delay
+from regal.scoring.delay import reference as delay_reference
 
 
 def priority_order_by_hand(graph, priority):
@@ -42,15 +44,15 @@ def test_three_delay_models_agree_bit_for_bit(graph, devices, seed):
       native_delay.build_native_delay_graph(graph, devices), placements, priorities,
       record_times=True)
   for k in range(len(placements)):
-    order = rm.priority_topological_order(graph, priorities[k])
+    order = delay_reference.priority_topological_order(graph, priorities[k])
     assert order == priority_order_by_hand(graph, priorities[k])
-    reference = rm.simulate_delay(graph, devices, placements[k], priorities[k],
-                                  dtype=np.float32)
+    reference = delay_reference.simulate_delay(graph, devices, placements[k], priorities[k],
+                                               dtype=np.float32)
     assert reference.makespan == jax_makespans[k] == native_makespans[k]
     np.testing.assert_array_equal(reference.op_end, native_ends[k])
     _, _, end = list_scheduling.simulate_in_order(graph, devices, placements[k], order)
-    np.testing.assert_allclose(rm.simulate_delay(graph, devices, placements[k],
-                                                 priorities[k]).op_end, end)
+    np.testing.assert_allclose(delay_reference.simulate_delay(graph, devices, placements[k],
+                                                              priorities[k]).op_end, end)
 
 
 @settings(max_examples=25, deadline=None)
@@ -61,7 +63,7 @@ def test_topological_priorities_reproduce_the_placement_only_model(graph, device
   native = native_delay.simulate(native_delay.build_native_delay_graph(graph, devices),
                                  placements, np.tile(topological, (3, 1)))
   for placement, makespan in zip(placements, native):
-    unordered = rm.simulate_delay(graph, devices, placement, dtype=np.float32)
+    unordered = delay_reference.simulate_delay(graph, devices, placement, dtype=np.float32)
     assert unordered.makespan == makespan
     planned, _, _ = list_scheduling.simulate_in_order(graph, devices, placement,
                                                       graph.topological_order)
@@ -79,8 +81,8 @@ def test_op_order_changes_the_makespan():
                 control_edge_dst=[])
   devices = devices_lib.homogeneous(2)
   placement = np.array([0, 0, 1])
-  a_first = rm.simulate_delay(graph, devices, placement, np.array([3.0, 2.0, 1.0]))
-  b_first = rm.simulate_delay(graph, devices, placement, np.array([2.0, 3.0, 1.0]))
+  a_first = delay_reference.simulate_delay(graph, devices, placement, np.array([3.0, 2.0, 1.0]))
+  b_first = delay_reference.simulate_delay(graph, devices, placement, np.array([2.0, 3.0, 1.0]))
   assert a_first.makespan == 6 and b_first.makespan == 7
 
 

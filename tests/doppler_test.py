@@ -17,7 +17,8 @@ from regal.app import methods, optimize_lib
 from regal.baselines import list_scheduling
 from regal.doppler_policy import episode as episode_lib
 from regal.doppler_policy import graph_data, method, networks, training
-from regal.scoring import performance, reference_models
+from regal.scoring import performance
+from regal.scoring.delay import reference as delay_reference
 from regal.doppler_policy import guide as doppler_guide
 
 SMALL = training.DopplerConfig(hidden=16, rounds=1, episodes_per_step=16)
@@ -82,7 +83,7 @@ def _reference_greedy_episode(params, graph: Graph, devices, config):
     rows = []
     for device in range(d):
       here = [p for p in deps.preds[v] if placement[p] == device]
-      ready_time = reference_models.input_ready_time(v, device, placement, end, deps, devices)
+      ready_time = delay_reference.input_ready_time(v, device, placement, end, deps, devices)
       rows.append([compute[device], sum(end[p] - start[p] for p in here),
                    min((start[p] for p in here), default=0.0),
                    max((end[p] for p in here), default=0.0), max(free[device], ready_time)])
@@ -370,14 +371,14 @@ def test_doppler_seed_arm_in_regal_optimize(tmp_path):
   report = optimize_lib.run(
       graph, problem.devices,
       methods.RunConfig(evals=400, arms=("single_device", "doppler"), doppler=arm))
-  details = report.data["details"]
+  details = report.result.details
   assert set(details["seed_arms"]) == {"single_device", "doppler"}
   # The budget is checked before the arm trains, from what it will spend: exactly this (the
   # critical-path teacher, one batch of 32 episodes, the greedy assignment), and the search
   # spends the rest.
   assert details["arm_evaluations"] == doppler_guide.DopplerSeeds(arm).planned_evaluations(
       problem) == 34
-  assert report.data["evaluations"] <= 400
+  assert report.result.evaluations <= 400
   assert doppler_guide.DopplerSeeds(method.DopplerOptions(evals=70)).planned_evaluations(
       problem) == 66
   with pytest.raises(errors.ConfigError, match="after the guides spend 1026"):
@@ -389,6 +390,6 @@ def test_doppler_seed_arm_in_regal_optimize(tmp_path):
   assert details["seed_arms"]["doppler"] == min(
       performance.score_reference(problem, c)[0] for c in alone.values())
   assert details["seed_arms"]["single_device"] == float(graph.compute_cost.sum())
-  assert report.data["search_objective"] <= min(details["seed_arms"].values())
+  assert report.result.search_objective <= min(details["seed_arms"].values())
   with pytest.raises(errors.ConfigError, match="unknown seed arm"):
     methods.parse_arms("critical_path,oracle")

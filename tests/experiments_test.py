@@ -373,3 +373,11 @@ def test_group_island_quick(tmp_path):
   rows = [json.loads(line) for line in open(tmp_path / "group_island-quick.jsonl")]
   assert len(rows) == 4 and all(r["evaluations"] <= r["budget"] for r in rows)
   assert all(r["guide_evaluations"] > 0 for r in rows if r["arm"] == "stage_balanced")
+
+
+def test_problem_route_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("experiments.problem_route", out, "--baseline", "HEAD")
+  _, data = read_report(out, "problem_route-quick")
+  assert set(data["rows"]) == {"this tree", "baseline HEAD"}
+  assert all(row["stops"] > 0 for row in data["rows"].values())

@@ -7,7 +7,7 @@ import pytest
 from datasets import devices as devices_lib
 from datasets.graph import GraphBuilder
 from regal.app import gantt
-from regal.scoring import reference_models as rm
+from regal.scoring.wc import reference as wc_reference
 from regal.scoring.schedule import Schedule
 
 
@@ -25,8 +25,8 @@ def test_critical_path_follows_transfers_and_devices():
   devices = devices_lib.homogeneous(2)
   placement = np.array([0, 1, 0, 0])
   # a 0-1 (dev0), side 1-2 (dev0), a->1 1-5, b 5-7 (dev1), b->0 7-13, c 13-16.
-  schedule = rm.simulate_wc(graph, devices, placement, np.array([4.0, 3, 2, 1]),
-                            np.zeros((2, 2)))
+  schedule = wc_reference.simulate_wc(graph, devices, placement, np.array([4.0, 3, 2, 1]),
+                                      np.zeros((2, 2)))
   assert schedule.makespan == 16
   ops, transfers = gantt.critical_chain(graph, placement, schedule)
   assert ops == [0, 1, 2]
@@ -37,7 +37,7 @@ def test_draw_png_and_svg(tmp_path):
   graph = chain_with_side_op()
   devices = devices_lib.homogeneous(2)
   placement = np.array([0, 1, 0, 0])
-  schedule = rm.simulate_wc(graph, devices, placement, np.zeros(4), np.zeros((2, 2)))
+  schedule = wc_reference.simulate_wc(graph, devices, placement, np.zeros(4), np.zeros((2, 2)))
   import matplotlib
   gantt.draw(graph, placement, schedule, str(tmp_path / "chart.png"))
   assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -97,8 +97,8 @@ def test_chart_names_every_mark_and_the_units(tmp_path):
       b.add_data_edge(b.add_tensor(f"w{k - 1}", 50.0), f"w{k}")
   graph = b.build()
   placement = np.arange(24) % 2
-  schedule = rm.simulate_wc(graph, devices_lib.homogeneous(2), placement, -np.arange(24.0),
-                            np.zeros((23, 2)))
+  schedule = wc_reference.simulate_wc(graph, devices_lib.homogeneous(2), placement,
+                                      -np.arange(24.0), np.zeros((23, 2)))
   path = tmp_path / "chart.svg"
   gantt.draw(graph, placement, schedule, str(path), model="doppler")
   svg = path.read_text()

@@ -79,12 +79,12 @@ def _method_result(case) -> dict:
       graph, devices, methods.RunConfig(model=model, method=method, evals=evals or None, seed=0,
                                         coarsen_spec=coarsen[0] if coarsen else "off",
                                         exact_solver="off"))
-  result = {"objective": float(report.data["objective"]),
-            "search_objective": report.data["search_objective"],
-            "placement": [p["device"] for p in report.data["placement"]],
-            "order": report.data["schedule"]}
+  result = {"objective": float(report.result.objective),
+            "search_objective": report.result.search_objective,
+            "placement": [p["device"] for p in report.result.placement],
+            "order": report.result.schedule}
   if coarsen:  # What the refining climb did, but its wall time.
-    refinement = report.data["details"]["coarsening"]["refinement"]
+    refinement = report.result.details["coarsening"]["refinement"]
     result["refinement"] = {k: v for k, v in refinement.items() if k != "seconds"}
   return result
 

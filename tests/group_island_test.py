@@ -17,7 +17,7 @@ from regal.baselines import enumerative, partition
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 from regal.search import brkga_search, guides
-from tests.graph_strategies import dags
+from graph_strategies import dags
 
 
 def test_a_confined_population_keeps_every_op_inside_its_group():

@@ -11,7 +11,8 @@ from datasets import devices as devices_lib
 from datasets import errors
 from datasets.synthetic import sized_graph
 from regal.app import methods, optimize_lib
-from regal.learning import checkpoint, policy_runner, reinforce, train_lib
+from regal.learning import checkpoint, policy_runner, reinforce
+from regal.learning import workdir as workdir_lib
 from regal.learning import policy as policy_lib
 from regal.learning.configs import default as default_config
 from regal.scoring import chromosome as chromosome_lib
@@ -31,7 +32,7 @@ def untrained_workdir(tmp_path_factory):
                                policy_lib.PolicyConfig(**config.policy.to_dict()),
                                reinforce.TrainConfig())
   checkpoint.save(checkpoint.in_workdir(workdir), state,
-                  {"step": 0, "config": train_lib.fingerprint(config),
+                  {"step": 0, "config": workdir_lib.fingerprint(config),
                    "config_values": config.to_dict(), "history": []})
   return workdir
 
@@ -40,15 +41,15 @@ def untrained_workdir(tmp_path_factory):
 def test_an_untrained_policy_is_the_unguided_search_bit_for_bit(untrained_workdir, model):
   graph = sized_graph(40, seed=3)
   runs = [
-      optimize_lib.run(graph, devices_lib.homogeneous(2),
-                       methods.RunConfig(model=model, evals=2000, seed=4, policy_dir=policy)).data
+      optimize_lib.run(graph, devices_lib.homogeneous(2), methods.RunConfig(
+          model=model, evals=2000, seed=4, policy_dir=policy)).result
       for policy in (None, untrained_workdir)
   ]
   plain, guided = runs
-  assert guided["details"]["steered_genes"] == 0
+  assert guided.details["steered_genes"] == 0
   for key in ("objective", "placement", "schedule", "evaluations"):
-    assert guided[key] == plain[key], key
-  assert guided["details"]["winner_origin"] == plain["details"]["winner_origin"]
+    assert getattr(guided, key) == getattr(plain, key), key
+  assert guided.details["winner_origin"] == plain.details["winner_origin"]
 
 
 def test_steering_changes_the_search_and_the_unguided_comparison_is_apart(untrained_workdir):
@@ -68,10 +69,10 @@ def test_steering_changes_the_search_and_the_unguided_comparison_is_apart(untrai
       problem.graph, problem.devices,
       methods.RunConfig(
           model="sync", evals=2000, seed=4, policy_dir=untrained_workdir,
-          compare_unguided=True)).data
-  unguided = report["details"]["unguided"]
-  assert unguided["objective"] == report["objective"]  # Untrained: the same search.
-  assert 0 < unguided["evaluations"] <= 2000 and report["evaluations"] <= 2000
+          compare_unguided=True)).result
+  unguided = report.details["unguided"]
+  assert unguided["objective"] == report.objective  # Untrained: the same search.
+  assert 0 < unguided["evaluations"] <= 2000 and report.evaluations <= 2000
 
 
 def test_a_guides_evaluations_come_out_of_the_budget():

@@ -9,12 +9,14 @@ from hypothesis import strategies as st
 from datasets import devices as devices_lib
 from datasets import io as graph_io
 from datasets import synthetic
-from regal.scoring import reference_models as rm
-from regal.scoring import sync_model, wc_model
+from regal.scoring.sync import reference as sync_reference
+from regal.scoring.wc import reference as wc_reference
+from regal.scoring.sync import batched as sync_model
+from regal.scoring.wc import batched as wc_model
 from regal.scoring.sim_graph import build_sim_graph
 
-MODELS = {"wc": (wc_model.simulate_batch, rm.simulate_wc),
-          "sync": (sync_model.simulate_batch, rm.simulate_synchronous)}
+MODELS = {"wc": (wc_model.simulate_batch, wc_reference.simulate_wc),
+          "sync": (sync_model.simulate_batch, sync_reference.simulate_synchronous)}
 SMALL_SHAPE = (16, 32, 128, 32, 16)  # With max_outputs=2: one compile per model and device count.
 
 
@@ -75,8 +77,8 @@ def test_wc_without_memory_keeps_every_time(graph, devices, seed):
   o, t = graph.num_ops, graph.num_tensors
   assert np.isnan(result.peak_memory).all()
   for p in range(placement.shape[0]):
-    ref = rm.simulate_wc(graph, devices, placement[p, :o], priority[p, :o],
-                         transfer_priority[p, :t], dtype=np.float32)
+    ref = wc_reference.simulate_wc(graph, devices, placement[p, :o], priority[p, :o],
+                                   transfer_priority[p, :t], dtype=np.float32)
     np.testing.assert_array_equal(result.makespan[p], ref.makespan)
     np.testing.assert_array_equal(result.op_start[p, :o], ref.op_start)
     np.testing.assert_array_equal(result.op_end[p, :o], ref.op_end)

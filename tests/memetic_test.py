@@ -12,8 +12,9 @@ import brkga
 from datasets import devices as devices_lib
 from regal import search
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import list_decoder, moves, native_delay, performance
-from regal.scoring import reference_models as rm
+from regal.scoring import list_decoder, moves, performance
+from regal.scoring.delay import native as native_delay
+from regal.scoring.delay import reference as delay_reference
 from regal.search import brkga_search, local_moves
 
 
@@ -479,8 +480,8 @@ def test_list_decoder_matches_its_reference_and_yields_valid_schedules(graph, de
     assert slow.placement.min() >= 0 and slow.placement.max() < devices.num_devices
     # The decoded priorities run the ops in the decoder's order, so the delay model
     # reproduces the schedule it planned: no op can finish later than planned.
-    schedule = rm.simulate_delay(graph, devices, slow.placement, slow.op_priority,
-                                 dtype=np.float32)
+    schedule = delay_reference.simulate_delay(graph, devices, slow.placement, slow.op_priority,
+                                              dtype=np.float32)
     assert np.isfinite(schedule.makespan)
 
 
@@ -534,10 +535,10 @@ def test_memetic_search_is_reproducible_and_its_answer_rescores(model, decoder):
   settings = search.SearchSettings(decoder=decoder, memetic=search.Memetic(
       climbers=2, steps=3, batch=8))
   evals = 600 if model == "sync" else 1500
-  first = search.optimize(problem, evals, seed=4, settings=settings)
+  first = search.optimize(settings.evaluator(problem), evals, seed=4, settings=settings)
   assert first.evaluations <= evals
   if model != "sync":  # The JAX sync model compiles for ~12 s: one run checks its path.
-    again = search.optimize(problem, evals, seed=4, settings=settings)
+    again = search.optimize(settings.evaluator(problem), evals, seed=4, settings=settings)
     assert first.objective == again.objective and first.evaluations == again.evaluations
     np.testing.assert_array_equal(first.best_chromosome, again.best_chromosome)
   # The answer is a direct-decoder chromosome of the same assignment, whatever the decoder.
@@ -555,8 +556,8 @@ def test_list_decoder_fitness_equals_decode_then_score():
   chromosomes = np.random.default_rng(0).random((6, problem.layout.size)).astype(np.float32)
   fitness = performance.make_fitness_fn(problem, "list", 0.5)
   decoded = performance.host_decoder(problem, "list", 0.5)(chromosomes)
-  expected = [rm.simulate_delay(problem.graph, problem.devices, decoded.placement[k],
-                                decoded.op_priority[k], dtype=np.float32).makespan
+  expected = [delay_reference.simulate_delay(problem.graph, problem.devices, decoded.placement[k],
+                                             decoded.op_priority[k], dtype=np.float32).makespan
               for k in range(6)]
   np.testing.assert_array_equal(np.asarray(fitness(jnp.asarray(chromosomes))), expected)
 
@@ -564,8 +565,9 @@ def test_list_decoder_fitness_equals_decode_then_score():
 def test_time_limit_stops_at_a_generation_boundary():
   problem = _doppler_like_problem("wc")
   settings = search.SearchSettings()
-  unlimited = search.optimize(problem, 30_000, seed=1, settings=settings)
-  limited = search.optimize(problem, 30_000, seed=1, settings=settings, time_limit=1e-9)
+  unlimited = search.optimize(settings.evaluator(problem), 30_000, seed=1, settings=settings)
+  limited = search.optimize(settings.evaluator(problem), 30_000, seed=1, settings=settings,
+                            time_limit=1e-9)
   assert not unlimited.stopped_early and unlimited.evaluations > 29_000
   assert limited.stopped_early and limited.evaluations < unlimited.evaluations
   assert len(limited.history) == 1  # Stopped before the first generation.
@@ -617,16 +619,16 @@ def test_only_a_default_budget_run_is_bounded_by_the_default_search_seconds(monk
   monkeypatch.setattr(brkga_search, "DEFAULT_SEARCH_SECONDS", 1e-9)
   graph, devices = sized_graph(12, seed=2), devices_lib.homogeneous(2)
   run = lambda **config: optimize_lib.run(graph, devices, methods.RunConfig(  # noqa: E731
-      model="wc", arms=("single_device",), **config)).data
+      model="wc", arms=("single_device",), **config)).result
   default = run()
   budget = search.default_evals(performance.Problem(graph, devices, model="wc"))
-  assert default["settings"]["brkga"]["time_limit"] == 1e-9
-  assert default["settings"]["brkga"]["stopped_early"] and default["evaluations"] < budget
+  assert default.settings["brkga"]["time_limit"] == 1e-9
+  assert default.settings["brkga"]["stopped_early"] and default.evaluations < budget
   for given in ({"evals": budget}, {"time_limit": 600.0}):
     d = run(**given)
-    assert d["settings"]["brkga"]["time_limit"] == given.get("time_limit")
-    assert not d["settings"]["brkga"]["stopped_early"]
-    assert budget - 200 < d["evaluations"] <= budget  # Whole generations of at most 200.
+    assert d.settings["brkga"]["time_limit"] == given.get("time_limit")
+    assert not d.settings["brkga"]["stopped_early"]
+    assert budget - 200 < d.evaluations <= budget  # Whole generations of at most 200.
 
 
 # ----- cost-weighted op draws ----------------------------------------------------------------

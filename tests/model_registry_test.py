@@ -76,14 +76,14 @@ def test_a_registered_model_is_optimized_by_regal_optimize(hop_model, graph):
   devices = devices_lib.homogeneous(2)
   report = optimize_lib.run(
       graph, devices, methods.RunConfig(model=hop_model.name, method="brkga", evals=600, seed=0))
-  placement = np.array([p["device"] for p in report.data["placement"]])
+  placement = np.array([p["device"] for p in report.result.placement])
   index = {name: i for i, name in enumerate(graph.op_names)}
-  order = np.array([index[name] for name in report.data["schedule"]])
+  order = np.array([index[name] for name in report.result.schedule])
   priority = chromosome_lib.order_priorities(order)
   expected = hop_delay(graph, devices, placement, priority).makespan
-  assert report.data["objective"] == pytest.approx(expected, rel=1e-6)
+  assert report.result.objective == pytest.approx(expected, rel=1e-6)
   one_device = graph.compute_cost.sum()
-  assert report.data["objective"] <= one_device  # The search starts from one device.
+  assert report.result.objective <= one_device  # The search starts from one device.
   # Scored by the registered host function: an answer that crosses devices pays HOP.
   problem = performance.Problem(graph, devices, model=hop_model.name)
   assert performance.scoring_engine(problem) == "native"
@@ -108,11 +108,11 @@ def test_the_registry_refuses_what_the_model_cannot_do(hop_model, graph):
 def test_split_models_are_entries_of_the_same_registry():
   """--objective throughput and --model blocks are the registry's split models: what
   `regal.optimize` splits with, kept apart from the schedule models' dispatch."""
-  from regal.app import pipeline_lib
+  from regal.baselines import pipeline_methods
   assert set(models.split_names()) == {"throughput", "blocks"}
   assert not set(models.split_names()) & set(models.names())
-  assert pipeline_lib.OBJECTIVES == {"throughput": models.get_split("throughput"),
-                                     "latency": models.get_split("blocks")}
+  assert pipeline_methods.OBJECTIVES == {"throughput": models.get_split("throughput"),
+                                         "latency": models.get_split("blocks")}
   with pytest.raises(errors.ConfigError, match="scores a profiled workload's split"):
     models.get("blocks")
   with pytest.raises(errors.ConfigError, match="unknown split model 'wc'"):

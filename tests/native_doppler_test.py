@@ -1,5 +1,5 @@
-"""regal.scoring.native_doppler: the compiled Doppler simulator equals the SimPy model bit for bit, tie
-order included, and it is the batched fitness of `--model doppler`."""
+"""regal.scoring.doppler.native: the compiled Doppler simulator equals the SimPy model bit for bit,
+tie order included, and it is the batched fitness of `--model doppler`."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -11,7 +11,9 @@ from datasets import io as graph_io
 from datasets.graph import Graph
 from regal.baselines import list_scheduling, partition
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import doppler_sim, native_doppler, performance
+from regal.scoring import performance
+from regal.scoring.doppler import reference as doppler_sim
+from regal.scoring.doppler import native as native_doppler
 
 DOPPLER_FILES = ("chain_mm_112nodes.txt", "ffnn_192nodes.txt", "transformer_block_215nodes.txt",
                  "full_transformer_layer_261nodes.txt")
@@ -102,7 +104,7 @@ def test_brkga_history_is_in_the_exact_models_units(shared_graphs):
   from regal import search
   graph = graph_io.load_graph(str(shared_graphs / "doppler" / "chain_mm_112nodes.txt"))
   problem = performance.Problem(graph, devices_lib.homogeneous(4), model="doppler")
-  result = search.optimize(problem, evals=600, seed=0)
+  result = search.optimize(performance.Evaluator.of(problem), evals=600, seed=0)
   exact, _ = performance.score_reference(problem, result.best_chromosome)
   assert result.history[-1] == np.float32(exact)
   assert np.all(np.diff(result.history) <= 0)

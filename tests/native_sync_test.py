@@ -10,15 +10,18 @@ from native_wc_test import random_inputs
 
 from datasets import devices as devices_lib
 from datasets import synthetic
-from regal.scoring import native_sync, native_wc, performance
-from regal.scoring import reference_models as rm
+from regal.scoring import performance
+from regal.scoring.sync import native as native_sync
+from regal.scoring.wc import native as native_wc
+from regal.scoring.sync import reference as sync_reference
 
 
 def assert_matches_reference(graph, devices, inputs, memory=True):
   makespan, peak = native_sync.simulate(
       native_wc.build_native_graph(graph, devices, memory=memory), *inputs)
   for p in range(inputs[0].shape[0]):
-    ref = rm.simulate_synchronous(graph, devices, *(x[p] for x in inputs), dtype=np.float32)
+    ref = sync_reference.simulate_synchronous(graph, devices, *(x[p] for x in inputs),
+                                              dtype=np.float32)
     assert makespan[p] == ref.makespan, p
     if memory:
       np.testing.assert_array_equal(peak[p], ref.peak_memory)

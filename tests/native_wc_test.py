@@ -14,8 +14,9 @@ from datasets import errors
 from datasets import io as graph_io
 from datasets import synthetic
 from datasets.graph import Graph
-from regal.scoring import native_wc, performance
-from regal.scoring import reference_models as rm
+from regal.scoring import performance
+from regal.scoring.wc import native as native_wc
+from regal.scoring.wc import reference as wc_reference
 
 
 def random_inputs(rng, graph, devices, population, coarse=False):
@@ -32,7 +33,7 @@ def assert_matches_reference(graph, devices, inputs, memory=True):
   native = native_wc.build_native_graph(graph, devices, memory=memory)
   makespan, peak, completion = native_wc.simulate_with_completion(native, *inputs)
   for p in range(inputs[0].shape[0]):
-    ref = rm.simulate_wc(graph, devices, *(x[p] for x in inputs), dtype=np.float32)
+    ref = wc_reference.simulate_wc(graph, devices, *(x[p] for x in inputs), dtype=np.float32)
     assert makespan[p] == ref.makespan, p
     assert completion[p] == pytest.approx(np.mean(np.asarray(ref.op_end, np.float64)),
                                           rel=1e-12), p
@@ -177,8 +178,8 @@ def test_the_search_score_is_the_objective_plus_the_tie_breaker(graph, devices, 
   score = performance.host_scorer(problem, tie_break=True)(placement, priority, transfer)
   plain = performance.host_scorer(problem)(placement, priority, transfer)
   for p in range(len(placement)):
-    ref = rm.simulate_wc(graph, devices, placement[p], priority[p], transfer[p],
-                         dtype=np.float32)
+    ref = wc_reference.simulate_wc(graph, devices, placement[p], priority[p], transfer[p],
+                                   dtype=np.float32)
     expected = np.float32(ref.makespan + performance.TIE_BREAK * np.mean(
         np.asarray(ref.op_end, np.float64)))
     assert score[p] == expected and plain[p] == ref.makespan

@@ -175,8 +175,8 @@ def test_onnx_models_shard_and_optimize_end_to_end(tmp_path):
     spec = devices_lib.resolve(4, None, "h100")
     ours = optimize_lib.run(graph, spec, methods.RunConfig(shard="auto", evals=300))
     data_parallel = optimize_lib.run(graph, spec, methods.RunConfig(method="data_parallel"))
-    assert ours.data["sharding"]["chosen"]["shards"] > 1
-    assert ours.data["objective"] <= data_parallel.data["objective"] * (1 + 1e-6)
-    assert ours.data["improvement_pct"] > 0
-    assert {row["op"] for row in ours.data["sharding"]["plan"]} >= {
+    assert ours.result.sharding["chosen"]["shards"] > 1
+    assert ours.result.objective <= data_parallel.result.objective * (1 + 1e-6)
+    assert ours.result.improvement_pct > 0
+    assert {row["op"] for row in ours.result.sharding["plan"]} >= {
         op for op, t in enumerate(graph.op_types) if t not in ("input", "param")}

@@ -15,7 +15,8 @@ from datasets.synthetic import sized_graph
 from regal import baselines, search
 from regal.app import methods, optimize_lib
 from regal.app import report as report_lib
-from regal.scoring import doppler_sim, performance
+from regal.scoring import performance
+from regal.scoring.doppler import reference as doppler_sim
 
 S = jax.ShapeDtypeStruct
 
@@ -107,14 +108,14 @@ def test_a_result_that_beats_one_device_by_little_says_why():
   two = devices_lib.homogeneous(2)
   chain = sized_graph(1, seed=0)  # Source, one op, sink: nothing runs beside anything.
   report = optimize_lib.run(chain, two, methods.RunConfig(method="heft"))
-  assert "longest dependency chain holds 100% of the compute" in report.data["why_no_gain"]
+  assert "longest dependency chain holds 100% of the compute" in report.result.why_no_gain
   assert "no gain:" in report_lib.summary(report)
   costly = optimize_lib.run(_fork(1e6), two,
                             methods.RunConfig(method="heft"))  # Transfers dwarf the compute.
-  assert costly.data["improvement_pct"] < 1
-  assert costly.data["why_no_gain"].startswith("transfers cost more than they save")
+  assert costly.result.improvement_pct < 1
+  assert costly.result.why_no_gain.startswith("transfers cost more than they save")
   cheap = optimize_lib.run(_fork(0.1), two, methods.RunConfig(method="heft"))
-  assert cheap.data["improvement_pct"] > 30 and cheap.data["why_no_gain"] is None
+  assert cheap.result.improvement_pct > 30 and cheap.result.why_no_gain is None
   assert "no gain:" not in report_lib.summary(cheap)
 
 
@@ -136,17 +137,17 @@ def test_brkga_result_never_loses_a_seed_and_seeds_every_cheap_heuristic():
   graph = _two_heavy_chains(20)  # Without the heuristics' seeds 300 tries stay on one device.
   report = optimize_lib.run(graph, devices_lib.homogeneous(2),
                             methods.RunConfig(model="sync", evals=300))
-  seeds = report.data["baselines"]["best_seed"]
+  seeds = report.result.baselines["best_seed"]
   # The search itself keeps its seeds (they are in its first population and elites survive),
   # not only the final choice, which takes the best of the answer and the seeds anyway.
-  assert report.data["search_objective"] <= seeds["objective"]
-  assert report.data["objective"] == min(report.data["search_objective"], seeds["objective"])
-  assert set(report.data["details"]["seed_arms"]) == set(methods.DEFAULT_ARMS) == {
+  assert report.result.search_objective <= seeds["objective"]
+  assert report.result.objective == min(report.result.search_objective, seeds["objective"])
+  assert set(report.result.details["seed_arms"]) == set(methods.DEFAULT_ARMS) == {
       "single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs"}
-  assert seeds["objective"] == min(report.data["details"]["seed_arms"].values())
+  assert seeds["objective"] == min(report.result.details["seed_arms"].values())
   text = report_lib.summary(report)
   assert f"(the {seeds['name']} seed on its own)" in text
-  origin = report.data["details"]["winner_origin"]
+  origin = report.result.details["winner_origin"]
   assert (f"evolved from the {origin} seed" if origin else "descends from no seed") in text
 
 
@@ -182,25 +183,25 @@ def test_a_coarsened_search_is_refined_on_the_original_graph():
   devices = devices_lib.homogeneous(4)
   problem = performance.Problem(graph, devices)
   report = optimize_lib.run(graph, devices, methods.RunConfig(coarsen_spec="6", evals=500))
-  data = report.data
-  refinement = data["details"]["coarsening"]["refinement"]
-  order = [graph.op_names.index(name) for name in data["schedule"]]
-  placement = [entry["device"] for entry in data["placement"]]
-  assert baselines.score(problem, placement, order)[0] == data["objective"]
-  assert data["objective"] == data["search_objective"] == refinement["objective"]
-  assert refinement["start_objective"] == min(data["baselines"]["best_seed"]["objective"],
+  data = report.result
+  refinement = data.details["coarsening"]["refinement"]
+  order = [graph.op_names.index(name) for name in data.schedule]
+  placement = [entry["device"] for entry in data.placement]
+  assert baselines.score(problem, placement, order)[0] == data.objective
+  assert data.objective == data.search_objective == refinement["objective"]
+  assert refinement["start_objective"] == min(data.baselines["best_seed"]["objective"],
                                               refinement["expanded_objective"])
   assert refinement["objective"] < refinement["start_objective"]
   assert refinement["evaluations"] == refinement["budget"] == search.refine_evals(problem)
-  assert data["evaluations"] > refinement["evaluations"]
+  assert data.evaluations > refinement["evaluations"]
   assert f"to {refinement['objective']:.6g} in {refinement['evaluations']} evaluations" in (
       report_lib.summary(report))
   timed = optimize_lib.run(graph, devices,
                            methods.RunConfig(coarsen_spec="6", evals=500, time_limit=1e-6))
-  stopped = timed.data["details"]["coarsening"]["refinement"]
+  stopped = timed.result.details["coarsening"]["refinement"]
   # Every candidate scored once: the search's answer and one seed per arm.
-  assert stopped["evaluations"] == 1 + len(timed.data["details"]["seed_arms"])
-  assert stopped["objective"] == stopped["start_objective"] == timed.data["objective"]
+  assert stopped["evaluations"] == 1 + len(timed.result.details["seed_arms"])
+  assert stopped["objective"] == stopped["start_objective"] == timed.result.objective
 
 
 def test_many_graphs_per_call_keep_going_past_a_broken_file(tmp_path, shared_graphs):
@@ -257,7 +258,7 @@ def test_bucketed_search_compiles_once_per_bucket(shared_graphs):
   problems = [performance.Problem(graph_io.load_graph(str(f)), devices_lib.homogeneous(2),
                                   model="delay") for f in files]
   assert len({performance.bucket_layout(p) for p in problems}) == 1
-  results = [search.optimize(p, evals=400, seed=0) for p in problems]
+  results = [search.optimize(performance.Evaluator.of(p), evals=400, seed=0) for p in problems]
   assert all(r.compile_seconds == 0 for r in results[1:])
   for problem, result in zip(problems, results):
     assert result.history[-1] == np.float32(performance.score_reference(
@@ -296,18 +297,18 @@ def test_an_answer_no_better_than_one_device_stays_on_one_device(speck, expect_o
   from datasets import devices as devices_lib
   from regal.app import methods, optimize_lib
   data = optimize_lib.run(_chain_and_a_speck(speck), devices_lib.homogeneous(2),
-                          methods.RunConfig(evals=2000)).data
-  used = {row["device"] for row in data["placement"]}
-  simplest = data["simplest_among_equals"]
+                          methods.RunConfig(evals=2000)).result
+  used = {row["device"] for row in data.placement}
+  simplest = data.simplest_among_equals
   if expect_one_device:
-    assert used == {0} and data["chosen"] == "single_device"
-    assert data["objective"] == data["baselines"]["single_device"]["objective"]
+    assert used == {0} and data.chosen == "single_device"
+    assert data.objective == data.baselines["single_device"]["objective"]
     assert simplest["devices_used"] == {"chosen": 1, "best": 2}
     assert simplest["objective"]["best"] < simplest["objective"]["chosen"] <= (
         simplest["objective"]["best"] * (1 + optimize_lib.SAME_OBJECTIVE))
   else:
     assert used == {0, 1} and simplest is None
-    assert data["objective"] == pytest.approx(100.0)
+    assert data.objective == pytest.approx(100.0)
 
 
 def test_a_zoo_model_sharded_on_h100s_beats_one_device_and_data_parallelism(tmp_path):

@@ -46,11 +46,11 @@ def test_bad_problems(graph, kwargs, message):
 
 
 def test_bad_placement_is_refused_before_running(graph):
-  from regal.scoring import reference_models
+  from regal.scoring.wc import reference as wc_reference
   devices = devices_lib.homogeneous(2)
   with pytest.raises(errors.ConfigError, match="placed on device 5"):
-    reference_models.simulate_wc(graph, devices, np.full(graph.num_ops, 5),
-                                 np.zeros(graph.num_ops), np.zeros((graph.num_tensors, 2)))
+    wc_reference.simulate_wc(graph, devices, np.full(graph.num_ops, 5),
+                             np.zeros(graph.num_ops), np.zeros((graph.num_tensors, 2)))
   with pytest.raises(errors.ConfigError, match="placement has 3 entries"):
-    reference_models.simulate_wc(graph, devices, np.zeros(3, int), np.zeros(graph.num_ops),
-                                 np.zeros((graph.num_tensors, 2)))
+    wc_reference.simulate_wc(graph, devices, np.zeros(3, int), np.zeros(graph.num_ops),
+                             np.zeros((graph.num_tensors, 2)))

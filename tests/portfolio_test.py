@@ -34,24 +34,24 @@ def test_the_solvers_proof_ends_the_search(monkeypatch):
   for instance, graph in _ABOVE_THE_BOUND[:2]:
     devices = devices_lib.homogeneous(instance["processors"])
     d = optimize_lib.run(graph, devices, methods.RunConfig(model="delay", evals=budget,
-                                                           time_limit=300)).data
-    assert d["details"]["solver"]["status"] == "OPTIMAL" and "search" not in d["details"]
-    assert d["objective"] == instance["optimum"]
-    assert d["proven_optimal"] and d["gap"] == 0.0 and d["bound_source"] == "solver"
-    assert d["lower_bound"] == instance["optimum"]
+                                                           time_limit=300)).result
+    assert d.details["solver"]["status"] == "OPTIMAL" and "search" not in d.details
+    assert d.objective == instance["optimum"]
+    assert d.proven_optimal and d.gap == 0.0 and d.bound_source == "solver"
+    assert d.lower_bound == instance["optimum"]
     # The proof ended the search long before its budget (and its guarding time limit).
-    assert d["settings"]["brkga"]["stopped_early"] and d["evaluations"] < budget
-    assert d["wall_seconds"]["search"] < 60
+    assert d.settings["brkga"]["stopped_early"] and d.evaluations < budget
+    assert d.wall_seconds["search"] < 60
 
 
 def test_a_proof_within_the_head_start_makes_the_search_unnecessary():
   for instance, graph in _ABOVE_THE_BOUND:
     devices = devices_lib.homogeneous(instance["processors"])
-    d = optimize_lib.run(graph, devices, methods.RunConfig(model="delay")).data
-    assert d["details"]["search"].startswith("skipped")
-    assert d["evaluations"] == d["details"]["arm_evaluations"]
-    assert d["objective"] == d["search_objective"] == instance["optimum"]
-    assert d["proven_optimal"] and d["bound_source"] == "solver"
+    d = optimize_lib.run(graph, devices, methods.RunConfig(model="delay")).result
+    assert d.details["search"].startswith("skipped")
+    assert d.evaluations == d.details["arm_evaluations"]
+    assert d.objective == d.search_objective == instance["optimum"]
+    assert d.proven_optimal and d.bound_source == "solver"
 
 
 def test_off_is_the_search_alone():
@@ -60,12 +60,12 @@ def test_off_is_the_search_alone():
   d = optimize_lib.run(graph, devices, methods.RunConfig(model="delay", evals=200,
                                                          arms=("single_device",),
                                                          exact_solver="off",
-                                                         polish="off")).data
-  assert "solver" not in d["details"] and "polish" not in d["details"]
-  assert d["bound_source"] == "structure"
-  assert d["lower_bound"] == analysis.makespan_lower_bound(graph, devices)
-  assert not d["proven_optimal"]
-  assert d["evaluations"] <= 200 and not d["settings"]["brkga"]["stopped_early"]
+                                                         polish="off")).result
+  assert "solver" not in d.details and "polish" not in d.details
+  assert d.bound_source == "structure"
+  assert d.lower_bound == analysis.makespan_lower_bound(graph, devices)
+  assert not d.proven_optimal
+  assert d.evaluations <= 200 and not d.settings["brkga"]["stopped_early"]
 
 
 def test_the_solver_starts_only_where_its_model_is_the_problems():
@@ -88,18 +88,18 @@ def test_the_solvers_answer_is_a_candidate_scored_by_the_reference(monkeypatch):
   devices = devices_lib.homogeneous(instance["processors"])
   report = optimize_lib.run(graph, devices, methods.RunConfig(model="delay", evals=200,
                                                               arms=("single_device",)))
-  d = report.data
-  assert "cpsat" in report.assignments or d["chosen"] == "cpsat"
+  d = report.result
+  assert "cpsat" in report.assignments or d.chosen == "cpsat"
   problem = performance.Problem(graph, devices, model="delay")
-  placement = np.array([p["device"] for p in d["placement"]])
-  order = [graph.op_names.index(name) for name in d["schedule"]]
+  placement = np.array([p["device"] for p in d.placement])
+  order = [graph.op_names.index(name) for name in d.schedule]
   from regal.scoring import chromosome as chromosome_lib
   assert performance.score_reference(problem, chromosome_lib.encode(
-      placement, np.array(order), problem.layout))[0] == d["objective"] == instance["optimum"]
+      placement, np.array(order), problem.layout))[0] == d.objective == instance["optimum"]
   from regal.app import report as report_lib
   summary = report_lib.summary(report)
   assert "PROVEN OPTIMAL" in summary
-  if d["chosen"] == "cpsat":  # Never called a seed: it is the solver's own answer.
+  if d.chosen == "cpsat":  # Never called a seed: it is the solver's own answer.
     assert "the exact solver's answer" in summary and "cpsat seed" not in summary
 
 

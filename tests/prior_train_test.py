@@ -102,17 +102,17 @@ def test_kills_mid_stage_resume_to_the_uninterrupted_run(trained, tmp_path, monk
 def test_the_trained_prior_guides_regal_optimize(trained):
   workdir = trained[0]
   result = optimize_lib.run(sized_graph(40, seed=5), devices_lib.homogeneous(2),
-                            methods.RunConfig(model="sync", evals=700, policy_dir=workdir)).data
-  assert result["evaluations"] <= 700 and result["details"]["policy"] == workdir
+                            methods.RunConfig(model="sync", evals=700, policy_dir=workdir)).result
+  assert result.evaluations <= 700 and result.details["policy"] == workdir
   # Past the budget q was chosen at (the :test preset's 500), q falls with the budget.
-  assert result["details"]["prior_q"] == pytest.approx(
+  assert result.details["prior_q"] == pytest.approx(
       trained[1]["chosen_q"]["learned"] * 500 / 700)
-  assert "prior" in result["details"]["seed_arms"]  # Its predicted split and order.
+  assert "prior" in result.details["seed_arms"]  # Its predicted split and order.
   # Beside it, the same search without the prior or its seed.
   compared = optimize_lib.run(sized_graph(40, seed=5), devices_lib.homogeneous(2),
                               methods.RunConfig(model="sync", evals=700, policy_dir=workdir,
-                                                compare_unguided=True)).data
-  assert compared["details"]["unguided"]["evaluations"] <= 700
+                                                compare_unguided=True)).result
+  assert compared.details["unguided"]["evaluations"] <= 700
   with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
     optimize_lib.run(sized_graph(12, seed=5), devices_lib.homogeneous(3),
                      methods.RunConfig(model="sync", evals=700, policy_dir=workdir))

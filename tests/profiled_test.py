@@ -13,8 +13,13 @@ from hypothesis import strategies as st
 from datasets import devices, errors
 from datasets import io as graph_io
 from datasets.formats import profiled
-from regal.baselines import pipeline_cpsat, pipeline_dp, pipeline_linear, pipeline_local_search
-from regal.scoring import blocks, native_blocks, native_pipeline, pipeline
+from regal.app.result import SplitResult
+from regal.baselines import (pipeline_cpsat, pipeline_dp, pipeline_linear, pipeline_local_search,
+                             pipeline_methods)
+from regal.scoring.blocks import native as native_blocks
+from regal.scoring.blocks import reference as blocks
+from regal.scoring.throughput import native as native_pipeline
+from regal.scoring.throughput import reference as pipeline
 
 # The README's published max-loads with every op on one accelerator (their code).
 ONE_ACCELERATOR = {"layer_bert24_inference": 92.41, "layer_bert24_training": 217.81,
@@ -484,15 +489,16 @@ def test_a_throughput_run_reports_a_feasible_split_in_the_format_and_beats_piped
   from regal.app import pipeline_lib, split_chart
   path = shared_graphs / "profiled" / "throughput" / "layer_bert24_training.json"
   workload = graph_io.load_workload(str(path))
-  data = pipeline_lib.run(workload, pipeline_lib.SplitConfig(evals=300_000), source=str(path))
-  device = profiled.split_from_json(workload, data["split"])
-  assert pipeline.violations(workload, device) == [] and data["feasible"]
-  assert data["objective"] == pytest.approx(pipeline.max_load(workload, device))
-  assert data["objective"] < 41.75 < data["baselines"]["pipedream"]["objective"] + 0.01
-  assert data["lower_bound"] <= data["objective"] and data["gap"] > 0
+  data = pipeline_lib.run(workload, pipeline_methods.SplitConfig(evals=300_000), source=str(path))
+  device = profiled.split_from_json(workload, data.split)
+  assert pipeline.violations(workload, device) == [] and data.feasible
+  assert data.objective == pytest.approx(pipeline.max_load(workload, device))
+  assert data.objective < 41.75 < data.baselines["pipedream"]["objective"] + 0.01
+  assert data.lower_bound <= data.objective and data.gap > 0
   held = [workload.memory[device == a].sum() for a in range(workload.max_accelerators)]
-  assert data["memory"]["accelerators"] == pytest.approx(held)
-  json.dumps(data, allow_nan=False)
+  assert data.memory["accelerators"] == pytest.approx(held)
+  text = json.dumps(data.to_json(), allow_nan=False)
+  assert SplitResult.from_json(json.loads(text)) == data  # The file reads back typed.
   assert "max-load" in pipeline_lib.summary(data)
   split_chart.draw(workload, data, str(tmp_path / "split.png"))
   assert (tmp_path / "split.png").stat().st_size > 0
@@ -717,25 +723,25 @@ def test_a_latency_search_starts_on_the_cpu_when_the_order_cut_is_not_contiguous
                        [edge(1, 2, 0.0), edge(2, 3, 0.0)], cap=4.0)
   workload = profiled.parse_workload(text)
   assert blocks.wait_cycle(workload, pipeline_linear.for_latency(workload).device) is not None
-  data = pipeline_lib.run(workload, pipeline_lib.SplitConfig(objective="latency", evals=200))
-  assert data["feasible"] and data["details"]["start"] == "cpu"
-  device = profiled.split_from_json(workload, data["split"])
+  data = pipeline_lib.run(workload, pipeline_methods.SplitConfig(objective="latency", evals=200))
+  assert data.feasible and data.details["start"] == "cpu"
+  device = profiled.split_from_json(workload, data.split)
   assert blocks.violations(workload, device) == []
-  assert data["objective"] <= 6.0  # Every op on the CPU side, one after another.
+  assert data.objective <= 6.0  # Every op on the CPU side, one after another.
 
 
 def test_a_latency_run_is_contiguous_feasible_and_below_the_published_greedy(shared_graphs):
   from regal.app import pipeline_lib
   path = shared_graphs / "profiled" / "latency" / "op_bert_l-3_inference.json"
   workload = graph_io.load_workload(str(path))
-  data = pipeline_lib.run(workload, pipeline_lib.SplitConfig(objective="latency",
+  data = pipeline_lib.run(workload, pipeline_methods.SplitConfig(objective="latency",
                                                              evals=20_000))
-  device = profiled.split_from_json(workload, data["split"])
-  assert blocks.violations(workload, device) == [] and data["feasible"]
-  assert data["objective"] == pytest.approx(blocks.latency(workload, device))
-  assert data["objective"] < 414.44 < 416.20  # Their DP's split and their greedy.
-  assert max(b["finish"] for b in data["blocks"]) <= data["objective"] + 1e-9
-  assert data["lower_bound"] <= data["objective"]
+  device = profiled.split_from_json(workload, data.split)
+  assert blocks.violations(workload, device) == [] and data.feasible
+  assert data.objective == pytest.approx(blocks.latency(workload, device))
+  assert data.objective < 414.44 < 416.20  # Their DP's split and their greedy.
+  assert max(b["finish"] for b in data.blocks) <= data.objective + 1e-9
+  assert data.lower_bound <= data.objective
 
 
 def test_the_contiguous_dp_stops_at_its_time_limit(shared_graphs):
@@ -799,10 +805,10 @@ def test_a_split_cpsat_proves_optimal_is_reported_proven():
   text = workload_text([node(i, 1.1 + 0.7 * i, cpu=4.3 + i, size=2.0) for i in range(4)],
                        [edge(i, i + 1, 0.3) for i in range(3)], cap=10.0)
   data = pipeline_lib.run(profiled.parse_workload(text),
-                          pipeline_lib.SplitConfig(method="cpsat"))
-  assert data["details"]["status"] == "OPTIMAL"
-  assert data["lower_bound"] < data["objective"] == pytest.approx(4.9)
-  assert data["proven_optimal"] is True and data["gap"] < 1e-4
+                          pipeline_methods.SplitConfig(method="cpsat"))
+  assert data.details["status"] == "OPTIMAL"
+  assert data.lower_bound < data.objective == pytest.approx(4.9)
+  assert data.proven_optimal is True and data.gap < 1e-4
 
 
 def brute_force_optimum(workload):
@@ -863,30 +869,29 @@ def test_an_infeasible_answer_keeps_the_bound_and_a_zero_bound_says_the_gap_is_u
   from regal.app import pipeline_lib
   unpackable = profiled.parse_workload(workload_text(
       [node(i, 1.0, cpu=0.0, size=6) for i in range(3)], [], cap=10.0, cpus=0))
-  data = pipeline_lib.run(unpackable, pipeline_lib.SplitConfig(evals=100))
-  assert not data["feasible"] and data["gap"] is None and not data["proven_optimal"]
-  assert data["lower_bound"] == pipeline.lower_bound(unpackable)
+  data = pipeline_lib.run(unpackable, pipeline_methods.SplitConfig(evals=100))
+  assert not data.feasible and data.gap is None and not data.proven_optimal
+  assert data.lower_bound == pipeline.lower_bound(unpackable)
   transfers_only = profiled.parse_workload(workload_text(
       [node(1, 0.0, cpu=0.0, size=6), node(2, 0.0, cpu=0.0, size=6)], [edge(1, 2, 2.0)],
       cap=10.0, cpus=0))
-  data = pipeline_lib.run(transfers_only, pipeline_lib.SplitConfig(evals=100))
-  assert data["objective"] == 2.0 and data["lower_bound"] == 0.0 and data["gap"] is None
+  data = pipeline_lib.run(transfers_only, pipeline_methods.SplitConfig(evals=100))
+  assert data.objective == 2.0 and data.lower_bound == 0.0 and data.gap is None
   assert "gap to the lower bound 0: unknown" in pipeline_lib.summary(data)
 
 
 def test_the_default_throughput_budget_grows_with_the_classes():
   """4M moves, or 16K a co-location class when that is more (a 2,142-op graph of 494 classes
   ended at its start with 4M); --evals replaces it."""
-  from regal.app import pipeline_lib
   def chain(length):
     return profiled.parse_workload(workload_text(
         [node(i, 1.0) for i in range(length)],
         [edge(i, i + 1, 0.5) for i in range(length - 1)], cap=1e9))
-  config = pipeline_lib.SplitConfig()
+  config = pipeline_methods.SplitConfig()
   assert config.budget(chain(10)) == 4_000_000
   assert config.budget(chain(300)) == 300 * 16_000
-  assert pipeline_lib.SplitConfig(evals=7).budget(chain(300)) == 7
-  assert pipeline_lib.SplitConfig(objective="latency").budget(chain(300)) == 100_000
+  assert pipeline_methods.SplitConfig(evals=7).budget(chain(300)) == 7
+  assert pipeline_methods.SplitConfig(objective="latency").budget(chain(300)) == 100_000
 
 
 def test_the_default_search_of_a_tiny_workload_stops_after_its_rounds():
@@ -895,7 +900,7 @@ def test_the_default_search_of_a_tiny_workload_stops_after_its_rounds():
   from regal.app import pipeline_lib
   workload = profiled.parse_workload(workload_text(
       [node(i, 1.0) for i in range(3)], [edge(0, 1, 0.5), edge(1, 2, 0.5)], cap=1e9))
-  data = pipeline_lib.run(workload, pipeline_lib.SplitConfig())
-  assert data["details"]["rounds"] == 10_000 and data["evaluations"] < 4_000_000
-  assert data["objective"] == 2.5 and data["feasible"]  # Two ops and a send on one accelerator.
-  assert pipeline_lib.SplitConfig(evals=5).max_rounds is None
+  data = pipeline_lib.run(workload, pipeline_methods.SplitConfig())
+  assert data.details["rounds"] == 10_000 and data.evaluations < 4_000_000
+  assert data.objective == 2.5 and data.feasible  # Two ops and a send on one accelerator.
+  assert pipeline_methods.SplitConfig(evals=5).max_rounds is None

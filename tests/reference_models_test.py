@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from datasets import devices as devices_lib
 from datasets.graph import GraphBuilder
 from regal.scoring import performance
-from regal.scoring import reference_models as rm
+from regal.scoring.sync import reference as sync_reference
+from regal.scoring.wc import reference as wc_reference
 
 
 def chain():
@@ -37,7 +38,7 @@ def run(model, graph, devices, placement, priority=None, transfer_priority=None)
   priority = np.zeros(graph.num_ops) if priority is None else np.asarray(priority, float)
   if transfer_priority is None:
     transfer_priority = np.zeros((graph.num_tensors, devices.num_devices))
-  simulate = rm.simulate_wc if model == "wc" else rm.simulate_synchronous
+  simulate = wc_reference.simulate_wc if model == "wc" else sync_reference.simulate_synchronous
   return simulate(graph, devices, np.asarray(placement), priority, transfer_priority)
 
 

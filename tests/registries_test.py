@@ -34,9 +34,9 @@ def test_a_registered_method_runs_as_regal_optimize_runs_it(graph):
   try:
     report = optimize_lib.run(graph, devices_lib.homogeneous(3),
                               methods.RunConfig(method=method.name))
-    assert report.data["settings"]["method"] == method.name
-    assert {row["device"] for row in report.data["placement"]} <= {2, 0}
-    assert report.data["objective"] == pytest.approx(graph.compute_cost.sum())
+    assert report.result.settings["method"] == method.name
+    assert {row["device"] for row in report.result.placement} <= {2, 0}
+    assert report.result.objective == pytest.approx(graph.compute_cost.sum())
     with pytest.raises(ValueError, match="registered already"):
       methods.register(method)
   finally:
@@ -64,6 +64,6 @@ def test_a_registered_guide_seeds_the_search(graph):
   try:
     report = optimize_lib.run(graph, devices_lib.homogeneous(2),
                               methods.RunConfig(prior="reversed_test", evals=400))
-    assert "reversed_test" in report.data["details"]["seed_arms"]
+    assert "reversed_test" in report.result.details["seed_arms"]
   finally:
     guides.PRIORS.pop("reversed_test")

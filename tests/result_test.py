@@ -33,6 +33,7 @@ def test_a_result_file_reads_back_and_its_keys_are_the_schema(tmp_path):
     result_lib.Result.from_json({**data, "version": 2})
 
 
-def test_the_documented_schema_is_the_generated_one():
+def test_the_documented_schemas_are_the_generated_ones():
   text = (REPO_ROOT / "docs" / "reference.md").read_text()
-  assert "\n".join(result_lib.schema_markdown()) in text
+  for kind in (result_lib.Result, result_lib.SplitResult):
+    assert "\n".join(kind.schema_markdown()) in text, kind.__name__

@@ -14,15 +14,16 @@ from datasets import analysis, constructed, errors
 from datasets import devices as devices_lib
 from regal.app import methods, optimize_lib
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import performance, reference_models
-from regal.scoring.native_delay import build_native_delay_graph
+from regal.scoring import performance
+from regal.scoring.delay import reference as delay_reference
+from regal.scoring.delay.native import build_native_delay_graph
 from regal.search import schedule_polish, window_solve
 
 
 def _reference(graph, devices, placement, order):
   """(makespan, sum of ends) by the readable delay model, float32."""
-  schedule = reference_models.simulate_delay(graph, devices, placement,
-                                             chromosome_lib.order_priorities(order), np.float32)
+  schedule = delay_reference.simulate_delay(graph, devices, placement,
+                                            chromosome_lib.order_priorities(order), np.float32)
   return float(schedule.makespan), float(np.sum(schedule.op_end, dtype=np.float64)), schedule
 
 
@@ -40,7 +41,7 @@ def _topological(graph, order) -> bool:
 
 
 def _random_schedule(graph, num_devices, rng):
-  order = np.asarray(reference_models.priority_topological_order(
+  order = np.asarray(delay_reference.priority_topological_order(
       graph, rng.random(graph.num_ops)), np.int64)
   return rng.integers(0, num_devices, graph.num_ops), order
 
@@ -183,18 +184,18 @@ def test_delay_runs_report_the_polish_and_polish_off_skips_it():
   instance = constructed.generate(100, 8, 2.0, seed=0)
   graph, devices = instance.graph(), devices_lib.homogeneous(8)
   config = methods.RunConfig(model="delay", evals=3000, seed=0)
-  polished = optimize_lib.run(graph, devices, config).data
-  details = polished["details"]["polish"]
+  polished = optimize_lib.run(graph, devices, config).result
+  details = polished.details["polish"]
   assert details["evaluations"] == 3000 or details["stop_reason"] == "bound"
-  searched = polished["details"]["stopped"]["evaluations"]
-  assert polished["evaluations"] == searched + details["evaluations"]
-  assert polished["objective"] <= details["start_makespan"]
+  searched = polished.details["stopped"]["evaluations"]
+  assert polished.evaluations == searched + details["evaluations"]
+  assert polished.objective <= details["start_makespan"]
   assert details["answer"] == (details["makespan"] < details["start_makespan"])
   plain = optimize_lib.run(graph, devices, methods.RunConfig(model="delay", evals=3000, seed=0,
-                                                             polish="off")).data
-  assert "polish" not in plain["details"] and plain["objective"] >= polished["objective"]
-  wc = optimize_lib.run(graph, devices, methods.RunConfig(model="wc", evals=1000, seed=0)).data
-  assert "polish" not in wc["details"]
+                                                             polish="off")).result
+  assert "polish" not in plain.details and plain.objective >= polished.objective
+  wc = optimize_lib.run(graph, devices, methods.RunConfig(model="wc", evals=1000, seed=0)).result
+  assert "polish" not in wc.details
 
 
 def test_a_bad_polish_setting_is_one_error():

@@ -26,7 +26,7 @@ def two_chains():
 @pytest.mark.parametrize("model", ["wc", "sync"])
 def test_two_chains_on_two_devices(model):
   problem = performance.Problem(two_chains(), devices_lib.homogeneous(2), model=model)
-  result = search.optimize(problem, evals=1500, seed=0)
+  result = search.optimize(performance.Evaluator.of(problem), evals=1500, seed=0)
   assert result.objective == 30  # One chain per device, nothing sent.
   placement = result.placement
   assert len(set(placement[:3])) == 1 and len(set(placement[3:])) == 1
@@ -39,7 +39,7 @@ def test_result_rescores_and_never_loses_the_seed():
   graph = synthetic.generate(np.random.default_rng(4))
   problem = performance.Problem(graph, devices_lib.homogeneous(2))
   params = brkga.Params(population_size=32, num_elites=6, num_mutants=5)
-  result = search.optimize(problem, evals=32 * 4, seed=1, params=params)
+  result = search.optimize(performance.Evaluator.of(problem), evals=32 * 4, seed=1, params=params)
   assert result.objective <= result.seed_objectives["single_device"]
   value, _ = performance.score_reference(problem, result.best_chromosome)
   assert value == pytest.approx(result.objective, rel=1e-6)
@@ -61,7 +61,7 @@ def test_the_search_breaks_ties_but_answers_with_the_lowest_objective(monkeypatc
     return values
   monkeypatch.setattr(performance.BucketScorer, "objectives", recording)
   params = search.default_params(problem, 600)
-  result = search.optimize(problem, evals=600, seed=2, params=params)
+  result = search.optimize(performance.Evaluator.of(problem), evals=600, seed=2, params=params)
   (values,) = rescored
   num_seeds = len(result.seed_objectives)
   final = params.num_populations * params.population_size
@@ -85,8 +85,8 @@ def test_a_tie_breaking_search_restarts_sooner_from_its_seeds(model, objective, 
   generations from its seeds, every other after 100 from the best."""
   problem = performance.Problem(two_chains(), devices_lib.homogeneous(2), model=model,
                                 objective=objective)
-  assert brkga_search.restarts_for(problem) == restarts
-  for params in (search.default_params(problem, 5000), guides.search_params(problem, 5000)):
+  assert brkga_search.restarts_for(performance.breaks_ties(problem)) == restarts
+  for params in (search.default_params(problem, 5000), guides.plan_search(problem, 5000).params):
     assert (params.restart_patience, params.restart_from) == restarts
 
 
@@ -99,12 +99,12 @@ def test_the_consumer_decoder_searches_without_transfer_genes():
   assert brkga_search.padded_shape(problem, "consumer").bucket.num_tensors == 0
   assert brkga_search.padded_shape(problem, "direct").bucket.num_tensors > 0
   settings = search.SearchSettings(decoder="consumer")
-  result = search.optimize(problem, evals=600, seed=0, settings=settings)
+  result = search.optimize(settings.evaluator(problem), evals=600, seed=0, settings=settings)
   assert result.best_chromosome.shape == (problem.layout.size,)
   assert performance.score_reference(problem, result.best_chromosome)[0] == pytest.approx(
       result.objective, rel=1e-6)
   with pytest.raises(ValueError, match="transfer genes"):
-    search.optimize(problem, evals=600, seed=0,
+    search.optimize(performance.Evaluator.of(problem), evals=600, seed=0,
                     shape=brkga_search.padded_shape(problem, "consumer"))
 
 
@@ -114,8 +114,8 @@ def test_a_model_that_reads_no_transfer_priorities_searches_without_transfer_gen
   transfers unset) and re-scores to its objective."""
   problem = performance.Problem(two_chains(), devices_lib.homogeneous(2), model=model)
   reads = model == "wc"
-  assert (search.search_layout(problem).num_tensors > 0) == reads
-  result = search.optimize(problem, evals=600, seed=0)
+  assert (search.search_layout(performance.Evaluator.of(problem)).num_tensors > 0) == reads
+  result = search.optimize(performance.Evaluator.of(problem), evals=600, seed=0)
   assert result.best_chromosome.shape == (problem.layout.size,)
   transfers = result.best_chromosome[problem.layout.transfer_slice]
   assert reads or np.all(transfers == chromosome_lib.UNSET_TRANSFER)
@@ -159,8 +159,8 @@ def test_the_result_says_why_the_search_stopped(config, reason):
   from datasets.synthetic import sized_graph
   from regal.app import methods, optimize_lib, report
   data = optimize_lib.run(sized_graph(30), devices_lib.homogeneous(2),
-                          methods.RunConfig(**config)).data
-  stopped = data["details"]["stopped"]
+                          methods.RunConfig(**config)).result
+  stopped = data.details["stopped"]
   assert stopped["reason"] == reason and stopped["budget"] == config["evals"]
   line = report.stop_line(stopped)
   assert line.startswith(report.search_progress.STOP_REASONS[reason])
@@ -180,6 +180,7 @@ def test_a_stop_asked_by_the_caller_is_its_stop_reason():
   def proven() -> bool:
     asked.append(True)
     return len(asked) >= 3
-  stopped = brkga_search.optimize(problem, evals=10 ** 6, should_stop=proven)
+  stopped = brkga_search.optimize(performance.Evaluator.of(problem), evals=10 ** 6,
+                                  should_stop=proven)
   assert stopped.stop_reason == "caller" and stopped.evaluations < 10 ** 6
-  assert brkga_search.optimize(problem, evals=500).stop_reason == "budget"
+  assert brkga_search.optimize(performance.Evaluator.of(problem), evals=500).stop_reason == "budget"

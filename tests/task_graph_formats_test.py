@@ -12,7 +12,7 @@ from datasets.formats import dot
 from datasets import io as graph_io
 from regal.baselines import exact
 from regal.scoring import performance
-from regal.scoring import reference_models as rm
+from regal.scoring.delay import reference as delay_reference
 
 DOT = '''// a comment
 digraph "tiny" {
@@ -38,7 +38,7 @@ def test_dot_reads_tasks_edges_and_ignores_other_attributes():
   assert bare.op_names == graph.op_names and bare.tensor_size.tolist() == [5, 1, 0]
   devices = devices_lib.homogeneous(2)
   # a on 0, b and c on 1: b waits 3 + 5, c waits for b (8 + 2) and a's tensor (3 + 1).
-  schedule = rm.simulate_delay(graph, devices, np.array([0, 1, 1]))
+  schedule = delay_reference.simulate_delay(graph, devices, np.array([0, 1, 1]))
   assert schedule.op_end.tolist() == [3, 10, 14]
   # A name given by the caller replaces the file's graph id, which is still read past.
   named = dot.parse(DOT, "tiny.dot", name="renamed")
@@ -92,7 +92,8 @@ def test_stg_reads_precedence_only_and_writes_back():
   assert sorted(zip(back.edge_src.tolist(), back.edge_dst.tolist())) == sorted(
       zip(graph.edge_src.tolist(), graph.edge_dst.tolist()))
   # Two devices: 1 and 2 side by side (4), then 3 (5): 9; no communication costs.
-  schedule = rm.simulate_delay(graph, devices_lib.homogeneous(2), np.array([0, 0, 1, 1, 0]))
+  schedule = delay_reference.simulate_delay(graph, devices_lib.homogeneous(2),
+                                            np.array([0, 0, 1, 1, 0]))
   assert schedule.makespan == 9
 
 
@@ -185,5 +186,5 @@ def test_round_trip_through_the_writer_keeps_every_makespan(shared_graphs, path)
     moved_priority = np.empty(back.num_ops)
     for op, name in enumerate(graph.op_names):
       moved[by_name[name]], moved_priority[by_name[name]] = placement[op], priority[op]
-    assert rm.simulate_delay(graph, devices, placement, priority).makespan == \
-        rm.simulate_delay(back, devices, moved, moved_priority).makespan
+    assert delay_reference.simulate_delay(graph, devices, placement, priority).makespan == \
+        delay_reference.simulate_delay(back, devices, moved, moved_priority).makespan

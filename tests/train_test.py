@@ -21,7 +21,7 @@ from datasets import devices as devices_lib
 from datasets import errors
 from datasets.synthetic import sized_graph
 from regal.app import methods, optimize_lib
-from regal.learning import checkpoint, train_lib
+from regal.learning import checkpoint, references, train_lib
 from regal.learning import workdir as workdir_files
 from regal.learning.configs import default as default_config
 from regal.learning.rollout import Task
@@ -149,7 +149,7 @@ def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_trainin
   assert len(held_apart) == 2 and not held_apart & set(report["split_graphs"]["train"])
   assert np.isfinite(report["test"]["improvement_pct"])
   for name in ("checkpoint.msgpack", "metrics.csv", "report.json",
-               "reward_curve.png", f"unguided-{train_lib.cache_fingerprint(config)}.npz"):
+               "reward_curve.png", f"unguided-{workdir_files.cache_fingerprint(config)}.npz"):
     assert os.path.exists(os.path.join(workdir, name)), name
   # A longer run in the same workdir continues from step 2 instead of starting over. It is
   # killed after appending step 3's metrics row and before saving step 3's checkpoint (with a
@@ -183,7 +183,7 @@ def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_trainin
   assert sorted(scalars["loss"]) == [1, 2, 3]
   # The REGAL table reads a workdir back: its config, its policy, the policy's Betas.
   restored = train_lib.workdir_config(workdir)
-  assert train_lib.fingerprint(restored) == train_lib.fingerprint(config)
+  assert workdir_files.fingerprint(restored) == workdir_files.fingerprint(config)
   trainer = train_lib.Trainer(restored, workdir)
   test = trainer.splits["test"]
   _, _, _, distributions = trainer.distributions(train_lib.trained_policy(trainer, workdir),
@@ -199,9 +199,9 @@ def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_trainin
   # The trained policy runs on any graph through regal.optimize --policy.
   result = optimize_lib.run(
       sized_graph(50, seed=5), devices_lib.homogeneous(2),
-      methods.RunConfig(model="sync", evals=700, policy_dir=workdir)).data
-  assert result["evaluations"] <= 700 and result["details"]["policy"] == workdir
-  assert "unguided" not in result["details"]  # No second search unless asked.
+      methods.RunConfig(model="sync", evals=700, policy_dir=workdir)).result
+  assert result.evaluations <= 700 and result.details["policy"] == workdir
+  assert "unguided" not in result.details  # No second search unless asked.
   with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
     optimize_lib.run(
         sized_graph(12, seed=5), devices_lib.homogeneous(3),
@@ -215,9 +215,9 @@ def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_trainin
   tuned = str(tmp_path / "measured")
   report = train_lib.train_and_evaluate(tuned_config, tuned)
   assert report["reward"] == "measured" and report["steps"] == 1
-  assert not any(n.startswith("unguided-" + train_lib.cache_fingerprint(tuned_config))
+  assert not any(n.startswith("unguided-" + workdir_files.cache_fingerprint(tuned_config))
                  for n in os.listdir(tuned))
-  with open(os.path.join(tuned, f"unguided-measured-{train_lib.fingerprint(tuned_config)}.json")
+  with open(os.path.join(tuned, f"unguided-measured-{workdir_files.fingerprint(tuned_config)}.json")
             ) as f:
     assert all(seconds > 0 for seconds in json.load(f).values())
   tuned_config.policy.hidden = 16
@@ -303,8 +303,8 @@ def test_rollout_returns_the_best_solution_it_scored(problems):
 def test_test_filter_keeps_graphs_with_room_for_improvement():
   short = [100.0, 100.0, 50.0, 80.0]
   long = [82.0, 82.1, 50.0, 60.0]  # 18%, 17.9%, 0%, 25% better
-  assert train_lib.room_for_improvement(short, long, 18.0).tolist() == [True, False, False, True]
-  assert train_lib.room_for_improvement(short, long, 0.0).all()
+  assert references.room_for_improvement(short, long, 18.0).tolist() == [True, False, False, True]
+  assert references.room_for_improvement(short, long, 0.0).all()
 
 
 def _ray_processes() -> set[int]:

@@ -6,8 +6,8 @@ r"""Our JAX BRKGA against brkga-mp-ipr on one 200-op synthetic graph, 5000 evalu
 Both search the same chromosomes with the same budget and the same hyperparameters (Goncalves &
 Resende defaults, rho = 0.7, one population), scored by the same WC model: ours under `jit` with
 the default scoring engine on a CPU (`native`: the compiled host event loop,
-`regal.scoring.native_wc`) and, for comparison, the lockstep JAX model (`jax`); the library one
-chromosome at a time with our readable reference model (`regal.scoring.reference_models`), as a
+`regal.scoring.wc.native`) and, for comparison, the lockstep JAX model (`jax`); the library one
+chromosome at a time with our readable reference model (`regal.scoring.wc.reference`), as a
 user wiring the library to a Python decoder would. It prints, per seed and on average: our
 search and compile wall times per engine, the library's wall time, the best makespans, and the
 speed ratio. Each evaluation the library asks for is counted; it stops before a generation that
@@ -108,7 +108,8 @@ def main(argv: Sequence[str]) -> None:
   for seed in range(_SEEDS.value):
     row = {"seed": seed}
     for engine, engine_problem in problems.items():
-      ours = search.optimize(engine_problem, evals=_EVALS.value, seed=seed, params=params)
+      ours = search.optimize(performance.Evaluator.of(engine_problem), evals=_EVALS.value,
+                             seed=seed, params=params)
       row.update({f"{engine}_search_s": ours.search_seconds,
                   f"{engine}_compile_s": ours.compile_seconds,
                   f"{engine}_makespan": ours.objective, f"{engine}_evals": ours.evaluations})

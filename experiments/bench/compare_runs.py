@@ -1,11 +1,12 @@
 r"""Whole `regal.optimize` runs of a git revision against the working tree, in turns.
 
-  python -m experiments.bench.compare_runs --baseline 214f833      # 3 rounds of each job
+  python -m experiments.bench.compare_runs --baseline 214f833      # 4 rounds of each job
   python -m experiments.bench.compare_runs --baseline HEAD --quick   # the default job once
 
 The revision is checked out in a temporary git worktree and run with it first on
 `PYTHONPATH`, one process per run, alternating with the working tree so both meet the same
-load. Each job (`JOBS`: the default one, Doppler's FFNN on 4 devices, the sharded Llama layer
+load, and which side goes first alternates by round too (the second run of a pair measured up
+to 5% slower, whichever side it was). Each job (`JOBS`: the default one, Doppler's FFNN on 4 devices, the sharded Llama layer
 on 8 devices in two NVLink groups under the default 10 s limit) reports, per side, the median
 compile and search seconds, evaluations per second of search, and every answer (a change that
 means to keep the search the same must keep them equal).
@@ -32,7 +33,7 @@ from experiments import command, report  # noqa: E402
 _BASELINE = flags.DEFINE_string("baseline", None, "The git revision to compare with.",
                                 required=True)
 _QUICK = flags.DEFINE_bool("quick", False, "The default job once.")
-_ROUNDS = flags.DEFINE_integer("rounds", 3, "Runs of each job on each side, alternating.",
+_ROUNDS = flags.DEFINE_integer("rounds", 4, "Runs of each job on each side, alternating.",
                                lower_bound=1, upper_bound=100)
 _OUT = flags.DEFINE_string("out", os.path.join(report.RESULTS_DIR, "compare_runs"),
                            "Where the report goes.")
@@ -52,6 +53,7 @@ def jobs(scratch: str) -> dict[str, list[str]]:
 
 
 def run(tree: str, args: list[str], out: str) -> dict:
+  # The file's object, not `Result`: a baseline tree may write another version of it.
   data, _ = command.run_optimize(args, out, env=dict(os.environ, PYTHONPATH=tree), cwd=tree)
   return {"compile": data["wall_seconds"]["compile"], "search": data["wall_seconds"]["search"],
           "evaluations": data["evaluations"], "objective": data["objective"]}
@@ -75,7 +77,7 @@ def main(argv: Sequence[str]) -> None:
     rows = {job: {side: [] for side in sides} for job in todo}
     for round_ in range(1 if _QUICK.value else _ROUNDS.value):
       for job, args in todo.items():
-        for side, tree in sides.items():
+        for side, tree in list(sides.items())[::1 if round_ % 2 == 0 else -1]:
           row = run(tree, args, os.path.join(scratch, "result.json"))
           rows[job][side].append(row)
           print(f"{job}, round {round_ + 1}, {side}: compile {row['compile']:.2f} s, search "
@@ -86,21 +88,26 @@ def main(argv: Sequence[str]) -> None:
                    capture_output=True)
     subprocess.run(["rm", "-rf", scratch])
   table = []
+  baseline_side, tree_side = sides
   for job, by_side in rows.items():
+    ratio = statistics.median(t["search"] / b["search"]
+                              for b, t in zip(by_side[baseline_side], by_side[tree_side]))
     for side, runs in by_side.items():
       table.append([job, side, statistics.median(r["compile"] for r in runs),
                     statistics.median(r["search"] for r in runs),
                     statistics.median(r["evaluations"] / r["search"] for r in runs),
+                    f"{ratio:.3f}" if side == tree_side else "",
                     ", ".join(f"{v:.6g}" for v in sorted({r["objective"] for r in runs}))])
   same = all(len({r["objective"] for side in by_side.values() for r in side}) == 1
              for by_side in rows.values())
   lines, facts = report.header("A revision's regal.optimize runs against the working tree's",
                                "experiments.bench.compare_runs",
                                "quick" if _QUICK.value else "full")
-  body = [f"One process per run, the two sides in turns, medians of "
-          f"{1 if _QUICK.value else _ROUNDS.value} run(s):", ""]
+  body = [f"One process per run, the two sides in turns (which goes first alternating by "
+          f"round), medians of {1 if _QUICK.value else _ROUNDS.value} run(s); search ratio: "
+          f"the median of each round's working tree / baseline search seconds:", ""]
   body += report.markdown_table(["job", "side", "compile s", "search s",
-                                 "evaluations per search s", "answers"], table)
+                                 "evaluations per search s", "search ratio", "answers"], table)
   body += ["", f"Verdict: the two sides' answers are "
            f"{'the same on every job' if same else 'NOT the same'}."]
   report.publish(_OUT.value, "compare_runs", lines, body,

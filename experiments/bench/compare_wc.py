@@ -5,8 +5,9 @@ r"""Two versions of the JAX WC model, timed alternately in one process: a fair A
 
 Timings on a shared 2-core machine drift by up to ±30% between runs, more than most changes
 to the model are worth; timing the two versions in turns within one process puts both under
-the same drift. The baseline is `regal/scoring/wc_model.py` at a git revision, loaded as a module of
-its own beside today's other modules (so it must fit today's `SimGraph` and helpers). Both
+the same drift. The baseline is `regal/scoring/wc/batched.py` (before the models' packages:
+`regal/scoring/wc_model.py`) at a git revision, loaded as a module of its own beside today's other
+modules (so it must fit today's `SimGraph` and helpers). Both
 score the same chromosomes, must agree on every makespan, and are timed `--rounds` times
 each, alternating; the ratio printed is the median of the per-round speed ratios.
 """
@@ -38,9 +39,11 @@ from datasets import devices as devices_lib  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
 from experiments import command  # noqa: E402
 from regal.scoring import chromosome as chromosome_lib  # noqa: E402
-from regal.scoring import models, performance  # noqa: E402
+from regal.scoring import performance, sim_graph  # noqa: E402
 
-_BASELINE = flags.DEFINE_string("baseline", "HEAD", "Git revision of the baseline wc_model.py.")
+_BASELINE = flags.DEFINE_string("baseline", "HEAD", "Git revision of the baseline JAX WC model.")
+# Where the JAX WC model lives: today, and before the models' packages.
+_MODEL_PATHS = ("regal/scoring/wc/batched.py", "regal/scoring/wc_model.py")
 _BASELINE_MEMORY = flags.DEFINE_bool("baseline_memory", False,
                                      "Baseline scores with memory tracking.")
 _MEMORY = flags.DEFINE_bool("memory", False, "The working tree's model tracks memory.")
@@ -67,8 +70,8 @@ def _fitness(problem, module, memory: bool, population: int):
 
   def local(sim, chromosomes):
     decoded = jax.vmap(lambda c: chromosome_lib.decode(c, problem.layout))(chromosomes)
-    inputs = models.pad_to(sim, *decoded)
-    return module.simulate_batch(sim, *inputs, chunk=performance.WC_CHUNK,
+    inputs = sim_graph.pad_to(sim, *decoded)
+    return module.simulate_batch(sim, *inputs, chunk=sim_graph.WC_CHUNK,
                                  record_times=False).makespan
 
   return jax.jit(lambda c: parallel.over_local_devices(local, population)(sim, c))
@@ -76,17 +79,20 @@ def _fitness(problem, module, memory: bool, population: int):
 
 def main(argv: Sequence[str]) -> None:
   command.check(argv, out_flag=None)
-  source = subprocess.run(["git", "show", f"{_BASELINE.value}:regal/scoring/wc_model.py"], cwd=REPO,
-                          capture_output=True, text=True)
-  if source.returncode:
-    sys.exit(f"error: cannot read regal/scoring/wc_model.py at {_BASELINE.value!r}: "
+  for path in _MODEL_PATHS:
+    source = subprocess.run(["git", "show", f"{_BASELINE.value}:{path}"], cwd=REPO,
+                            capture_output=True, text=True)
+    if not source.returncode:
+      break
+  else:
+    sys.exit(f"error: cannot read {' or '.join(_MODEL_PATHS)} at {_BASELINE.value!r}: "
              f"{source.stderr.strip()}")
   with tempfile.TemporaryDirectory() as folder:
     baseline_file = pathlib.Path(folder) / "baseline_wc_model.py"
     baseline_file.write_text(source.stdout)
     versions = {f"baseline {_BASELINE.value}": (_load(baseline_file, "baseline_wc_model"),
                                                 _BASELINE_MEMORY.value),
-                "working tree": (_load(REPO / "regal" / "scoring" / "wc_model.py", "tree_wc_model"),
+                "working tree": (_load(REPO / _MODEL_PATHS[0], "tree_wc_model"),
                                  _MEMORY.value)}
   graph = sized_graph(_OPS.value)
   problem = performance.Problem(graph, devices_lib.homogeneous(2))

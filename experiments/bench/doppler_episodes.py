@@ -8,7 +8,7 @@ One run measures, on one graph with 4 devices:
   episode's assignment (what a REINFORCE step needs), and a whole stage-II step (sampling,
   scoring, replay gradient, Adam);
 * the reference: the Doppler repository's simulator semantics on SimPy
-  (`regal.scoring.doppler_sim`), one assignment per call, which is what every episode of the
+  (`regal.scoring.doppler.reference`), one assignment per call, which is what every episode of the
   original code waits for.
 It reports episodes per second for each and the ratios ours / reference. It also times the
 whole policy training `--method doppler` runs (stages I and II,
@@ -51,7 +51,8 @@ from experiments import command, report  # noqa: E402
 from regal.doppler_policy import episode as episode_lib  # noqa: E402
 from regal.doppler_policy import method  # noqa: E402
 from regal.doppler_policy import training  # noqa: E402
-from regal.scoring import doppler_sim, performance  # noqa: E402
+from regal.scoring import performance  # noqa: E402
+from regal.scoring.doppler import reference as doppler_sim  # noqa: E402
 
 DEFAULT_GRAPH = os.path.join(benchmarks.DOPPLER_GRAPHS, "transformer_block_215nodes.txt")
 _GRAPH = flags.DEFINE_string("graph", DEFAULT_GRAPH, "Graph file.")

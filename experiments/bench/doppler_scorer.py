@@ -6,7 +6,7 @@ r"""The exact Doppler scorer against the SimPy model: equal on every assignment,
 For each of the four shared Doppler graphs (4 devices) and a 367-op REGAL synthetic graph, it
 draws assignments (random ones, the heuristics' — critical path both ways, HEFT, GP + DFS, one
 device — and each heuristic with a few ops moved, where near-equal schedules tie), scores every
-one with `regal.scoring.doppler_sim` (SimPy) and `regal.scoring.native_doppler`, and counts
+one with `regal.scoring.doppler.reference` (SimPy) and `regal.scoring.doppler.native`, and counts
 those whose makespan or op times differ (must be 0). Speed is measured in the same run: the
 native scorer on a large population split over every core, the median of `--repeats` timed
 calls, SimPy over every checked assignment (evaluations per second = assignments / total
@@ -40,7 +40,9 @@ from datasets.synthetic import sized_graph  # noqa: E402
 from experiments import command, report  # noqa: E402
 from regal.baselines import list_scheduling, partition  # noqa: E402
 from regal import search  # noqa: E402
-from regal.scoring import doppler_sim, native_doppler, performance  # noqa: E402
+from regal.scoring import performance  # noqa: E402
+from regal.scoring.doppler import reference as doppler_sim  # noqa: E402
+from regal.scoring.doppler import native as native_doppler  # noqa: E402
 
 _QUICK = flags.DEFINE_bool("quick", False, "Few assignments (a smoke run).")
 _CHECKED = flags.DEFINE_integer("checked", 2000, "Assignments per graph checked against SimPy.",
@@ -188,7 +190,7 @@ def measure(name: str, graph, devices, checked: int, timed: int, repeats: int) -
 
 def scored_placements(problem: performance.Problem, evals: int, seed: int, count: int
                       ) -> np.ndarray:
-  """About `count` of the placements `search.optimize(problem, evals, seed)` scores, evenly
+  """About `count` of the placements `search.optimize` (`evals`, `seed`) scores on `problem`, evenly
   spread over the search: a second run of the same deterministic search records them as the
   exact scorer receives them."""
   stride = max(evals // count, 1)
@@ -203,7 +205,7 @@ def scored_placements(problem: performance.Problem, evals: int, seed: int, count
 
   native_doppler.simulate = recording
   try:
-    search.optimize(problem, evals=evals, seed=seed)
+    search.optimize(performance.Evaluator.of(problem), evals=evals, seed=seed)
   finally:
     native_doppler.simulate = original
   return np.stack(kept)
@@ -216,12 +218,13 @@ def measure_search(graph, devices, evals: int, plain_checked: int, rounds: int =
   evaluations per second of search time, compile excluded. The two alternate for `rounds`
   rounds and each keeps its median: this machine's speed drifts by up to 2x within minutes."""
   problem = performance.Problem(graph, devices, model="doppler")
-  search.optimize(problem, evals=min(evals, 20000), seed=1)  # Compiles it.
+  # Compiles it.
+  search.optimize(performance.Evaluator.of(problem), evals=min(evals, 20000), seed=1)
   host = native_doppler.build_doppler_graph(graph, devices)
   placements = scored_placements(problem, evals, 0, plain_checked)
   search_rates, plain_rates = [], []
   for _ in range(rounds):
-    result = search.optimize(problem, evals=evals, seed=0)
+    result = search.optimize(performance.Evaluator.of(problem), evals=evals, seed=0)
     search_rates.append(result.evaluations / result.search_seconds)
     began = time.perf_counter()
     for placement in placements:

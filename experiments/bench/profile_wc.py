@@ -35,7 +35,8 @@ from absl import flags  # noqa: E402
 from datasets import devices as devices_lib  # noqa: E402
 from datasets.synthetic import sized_graph  # noqa: E402
 from experiments import command  # noqa: E402
-from regal.scoring import models, performance, wc_model  # noqa: E402
+from regal.scoring import performance, sim_graph  # noqa: E402
+from regal.scoring.wc import batched as wc_model  # noqa: E402
 
 _OPS = flags.DEFINE_integer("ops", 200, "Synthetic graph size (ops).",
                             lower_bound=2, upper_bound=100_000)
@@ -64,7 +65,7 @@ def count_steps(sim, placement, priority, transfer_priority) -> tuple[int, np.nd
 
     def body(carry):
       s, steps, busy_steps = carry
-      next_s = wc_model.event_step(sim, ctx, s, performance.WC_CHUNK, False)
+      next_s = wc_model.event_step(sim, ctx, s, sim_graph.WC_CHUNK, False)
       return next_s, steps + 1, busy_steps + (s.ops_left > 0).astype(jnp.int32)
 
     _, steps, busy_steps = jax.lax.while_loop(
@@ -151,9 +152,9 @@ def main(argv: Sequence[str]) -> None:
   population = _POPULATION.value
   chromosomes = jnp.asarray(np.random.default_rng(0).random(
       (population, problem.layout.size)).astype(np.float32))
-  inputs = models.pad_to(sim, *performance.host_decoder(problem)(np.asarray(chromosomes)))
+  inputs = sim_graph.pad_to(sim, *performance.host_decoder(problem)(np.asarray(chromosomes)))
   simulate = jax.jit(lambda *a: wc_model.simulate_batch(
-      sim, *a, chunk=performance.WC_CHUNK, record_times=False).makespan)
+      sim, *a, chunk=sim_graph.WC_CHUNK, record_times=False).makespan)
 
   steps, busy_steps = count_steps(sim, *inputs)
   seconds = _best_seconds(simulate, *inputs)
@@ -175,9 +176,9 @@ def main(argv: Sequence[str]) -> None:
   gathers = sum(v for k, v in totals.items() if "gather" in k or "scatter" in k)
   print(f"  gathers and scatters together: {100 * gathers / traced:.0f}% of the traced time")
 
-  element_ns = gather_element_ns(population, sim.op_mask.shape[0], performance.WC_CHUNK)
+  element_ns = gather_element_ns(population, sim.op_mask.shape[0], sim_graph.WC_CHUNK)
   print(f"\none gathered element in a loop: {element_ns:.1f} ns "
-        f"({performance.WC_CHUNK} per chromosome from a {sim.op_mask.shape[0]}-wide table)")
+        f"({sim_graph.WC_CHUNK} per chromosome from a {sim.op_mask.shape[0]}-wide table)")
 
 
 if __name__ == "__main__":

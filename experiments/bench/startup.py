@@ -36,6 +36,7 @@ from absl import flags  # noqa: E402
 
 from datasets import errors  # noqa: E402
 from experiments import command, report  # noqa: E402
+from regal.app.result import Result  # noqa: E402
 
 _QUICK = flags.DEFINE_bool("quick", False, "The default job only, one repeat.")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Repeats of each job (fresh caches each).",
@@ -68,10 +69,11 @@ def run_once(job: list[str], root: str, out: str) -> dict:
   env = {k: v for k, v in os.environ.items() if k not in _CALLER_CACHES}
   env["REGAL_CACHE_DIR"] = root
   data, wall = command.run_optimize(job, out, env=env)
-  seconds = data["wall_seconds"]
+  result = Result.from_json(data)
+  seconds = result.wall_seconds
   return {"process_seconds": wall, "compile_jax": seconds["compile_jax"],
           "compile_numba": seconds["compile_numba"], "search": seconds["search"],
-          "objective": data["objective"]}
+          "objective": result.objective}
 
 
 def mistake_seconds(args: list[str]) -> tuple[float, str]:

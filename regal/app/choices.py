@@ -1,6 +1,6 @@
 """The names `python -m regal.optimize` offers, importable without JAX, numba or Ray.
 
-The registries (`regal.scoring.models` and `performance`, `app.methods`, `app.pipeline_lib`,
+The registries (`regal.scoring.models` and `performance`, `app.methods`,
 `doppler_policy.method`) load the scorers and solvers they name; the command line needs only
 the names to define its flags, so that a mistyped flag or a missing file is refused before
 any of them loads (well under a second). A test (`tests/cli_contract_test.py`) holds these
@@ -15,8 +15,8 @@ DECODERS = ("direct", "list", "consumer")  # `regal.scoring.decoders.BUILT_IN`.
 METHODS = ("brkga", "doppler", "critical_path", "critical_path_doppler", "heft", "gp_dfs",
            "local_search", "hill_climb", "random", "enumerative", "cpsat",
            "quickp", "data_parallel")  # `methods.METHODS`.
-SPLIT_METHODS = ("search", "pipedream", "contiguous_dp", "one_accelerator",
-                 "cpsat")  # `pipeline_lib.METHODS`.
+SPLIT_METHODS = ("cpsat", "search", "pipedream", "contiguous_dp",
+                 "one_accelerator")  # `methods.SPLIT_METHODS`.
 ARMS = ("single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs",
         "doppler")  # `methods.ARMS`: BRKGA's seed arms.
 DEFAULT_ARMS = ARMS[:-1]  # `methods.DEFAULT_ARMS`: every cheap one.

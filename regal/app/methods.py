@@ -1,8 +1,10 @@
 """Every method `regal.optimize` runs, one record each (as anrg-saga registers its schedulers):
-BRKGA (the one search, steered by its guides), the Doppler policy, and each baseline. A
-method takes the problem, the run's `RunConfig`, its budget and the problem's reference
-scores, and returns a `baselines.MethodResult`; `RunConfig.validate` is the one place that
-refuses a combination the method cannot use."""
+BRKGA (the one search, steered by its guides), the Doppler policy, each baseline, and the
+methods that split a profiled workload (`baselines.pipeline_methods`). A schedule method
+takes the problem, the run's `RunConfig`, its budget and the problem's reference scores, and
+returns a `baselines.MethodResult`; a split method takes a workload (`Method.split`). One
+name may do both (cpsat). What a method reads (`Method.reads`) is what `regal.optimize`
+accepts with it."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +18,7 @@ from datasets.registry import Registry
 from regal import baselines
 from regal.app import choices
 from regal.baselines import (data_parallel, enumerative, exact, heuristics, list_scheduling,
-                             local_search, partition, sampling)
+                             local_search, partition, pipeline_methods, sampling)
 from regal.doppler_policy import guide as doppler_guide
 from regal.doppler_policy import method as doppler_method
 from regal.learning import trained_guide
@@ -95,7 +97,7 @@ class RunConfig:
   def validate(self) -> "RunConfig":
     """One-line errors, before any work, for values out of range and options the method
     would ignore."""
-    get(self.method)  # An unknown method: one line naming the known ones.
+    get_schedule(self.method)  # An unknown method: one line naming the known ones.
     if self.evals is not None and not 1 <= self.evals <= MAX_EVALS:
       raise errors.ConfigError(f"evals must be between 1 and {MAX_EVALS:,}, got {self.evals}")
     if not 0 <= self.seed <= errors.MAX_SEED:
@@ -138,16 +140,20 @@ class RunConfig:
 
 @dataclasses.dataclass(frozen=True)
 class Method:
-  """A method: `run(problem, config, evals, scores)`; `reads`: which of the budget, the time
-  limit, the seed and the batched engine it uses (a flag it ignores is refused). A baseline
-  also has `solve(problem, evals, seed, time_limit)`, what `run_method` calls without a run's
-  config; `makespan_only`: it plans the makespan alone (the memory objectives are refused)."""
+  """A method: `run(problem, config, evals, scores)` on a schedule problem; `reads`: which
+  options it uses (the budget, the time limit, the seed, the batched engine, its own; a flag
+  it ignores is refused). A baseline also has `solve(problem, evals, seed, time_limit)`, what
+  `run_method` calls without a run's config; `makespan_only`: it plans the makespan alone
+  (the memory objectives are refused). `split(workload, config, deadline)` splits a profiled
+  workload for the `split_objectives` it models."""
   name: str
   run: Callable[[performance.Problem, RunConfig, int, performance.ReferenceScores],
-                baselines.MethodResult]
+                baselines.MethodResult] | None
   reads: frozenset[str]
   solve: Callable[[performance.Problem, int, int, float], baselines.MethodResult] | None = None
   makespan_only: bool = False
+  split: Callable[[Any, pipeline_methods.SplitConfig, float], tuple[np.ndarray, dict]] | None = None
+  split_objectives: tuple[str, ...] = tuple(pipeline_methods.OBJECTIVES)
 
 
 def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
@@ -168,7 +174,8 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
     chain.append(guides.PRIORS[config.prior](evals))
   if policy_dir:
     chain.append(trained_guide.guide_for(policy_dir, evals))
-  guides.check_budget(problem, evals, chain, brkga_preset)  # Before the arms run.
+  plan = guides.plan_search(problem, evals, brkga_preset, decoder)  # Resolved once.
+  guides.check_budget(plan, evals, chain)  # Before the arms run.
   started = time.perf_counter()
   guided = guides.guidance(problem, seed, chain)
   guide_seconds = time.perf_counter() - started
@@ -180,13 +187,11 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
         guided, mutant_alpha=None, mutant_beta=None, prior_q=None,
         seeds={name: chromosome for name, chromosome in guided.seeds.items()
                if guides.arm_of(name) != "prior"}),  # The learned prior's seed too.
-        brkga_preset, decoder, time_limit)
+        plan, time_limit)
     details["unguided"] = {"objective": float(scores(unguided.best_chromosome)[0]),
                            "evaluations": unguided.evaluations,
                            "search_seconds": unguided.search_seconds}
-  params = guides.search_params(problem, evals, brkga_preset)
-  search_settings = brkga_presets.search_settings(brkga_preset, decoder=decoder,
-                                                  model=problem.model)
+  params, search_settings = plan.params, plan.settings
   settings = {"brkga": {"preset": brkga_preset or brkga_presets.DEFAULT,
                         "population_size": params.population_size,
                         "num_elites": params.num_elites, "num_mutants": params.num_mutants,
@@ -224,8 +229,8 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
           schedule=schedule, wall_seconds=solver.seconds, compile_seconds=0.0,
           evaluations=guided.evaluations, details=details, chromosome=chromosome,
           settings=settings, alternatives=alternatives)
-  result = guides.run_guided(problem, evals, seed, guided, brkga_preset, decoder, time_limit,
-                             config.progress, should_stop=solver and solver.proven.is_set)
+  result = guides.run_guided(problem, evals, seed, guided, plan, time_limit, config.progress,
+                             should_stop=solver and solver.proven.is_set)
   best_chromosome, evaluations = result.best_chromosome, result.evaluations
   wall_seconds = result.search_seconds
   if config.polish != "off" and schedule_polish.applies(problem) and not (
@@ -300,20 +305,24 @@ def _run_baseline(problem: performance.Problem, config: RunConfig, evals: int,
   return result
 
 
-def _baseline(name: str, solve, reads: frozenset[str] = frozenset(),
-              makespan_only: bool = False) -> Method:
-  return Method(name, _run_baseline, reads, solve, makespan_only)
+def _baseline(name: str, solve, reads: frozenset[str] = frozenset(), **more) -> Method:
+  return Method(name, _run_baseline, reads, solve, **more)
 
 
-# The one method registry: each method and what it reads besides the problem;
-# `regal.optimize` refuses a flag whose method would ignore it.
+def _split(name: str, split, reads: frozenset[str] = frozenset()) -> Method:
+  return Method(name, None, reads, split=split)
+
+
+# The one method registry: each method and the options it reads besides the problem
+# (flag names); `regal.optimize` refuses a flag nothing in the run would read
+# (`optimize_cli.readers`: these records, and what the other flags switch on, such as the
+# doppler seed arm's options or CP-SAT beside BRKGA).
 _BATCHED = frozenset({"evals", "seed", "engine"})
 _SOLVER = frozenset({"time_limit", "seed"})
-# What BRKGA reads besides the batched options: its guides and settings (the doppler seed
-# arm's options too); what the Doppler policy reads: its checkpoint, save path and reward.
-_BRKGA_OPTIONS = frozenset({"time_limit", "seed_arms", "exact_solver", "brkga_preset", "policy",
-                            "prior", "decoder", "compare_unguided", "doppler_checkpoint",
-                            "doppler_evals", "doppler_samples"})
+# What BRKGA reads besides the batched options: its guides and settings; what the Doppler
+# policy reads: its checkpoint, save path and reward.
+_BRKGA_OPTIONS = frozenset({"time_limit", "seed_arms", "brkga_preset", "policy", "prior",
+                            "decoder"})
 _DOPPLER_OPTIONS = frozenset({"doppler_checkpoint", "doppler_save", "reward"})
 _REGISTRY: Registry[Method] = Registry("method")
 for _method in (
@@ -333,16 +342,59 @@ for _method in (
     _baseline("enumerative", lambda p, evals, seed, limit: enumerative.enumerative(p, seed),
               frozenset({"seed"})),
     _baseline("cpsat", lambda p, evals, seed, limit: exact.cpsat(p, limit, seed=seed), _SOLVER,
-              makespan_only=True),
+              makespan_only=True, split=pipeline_methods.cpsat,
+              split_objectives=("throughput",)),
     _baseline("quickp", lambda p, evals, seed, limit: exact.quickp(p, limit, seed=seed),
               _SOLVER, makespan_only=True),
     _baseline("data_parallel", lambda p, evals, seed, limit: data_parallel.data_parallel(p)),
+    # A profiled workload's split (`--objective throughput`, `--model blocks`); cpsat above.
+    _split("search", pipeline_methods.search, frozenset({"evals", "seed", "time_limit"})),
+    _split("pipedream", pipeline_methods.pipedream),
+    _split("contiguous_dp", pipeline_methods.contiguous_dp),
+    _split("one_accelerator", pipeline_methods.one_accelerator),
 ):
   _REGISTRY.register(_method)
-METHODS = _REGISTRY.names()  # The built-in methods (`regal.optimize --method` offers these).
-# `register(method)`: `RunConfig(method=name)` and `optimize_lib.run` run it from then on.
+# `register(method)`: `RunConfig(method=name)` and `optimize_lib.run` run it from then on
+# (or `pipeline_lib.run`, for a method that splits).
 register = _REGISTRY.register
 get = _REGISTRY.get
+
+
+def schedule_names() -> tuple[str, ...]:
+  """The methods of a schedule problem (`regal.optimize --method` on a graph)."""
+  return tuple(name for name, method in _REGISTRY.items() if method.run is not None)
+
+
+def split_names() -> tuple[str, ...]:
+  """The methods that split a profiled workload."""
+  return tuple(name for name, method in _REGISTRY.items() if method.split is not None)
+
+
+METHODS = schedule_names()  # The built-in schedule methods.
+SPLIT_METHODS = split_names()  # The built-in split methods.
+
+
+def get_schedule(name: str) -> Method:
+  """Method `name`, which must take a schedule problem."""
+  method = get(name)
+  if method.run is None:
+    raise errors.ConfigError(f"--method {name} splits a profiled workload: it needs "
+                             f"--objective throughput or --model blocks")
+  return method
+
+
+def get_split(name: str, objective: str) -> Method:
+  """Method `name`, which must split a profiled workload for `objective` (throughput or
+  latency)."""
+  pipeline_methods.check_objective(objective)
+  how = "--objective throughput" if objective == "throughput" else "--model blocks"
+  method = _REGISTRY.get(name) if name in _REGISTRY else None
+  if method is None or method.split is None:
+    raise errors.ConfigError(f"{how} takes --method {', '.join(split_names())}; got {name!r}")
+  if objective not in method.split_objectives:
+    raise errors.ConfigError(f"--method {name} models the pipeline max-load only (--objective "
+                             f"throughput), not {how}")
+  return method
 
 
 def run_method(name: str, problem: performance.Problem, evals: int = 5000, seed: int = 0,
@@ -359,10 +411,5 @@ def run_method(name: str, problem: performance.Problem, evals: int = 5000, seed:
 
 
 def readers(option: str) -> tuple[str, ...]:
-  """The methods that read `option` (a flag's name: "evals", "seed_arms", ...)."""
-  return tuple(name for name, method in _REGISTRY.items() if option in method.reads)
-
-
-def options() -> frozenset[str]:
-  """Every option some method reads (a flag that only methods read)."""
-  return frozenset().union(*(method.reads for method in _REGISTRY.values()))
+  """The schedule methods that read `option` (a flag's name: "evals", "seed_arms", ...)."""
+  return tuple(name for name in schedule_names() if option in get(name).reads)

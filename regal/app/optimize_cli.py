@@ -4,10 +4,11 @@ and the scorers, loads): the remaining checks, then one graph, many graphs or a 
 workload's split, reported and written."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
-from typing import Sequence
+from typing import Callable, Sequence
 
 from absl import flags
 
@@ -17,7 +18,9 @@ from datasets import devices as devices_lib
 from datasets import io as graph_io
 from regal.app import gantt, methods, optimize_lib, pipeline_lib, units
 from regal.app import report as report_lib
+from regal.baselines import pipeline_methods
 from regal.doppler_policy import method as doppler_method
+from regal.scoring import models
 from regal.search import portfolio
 
 FLAGS = flags.FLAGS
@@ -68,11 +71,67 @@ def run_config(measured=None, progress=None) -> methods.RunConfig:
       progress=progress)
 
 
+@dataclasses.dataclass(frozen=True)
+class Reader:
+  """What a run may do that reads options (flag names): a method, an objective, a seed arm,
+  --execute, a dataset graph, ... `active()`: whether this run does it. A flag given that no
+  active reader reads would do nothing, and is refused naming what reads it."""
+  name: str
+  reads: frozenset[str]
+  active: Callable[[], bool]
+
+
+def readers() -> list[Reader]:
+  """Every reader of an option: each schedule method (its record's `reads`), then what the
+  other flags switch on."""
+  brkga = lambda: FLAGS.method == "brkga"  # noqa: E731
+  execute = lambda: FLAGS.execute or FLAGS.reward == "measured"  # noqa: E731
+  found = [Reader(f"--method {name}", methods.get(name).reads,
+                  lambda name=name: FLAGS.method == name) for name in methods.schedule_names()]
+  return found + [
+      Reader("--objective runtime_under_memory", frozenset({"memory_limit"}),
+             lambda: FLAGS.objective == "runtime_under_memory"),
+      Reader("--method brkga with the doppler seed arm (--seed_arms ...,doppler)",
+             frozenset({"doppler_checkpoint", "doppler_evals", "doppler_samples"}),
+             lambda: brkga() and "doppler" in methods.parse_arms(FLAGS.seed_arms)),
+      Reader("--method brkga with --policy", frozenset({"compare_unguided"}),
+             lambda: brkga() and bool(FLAGS.policy)),
+      Reader("--method brkga on the delay model's runtime (CP-SAT beside it)",
+             frozenset({"exact_solver"}),
+             lambda: brkga() and portfolio.model_allows(FLAGS.model, FLAGS.objective)),
+      Reader("--reward measured", frozenset({"stage3_steps"}),
+             lambda: FLAGS.reward == "measured"),
+      Reader("--execute or --reward measured", frozenset({"seed", "execute_mode"}), execute),
+      Reader("--execute", frozenset({"execute_repeats"}), lambda: FLAGS.execute),
+      Reader("a dataset's graph (no --graph)", frozenset({"split", "index", "data_dir"}),
+             lambda: not FLAGS.graph),
+      Reader("--graph", frozenset({"format"}), lambda: bool(FLAGS.graph)),
+      Reader("devices described by flags (no --device_spec)",
+             frozenset({"devices", "device_preset"}), lambda: not FLAGS.device_spec),
+  ]
+
+
+def _unread(every: list[Reader]) -> tuple[str, list[str]] | None:
+  """The first flag given that no active reader reads, and what reads it."""
+  active = [reader for reader in every if reader.active()]
+  for name in sorted(frozenset().union(*(reader.reads for reader in every))):
+    if _given(name) and not any(name in reader.reads for reader in active):
+      return name, [reader.name for reader in every if name in reader.reads]
+  return None
+
+
+def _named(readers_of: list[str]) -> str:
+  """Readers as one phrase, the methods among them as one '--method a, b or c'."""
+  methods_of = [name.removeprefix("--method ") for name in readers_of
+                if name.startswith("--method ") and " " not in name.removeprefix("--method ")]
+  others = [name for name in readers_of if name.removeprefix("--method ") not in methods_of]
+  phrases = ([f"--method {', '.join(methods_of)}"] if methods_of else []) + others
+  return " or ".join(phrases)
+
+
 def check_flags() -> None:
   """Values out of range, and flags that the other flags would make do nothing, refused
   before any work (absl cannot tell a flag given from one left at its default)."""
-  method = FLAGS.method
-  reads = {option: methods.readers(option) for option in ("evals", "time_limit", "seed", "engine")}
   if FLAGS.out_dir and (not FLAGS.graph or FLAGS.dataset):
     raise errors.ConfigError("--out_dir keeps the results of --graph files (a directory or "
                              "a,b,c); one graph's result goes to --out")
@@ -86,54 +145,16 @@ def check_flags() -> None:
                                f"{methods.MAX_EVALS:,}, got {errors.brief(value)}")
   # The library's checks of the run (methods.RunConfig.validate), before any work.
   run_config(measured=object() if FLAGS.reward == "measured" else None).validate()
-  if FLAGS.memory_limit is not None and FLAGS.objective != "runtime_under_memory":
-    raise errors.ConfigError(f"--memory_limit is read by --objective runtime_under_memory "
-                             f"only; objective {FLAGS.objective} would ignore it")
-  doppler_arm = method == "brkga" and "doppler" in methods.parse_arms(FLAGS.seed_arms)
-  measured, execute = FLAGS.reward == "measured", FLAGS.execute
-  spec = FLAGS.device_spec
-  ignored = (
-      ("evals", method not in reads["evals"],
-       f"--method {method} has no evaluation budget (only {', '.join(reads['evals'])} do)"),
-      ("time_limit", method not in reads["time_limit"],
-       f"--method {method} has no time limit (only {', '.join(reads['time_limit'])} do)"),
-      ("seed", method not in reads["seed"] and not (execute or measured),
-       f"--method {method} draws no random numbers"),
-      ("engine", method not in reads["engine"],
-       f"--method {method} scores no batches (only {', '.join(reads['engine'])} do)"),
-      # What the method reads, it reads only in these circumstances.
-      ("exact_solver", not portfolio.model_allows(FLAGS.model, FLAGS.objective),
-       "the solver runs beside BRKGA on the delay model's runtime only"),
-      ("compare_unguided", not FLAGS.policy, "it compares a --policy's search with the "
-       "unguided one"),
-      ("doppler_checkpoint", method == "brkga" and not doppler_arm,
-       "BRKGA reads it for the doppler seed arm only (--seed_arms ...,doppler)"),
-      ("doppler_evals", method == "brkga" and not doppler_arm,
-       "it is the doppler seed arm's budget (--seed_arms ...,doppler)"),
-      ("doppler_samples", method == "brkga" and not doppler_arm,
-       "it is read by the doppler seed arm (--seed_arms ...,doppler)"),
-      ("stage3_steps", not measured, "stage III runs with --reward measured only"),
-      ("execute_repeats", not execute, "it is read with --execute only"),
-      ("execute_mode", not (execute or measured),
-       "it is read with --execute or --reward measured only"),
-      ("shard", measured, "--reward measured trains on the graph as given (drop --shard)"),
-      ("split", bool(FLAGS.graph), "--graph names the graph; --split picks a dataset's"),
-      ("index", bool(FLAGS.graph), "--graph names the graph; --index picks a dataset's"),
-      ("data_dir", bool(FLAGS.graph), "--graph names the graph; --data_dir holds a dataset's"),
-      ("format", not FLAGS.graph, "it is the format of --graph's files"),
-      ("devices", bool(spec), "--device_spec describes the devices, their count included"),
-      ("device_preset", bool(spec), "--device_spec describes the devices"),
-  )
-  # An option the method's record does not read (`methods.Method.reads`), then the table.
-  for name in sorted(methods.options() - set(reads)):
-    if _given(name) and name not in methods.get(method).reads:
-      readers = methods.readers(name)
-      raise errors.ConfigError(f"--{name} would do nothing here: --method {method} does not "
-                               f"read it (only {', '.join(readers)} "
-                               f"{'does' if len(readers) == 1 else 'do'})")
-  for name, does_nothing, why in ignored:
-    if does_nothing and _given(name):
-      raise errors.ConfigError(f"--{name} would do nothing here: {why}")
+  unread = _unread(readers())
+  if unread is not None:
+    name, readers_of = unread
+    here = (f" (here: --method {FLAGS.method})"
+            if any(reader.startswith("--method ") for reader in readers_of) else "")
+    raise errors.ConfigError(f"--{name} would do nothing here: only {_named(readers_of)} "
+                             f"{'reads' if len(readers_of) == 1 else 'read'} it{here}")
+  if _given("shard") and FLAGS.reward == "measured":
+    raise errors.ConfigError("--shard would do nothing here: --reward measured trains on the "
+                             "graph as given (drop --shard)")
   for name, path, kind in (("doppler_checkpoint", FLAGS.doppler_checkpoint, "file"),
                            ("policy", FLAGS.policy, "directory")):
     if path and not (os.path.isfile(path) if kind == "file" else os.path.isdir(path)):
@@ -144,10 +165,10 @@ _SPLIT_FLAGS = ("graph", "format", "objective", "model", "method", "evals", "tim
                 "out", "gantt", "device_spec")
 
 
-def split_config(flag_groups) -> pipeline_lib.SplitConfig:
+def split_config(flag_groups) -> pipeline_methods.SplitConfig:
   """--objective throughput or --model blocks: the flags they read, checked; every other flag
   given is refused."""
-  latency = FLAGS.model == pipeline_lib.MODEL
+  latency = FLAGS.model in models.split_names()  # --model blocks
   how = f"--model {pipeline_lib.MODEL}" if latency else f"--objective {pipeline_lib.OBJECTIVE}"
   if latency and _given("objective"):
     raise errors.ConfigError(f"--model {pipeline_lib.MODEL} minimizes a profiled workload's "
@@ -168,11 +189,10 @@ def split_config(flag_groups) -> pipeline_lib.SplitConfig:
   if "," in FLAGS.graph or os.path.isdir(FLAGS.graph):
     raise errors.ConfigError(f"{how} takes one --graph file")
   method = FLAGS.method if _given("method") else "search"
-  config = pipeline_lib.SplitConfig(method=method, objective="latency" if latency else
-                                    "throughput", evals=FLAGS.evals, seed=FLAGS.seed,
-                                    time_limit=FLAGS.time_limit)
-  pipeline_lib.check_config(config)
-  reads = pipeline_lib.METHODS[method].reads
+  config = pipeline_methods.SplitConfig(method=method, objective="latency" if latency else
+                                        "throughput", evals=FLAGS.evals, seed=FLAGS.seed,
+                                        time_limit=FLAGS.time_limit)
+  reads = methods.get_split(method, config.objective).reads
   if FLAGS.time_limit is not None and not (math.isfinite(FLAGS.time_limit) and
                                            FLAGS.time_limit > 0):
     raise errors.ConfigError(f"--time_limit must be a positive finite number, got "
@@ -182,12 +202,9 @@ def split_config(flag_groups) -> pipeline_lib.SplitConfig:
                              f"{errors.brief(FLAGS.evals)}")
   for name in ("evals", "time_limit", "seed"):
     if _given(name) and name not in reads:
-      readers = [m for m, spec in pipeline_lib.METHODS.items() if name in spec.reads]
+      readers = [m for m in methods.split_names() if name in methods.get(m).reads]
       raise errors.ConfigError(f"--{name} would do nothing here: --method {method} does not "
                                f"read it (only {', '.join(readers)} do)")
-  if method == "cpsat" and latency:
-    raise errors.ConfigError("--method cpsat models the pipeline max-load only (--objective "
-                             "throughput), not --model blocks")
   return config
 
 
@@ -201,15 +218,15 @@ def main_split(flag_groups) -> None:
   spec = FLAGS.device_spec
   if spec:
     workload = profiled.with_devices(workload, devices_lib.load(spec), f"--device_spec {spec}")
-  data = pipeline_lib.run(workload, config, source=FLAGS.graph, device_spec=spec)
-  print(pipeline_lib.summary(data))
+  result = pipeline_lib.run(workload, config, source=FLAGS.graph, device_spec=spec)
+  print(pipeline_lib.summary(result))
   if FLAGS.gantt:
-    split_chart.draw(workload, data, FLAGS.gantt)
+    split_chart.draw(workload, result, FLAGS.gantt)
     print(f"wrote {FLAGS.gantt}")
   if FLAGS.out:
-    atomic.write_text(FLAGS.out, json.dumps(data, indent=1, allow_nan=False) + "\n")
+    atomic.write_text(FLAGS.out, json.dumps(result.to_json(), indent=1, allow_nan=False) + "\n")
     print(f"wrote {FLAGS.out}")
-  if not data["feasible"]:
+  if not result.feasible:
     cli.exit_infeasible("no split found fits the memory caps, co-location and (latency) "
                         "contiguity (the result says feasible: false, with the violations)")
 
@@ -218,12 +235,9 @@ def run(argv: Sequence[str], flag_groups) -> None:
   """`regal.optimize`'s main once its inputs exist (`flag_groups`: its --help groups)."""
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  if FLAGS.objective == pipeline_lib.OBJECTIVE or FLAGS.model == pipeline_lib.MODEL:
+  if FLAGS.objective == pipeline_lib.OBJECTIVE or FLAGS.model in models.split_names():
     return main_split(flag_groups)
-  if FLAGS.method not in methods.METHODS:
-    raise errors.ConfigError(f"--method {FLAGS.method} splits a profiled workload: it needs "
-                             f"--objective {pipeline_lib.OBJECTIVE} or --model "
-                             f"{pipeline_lib.MODEL}")
+  methods.get_schedule(FLAGS.method)  # A split method needs a profiled workload.
   check_flags()
   check_outputs()
   devices = devices_lib.from_flags()

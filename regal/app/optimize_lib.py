@@ -97,7 +97,7 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   # Every candidate is scored once by the reference model, here or inside the method.
   solved_scores = performance.ReferenceScores(solved)
   with compile_clock.CompileClock() as compiling:
-    result = methods.get(method).run(solved, config, evals, solved_scores)
+    result = methods.get_schedule(method).run(solved, config, evals, solved_scores)
   solved_scores.remember(result.chromosome, result.objective, result.schedule)
   candidates = {method: result.chromosome, **result.alternatives}
   details, evaluations, method_settings = result.details, result.evaluations, result.settings

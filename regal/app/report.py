@@ -3,7 +3,7 @@ build them.
 
 
 The result JSON's schema: `regal.app.result.Result`, one typed field per key with what it
-holds (`schema_markdown`; documented in `docs/reference.md`).
+holds (`Result.schema_markdown`; documented in `docs/reference.md`).
 """
 from __future__ import annotations
 
@@ -17,12 +17,10 @@ from datasets import analysis, atomic
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.app import units
-from regal.app.result import FORMAT, Result
+from regal.app.result import Result
 from regal.scoring import performance
 from regal.scoring.schedule import Schedule
 from regal.search import progress as search_progress
-
-RESULT_FORMAT = FORMAT
 
 
 @dataclasses.dataclass(frozen=True)

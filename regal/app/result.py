@@ -1,27 +1,63 @@
-"""A `regal.optimize` run's result, typed (issue 71): one field per key of the result JSON
-(`format: "regal.result"`, version 1), each with what it holds. `to_json` writes the file's
-object (keys in field order; `memory_excess` and `execution` only when present), `from_json`
+"""A `regal.optimize` run's result, typed (issue 71): one field per key of the result JSON,
+each with what it holds. `Result` is a schedule's (`format: "regal.result"`, version 1),
+`SplitResult` a profiled workload's split (`format: "regal.split_result"`, version 1). `to_json`
+writes the file's object (keys in field order; an optional key only when present), `from_json`
 reads it back, and `schema_markdown` is the schema as documented (`docs/reference.md`, held
 equal to it by a test).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 FORMAT = "regal.result"
+SPLIT_FORMAT = "regal.split_result"
 VERSION = 1
-_OMITTED_WHEN_NONE = ("memory_excess", "execution")
 
 
 def _field(doc: str, **kwargs):
   return dataclasses.field(metadata={"doc": doc}, **kwargs)
 
 
+class _ResultFile:
+  """What both results share: the file's object and back, and the schema."""
+  FORMAT: ClassVar[str]
+  OMITTED_WHEN_NONE: ClassVar[tuple[str, ...]] = ()
+
+  def to_json(self) -> dict[str, Any]:
+    """The result file's object: its format and version, then every field in order."""
+    data: dict[str, Any] = {"format": self.FORMAT, "version": VERSION}
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      if not (field.name in self.OMITTED_WHEN_NONE and value is None):
+        data[field.name] = value
+    return data
+
+  @classmethod
+  def from_json(cls, data: dict[str, Any]):
+    """A result file's object read back (its format and version checked)."""
+    if data.get("format") != cls.FORMAT or data.get("version") != VERSION:
+      raise ValueError(f"not a {cls.FORMAT} version {VERSION} result: format "
+                       f"{data.get('format')!r}, version {data.get('version')!r}")
+    names = {field.name for field in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+  @classmethod
+  def schema_markdown(cls) -> list[str]:
+    """The result JSON's schema as a Markdown table: each key and what it holds."""
+    rows = ["| key | what it holds |", "|---|---|",
+            f"| `format`, `version` | \"{cls.FORMAT}\", {VERSION} |"]
+    for field in dataclasses.fields(cls):
+      rows.append(f"| `{field.name}` | {field.metadata['doc']} |")
+    return rows
+
+
 @dataclasses.dataclass(kw_only=True)
-class Result:
+class Result(_ResultFile):
   """One run's result (the module doc); `display` and `execution` are filled in after the
   rest (the figures as the summary prints them; measurements with `--execute`)."""
+  FORMAT: ClassVar[str] = FORMAT
+  OMITTED_WHEN_NONE: ClassVar[tuple[str, ...]] = ("memory_excess", "execution")
   graph: dict = _field("{name, num_ops, num_tensors, source}")
   devices: dict = _field("the device description (datasets.devices JSON form)")
   settings: dict = _field(
@@ -96,29 +132,50 @@ class Result:
       "p25_seconds, p75_seconds, repeats, seconds, mode, ops_on_named_device}}} for best, "
       "single_device and the other candidates", default=None)
 
-  def to_json(self) -> dict[str, Any]:
-    """The result file's object: its format and version, then every field in order."""
-    data: dict[str, Any] = {"format": FORMAT, "version": VERSION}
-    for field in dataclasses.fields(self):
-      value = getattr(self, field.name)
-      if not (field.name in _OMITTED_WHEN_NONE and value is None):
-        data[field.name] = value
-    return data
 
-  @staticmethod
-  def from_json(data: dict[str, Any]) -> "Result":
-    """A result file's object read back (its format and version checked)."""
-    if data.get("format") != FORMAT or data.get("version") != VERSION:
-      raise ValueError(f"not a {FORMAT} version {VERSION} result: format "
-                       f"{data.get('format')!r}, version {data.get('version')!r}")
-    names = {field.name for field in dataclasses.fields(Result)}
-    return Result(**{k: v for k, v in data.items() if k in names})
-
-
-def schema_markdown() -> list[str]:
-  """The result JSON's schema as a Markdown table: each key and what it holds."""
-  rows = ["| key | what it holds |", "|---|---|",
-          f"| `format`, `version` | \"{FORMAT}\", {VERSION} |"]
-  for field in dataclasses.fields(Result):
-    rows.append(f"| `{field.name}` | {field.metadata['doc']} |")
-  return rows
+@dataclasses.dataclass(kw_only=True)
+class SplitResult(_ResultFile):
+  """A profiled workload's split (`regal.app.pipeline_lib.run`: `--objective throughput`,
+  `--model blocks`). Times are the workload file's own latency units."""
+  FORMAT: ClassVar[str] = SPLIT_FORMAT
+  OMITTED_WHEN_NONE: ClassVar[tuple[str, ...]] = ("blocks",)
+  graph: dict = _field("{name, num_ops, num_edges, colocation_classes, source}")
+  devices: dict = _field(
+      "{accelerators, cpus, memory_per_accelerator, from (the workload's file or a "
+      "--device_spec)}")
+  settings: dict = _field(
+      "{method, objective (throughput or latency), model (blocks under latency, else null), "
+      "evals, seed (null where the method reads none), time_limit}")
+  details: dict = _field(
+      "the method's facts: the search's start, budget, rounds, moves and seconds; CP-SAT's "
+      "status, lower_bound, hint and answer; the DP's ideals and blocks")
+  objective: float | None = _field(
+      "the split's pipeline max-load (throughput) or single-sample latency; null when not finite")
+  lower_bound: float = _field(
+      "no split's objective is below this: the structural bound, or CP-SAT's proven one")
+  bound_source: str = _field("\"structure\" or \"solver\"")
+  gap: float | None = _field("(objective - lower_bound) / lower_bound; null if infeasible")
+  proven_optimal: bool = _field("the objective meets the lower bound, or CP-SAT proved it")
+  blocks: list | None = _field(
+      "(latency only) each accelerator's block: {accelerator, start, finish, receive, compute, "
+      "send}", default=None)
+  feasible: bool = _field(
+      "false when the split breaks the memory caps, co-location, CPU-only ops or (latency) "
+      "contiguity (`regal.optimize` exits 3)")
+  violations: list = _field("one line per broken rule; empty when feasible")
+  interrupted: bool = _field("true when SIGINT or SIGTERM stopped the search early")
+  loads: dict = _field("{accelerators [A], cpu}: each side's pipeline load")
+  memory: dict = _field("{accelerators [A] bytes used, cap}")
+  split: dict = _field("the split in the workload format's own shape")
+  placement: list = _field("[{node, device: an accelerator's index or \"cpu\"}]")
+  baselines: dict = _field(
+      "{one_accelerator, pipedream}: {objective, feasible, violations} of our own baselines")
+  improvement_pct: dict = _field("{baseline: % below its objective}")
+  evaluations: int = _field("moves the method scored")
+  wall_seconds: dict = _field("{total}")
+  versions: dict = _field("{python, numpy, regal}")
+  published: dict = _field(
+      "Tarnawski et al.'s figures for this workload and objective, by method (empty for "
+      "other workloads)")
+  memory_units: dict = _field("{scale, name}: bytes times scale, in name (GB, MB, kB or bytes)")
+  display: dict = _field("{memory_per_accelerator, memory [A]}: in those units")

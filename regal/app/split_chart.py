@@ -12,10 +12,11 @@ import numpy as np
 
 from datasets import atomic, errors
 from datasets.formats.profiled import CPU, Workload
+from regal.app.result import SplitResult
 
 
-def draw(workload: Workload, data: dict, path: str) -> None:
-  """Writes the chart of result `data` (`pipeline_lib.run`) to `path` (.png, .pdf or .svg),
+def draw(workload: Workload, result: SplitResult, path: str) -> None:
+  """Writes the chart of split `result` (`pipeline_lib.run`) to `path` (.png, .pdf or .svg),
   atomically."""
   fmt = os.path.splitext(path)[1].lstrip(".").lower()
   if fmt not in atomic.CHART_EXTENSIONS:
@@ -27,10 +28,10 @@ def draw(workload: Workload, data: dict, path: str) -> None:
 
   accelerators = workload.max_accelerators
   device = np.array([CPU if row["device"] == "cpu" else row["device"]
-                     for row in data["placement"]])
+                     for row in result.placement])
   names = [f"accelerator {a}" for a in range(accelerators)] + (
       ["CPU side"] if workload.max_cpus else [])
-  total = np.array(data["loads"]["accelerators"] + ([data["loads"]["cpu"]]
+  total = np.array(result.loads["accelerators"] + ([result.loads["cpu"]]
                                                     if workload.max_cpus else []))
   compute = np.array([workload.accelerator_latency[device == a].sum()
                       for a in range(accelerators)] +
@@ -39,21 +40,21 @@ def draw(workload: Workload, data: dict, path: str) -> None:
   fig, (loads_ax, memory_ax) = plt.subplots(
       1, 2, figsize=(11, 0.5 * len(names) + 1.6), gridspec_kw={"width_ratios": [3, 2]})
   rows = np.arange(len(names))
-  latency = data["settings"]["objective"] == "latency"
+  latency = result.settings["objective"] == "latency"
   if latency:
-    _draw_timeline(loads_ax, workload, data, device)
+    _draw_timeline(loads_ax, workload, result, device)
   else:
     loads_ax.barh(rows, compute, color="tab:blue", label="compute")
     loads_ax.barh(rows, transfer, left=compute, color="0.6", label="send + receive")
-  if data["objective"] is not None:
-    loads_ax.axvline(data["objective"], color="tab:red", linestyle="--",
-                     label=f"{'latency' if latency else 'max-load'} {data['objective']:.4g}")
+  if result.objective is not None:
+    loads_ax.axvline(result.objective, color="tab:red", linestyle="--",
+                     label=f"{'latency' if latency else 'max-load'} {result.objective:.4g}")
   loads_ax.set_yticks(rows, names)
   loads_ax.invert_yaxis()
   loads_ax.set_xlabel("time (one sample)" if latency else "time per sample")
   loads_ax.legend(loc="lower right", fontsize=8)
-  memory = np.array(data["memory"]["accelerators"])
-  cap = data["memory"]["cap"]
+  memory = np.array(result.memory["accelerators"])
+  cap = result.memory["cap"]
   memory_ax.barh(np.arange(accelerators), memory, color=np.where(memory > cap, "tab:red",
                                                                   "tab:green"))
   memory_ax.axvline(cap, color="black", linestyle="--", label=f"cap {cap:.4g}")
@@ -61,9 +62,9 @@ def draw(workload: Workload, data: dict, path: str) -> None:
   memory_ax.set_ylim(loads_ax.get_ylim())
   memory_ax.set_xlabel("bytes held (the CPU side has no cap)")
   memory_ax.legend(loc="lower right", fontsize=8)
-  status = "" if data["feasible"] else " (INFEASIBLE)"
-  value = "-" if data["objective"] is None else f"{data['objective']:.4g}"
-  fig.suptitle(f"{data['graph']['name']}: {data['settings']['method']}, "
+  status = "" if result.feasible else " (INFEASIBLE)"
+  value = "-" if result.objective is None else f"{result.objective:.4g}"
+  fig.suptitle(f"{result.graph['name']}: {result.settings['method']}, "
                f"{'latency' if latency else 'max-load'} {value}{status}", fontsize=10)
   fig.tight_layout()
   with atomic.open_for_write(path, "wb") as f:
@@ -71,13 +72,14 @@ def draw(workload: Workload, data: dict, path: str) -> None:
   plt.close(fig)
 
 
-def _draw_timeline(ax, workload: Workload, data: dict, device: np.ndarray) -> None:
-  from regal.scoring import blocks
-  for block in data["blocks"]:
+def _draw_timeline(ax, workload: Workload, result: SplitResult,
+                   device: np.ndarray) -> None:
+  from regal.scoring.blocks import reference as blocks
+  for block in result.blocks:
     row, left = block["accelerator"], block["start"]
     for part, colour in (("receive", "0.75"), ("compute", "tab:blue"), ("send", "0.5")):
       ax.barh(row, block[part], left=left, color=colour,
-              label=part if row == data["blocks"][0]["accelerator"] else None)
+              label=part if row == result.blocks[0]["accelerator"] else None)
       left += block[part]
   finish = blocks.finish_times(workload, device)
   cpu_ops = np.flatnonzero(device == CPU)

@@ -19,7 +19,8 @@ from datasets import analysis, errors
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.baselines.common import MethodResult, finish
-from regal.scoring import performance, reference_models
+from regal.scoring import performance
+from regal.scoring.delay import reference as delay_reference
 
 
 def is_sharded(graph: Graph) -> bool:
@@ -29,7 +30,7 @@ def is_sharded(graph: Graph) -> bool:
 def priority_order(graph: Graph, devices: DeviceSpec) -> np.ndarray:
   """A topological order taking, among ready ops, the largest bottom level first."""
   level = analysis.mean_bottom_levels(graph, devices)
-  return np.asarray(reference_models.priority_topological_order(graph, level), np.int64)
+  return np.asarray(delay_reference.priority_topological_order(graph, level), np.int64)
 
 
 def aligned_assignment(graph: Graph, devices: DeviceSpec) -> tuple[np.ndarray, np.ndarray]:

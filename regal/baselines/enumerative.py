@@ -24,7 +24,8 @@ from datasets import analysis
 from datasets.analysis import Dependencies
 from datasets.graph import Graph
 from regal.baselines.common import MethodResult, finish
-from regal.scoring import performance, reference_models
+from regal.scoring import performance
+from regal.scoring.delay import reference as delay_reference
 
 MAX_PERMUTATIONS = 5040  # Beyond 7! permutations per group, a seeded sample of this many.
 
@@ -112,7 +113,7 @@ def enumerative_assignment(graph: Graph, devices, seed: int = 0
             placement[pred] = device
             touched.append(pred)
         start = max(trial_free[device],
-                    reference_models.input_ready_time(op, device, placement, end, deps, devices))
+                    delay_reference.input_ready_time(op, device, placement, end, deps, devices))
         end[op] = start + graph.compute_cost[op] / devices.speed[device]
         trial_free[device] = end[op]
       cost = max([makespan] + [end[op] for op in group])

@@ -26,15 +26,16 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.baselines.common import MethodResult, finish
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import performance, reference_models
+from regal.scoring import performance
+from regal.scoring.delay import reference as delay_reference
 
 
 def simulate_in_order(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
                       order: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-  """The delay model (`reference_models.simulate_delay`) with each device running its ops in
-  `order`, a topological order: (makespan, start [o], end [o])."""
-  schedule = reference_models.simulate_delay(graph, devices, placement,
-                                             chromosome_lib.order_priorities(order))
+  """The delay model (`regal.scoring.delay.reference.simulate_delay`) with each device running its
+  ops in `order`, a topological order: (makespan, start [o], end [o])."""
+  schedule = delay_reference.simulate_delay(graph, devices, placement,
+                                            chromosome_lib.order_priorities(order))
   return float(schedule.makespan), schedule.op_start, schedule.op_end
 
 
@@ -74,7 +75,7 @@ def critical_path_assignment(graph: Graph, devices: DeviceSpec, doppler_reposito
   while ready:
     op = heapq.heappop(ready)[2]
     starts = [max(device_free[d],
-                  reference_models.input_ready_time(op, d, placement, end, deps, devices))
+                  delay_reference.input_ready_time(op, d, placement, end, deps, devices))
               for d in range(devices.num_devices)]
     device = int(np.argmin(starts))
     duration = graph.compute_cost[op] / devices.speed[device]
@@ -112,7 +113,7 @@ def heft_assignment(graph: Graph, devices: DeviceSpec) -> tuple[np.ndarray, np.n
     best = None
     for device in range(devices.num_devices):
       duration = graph.compute_cost[op] / devices.speed[device]
-      ready = reference_models.input_ready_time(op, device, placement, end, deps, devices)
+      ready = delay_reference.input_ready_time(op, device, placement, end, deps, devices)
       slot = _earliest_gap(starts[device], ends[device], ready, duration)
       if best is None or slot + duration < best[0]:
         best = (slot + duration, slot, device)

@@ -28,7 +28,7 @@ import numpy as np
 
 from datasets.formats.profiled import CPU, Workload
 from regal.baselines import cpsat_solve
-from regal.scoring import pipeline
+from regal.scoring.throughput import reference as pipeline
 
 
 # The relative gap up to which an OPTIMAL answer of the rounded model counts as optimal (MIP

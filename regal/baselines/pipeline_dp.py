@@ -13,11 +13,11 @@ pipeline's stages in order. Classes with an op only a CPU runs go to the CPU sid
 
     best[k][I] = min over ideals I' < I of max(best[k - 1][I'], load(I minus I'))
 
-where load is `regal.scoring.pipeline`'s accelerator load of a block (it depends on the block
-alone: what its ops compute, send out and receive), and a block over the memory cap is
-infeasible. From each I' the blocks grow one unit at a time through the ideals above it (each
-ideal once per I'); a block stops growing once its compute alone exceeds the best max-load
-found so far, which starts at a greedy split's.
+where load is `regal.scoring.throughput.reference`'s accelerator load of a block (it depends on the
+block alone: what its ops compute, send out and receive), and a block over the memory cap is
+infeasible. From each I' the blocks grow one unit at a time through the ideals above it (each ideal
+once per I'); a block stops growing once its compute alone exceeds the best max-load found so far,
+which starts at a greedy split's.
 
 `optimal_contiguous_reference` is that recursion written for reading; `optimal_contiguous`,
 the one every caller uses, is the same recursion compiled (below).
@@ -34,7 +34,7 @@ import numpy as np
 
 from datasets import errors
 from datasets.formats.profiled import CPU, Workload
-from regal.scoring import pipeline
+from regal.scoring.throughput import reference as pipeline
 
 
 @dataclasses.dataclass(frozen=True)

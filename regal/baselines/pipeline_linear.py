@@ -12,8 +12,8 @@ exact DP, so it is the start the search uses on any graph.
     best[k][j][c] = min over i < j of max(best[k - 1][i][c], load(run i..j))   (accelerator)
                     or max(best[k][i][0], CPU time of run i..j)  with c = 1     (CPU side)
 
-A run's load is `regal.scoring.pipeline`'s accelerator load of its ops (compute, outputs sent
-out once, outside outputs received once); a run over the memory cap is infeasible.
+A run's load is `regal.scoring.throughput.reference`'s accelerator load of its ops (compute, outputs
+sent out once, outside outputs received once); a run over the memory cap is infeasible.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from datasets.formats.profiled import CPU, Workload
 from regal.baselines import pipeline_dp
-from regal.scoring import pipeline
+from regal.scoring.throughput import reference as pipeline
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +202,7 @@ def for_latency(workload: Workload, order: list[np.ndarray] | None = None) -> Li
   other and `max_load` here (`blocks.latency`) is inf. Otherwise the sum is the latency were
   the runs to run one after another, an upper bound on the split's latency, which `max_load`
   reports."""
-  from regal.scoring import blocks
+  from regal.scoring.blocks import reference as blocks
   started = time.perf_counter()
   order = unit_order(workload) if order is None else order
   position, run_load, run_memory, run_cpu, _ = _runs_of_order(workload, order)

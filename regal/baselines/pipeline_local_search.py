@@ -26,7 +26,9 @@ import numpy as np
 
 from datasets.formats.profiled import Workload
 from regal.baselines import pipeline_linear
-from regal.scoring import blocks, native_blocks, native_pipeline
+from regal.scoring.blocks import reference as blocks
+from regal.scoring.blocks import native as native_blocks
+from regal.scoring.throughput import native as native_pipeline
 
 def _new_order_cut(workload: Workload, arrays, device: np.ndarray, moves: int, seed: int
                    ) -> np.ndarray:

@@ -61,7 +61,7 @@ class RewardSource(Protocol):
 
 class ModelReward:
   """The problem's performance model, batched (the doppler model exactly, by
-  `regal.scoring.native_doppler`)."""
+  `regal.scoring.doppler.native`)."""
 
   def __init__(self, problem: performance.Problem):
     self.problem = problem

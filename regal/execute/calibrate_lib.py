@@ -28,7 +28,7 @@ from datasets.graph import Graph
 from regal.execute.executor import Executor
 from regal.execute.program import Program
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import reference_models
+from regal.scoring.wc import reference as wc_reference
 
 TRANSFER_BYTES = tuple(4096 * 4 ** k for k in range(7))  # 4 KB .. 16 MB.
 
@@ -164,8 +164,8 @@ def predict(graph: Graph, spec: DeviceSpec, placement: np.ndarray, order: np.nda
   tensor id, as the executor issues them as soon as produced)."""
   priority = chromosome_lib.order_priorities(order)
   transfer_priority = np.full((graph.num_tensors, spec.num_devices), 0.5)
-  return float(reference_models.simulate_wc(graph, spec, placement, priority,
-                                            transfer_priority).makespan)
+  return float(wc_reference.simulate_wc(graph, spec, placement, priority,
+                                        transfer_priority).makespan)
 
 
 def predict_shared(graph: Graph, spec: DeviceSpec, placement: np.ndarray) -> float:

@@ -73,9 +73,9 @@ class RolloutWorker:
                                  task.alpha, task.beta,
                                  prior_q=prior[0], prior_mean=prior[1], prior_spread=prior[2])
       started = time.perf_counter()
-      result = guides.run_guided(self.problems[task.graph_index], task.evals or self.evals,
-                                 task.seed, guidance, self.preset, shape=self.shape,
-                                 params=task.params)
+      problem, evals = self.problems[task.graph_index], task.evals or self.evals
+      result = guides.run_guided(problem, evals, task.seed, guidance, guides.plan_search(
+          problem, evals, self.preset, params=task.params), shape=self.shape)
       seconds = time.perf_counter() - started
       results.append((result.objective, result.best_chromosome) if task.best
                      else (result.objective, seconds) if task.timed else result.objective)

@@ -18,20 +18,16 @@ the measured time of the unguided search's best solution on the graph and seed (
 workdir as `unguided-measured-<config>.json`); validation and test are measured the same way.
 `config.finetune_from` names a trained workdir whose policy is the starting point.
 
-Workdir: `checkpoint.msgpack` (`regal.learning.checkpoint`: the state with its step, config
-fingerprint, config and validation history in one file, written atomically after every step,
-so a killed run resumes where it stopped; a checkpoint from another config is refused),
-`metrics.csv`, TensorBoard events in `tb/`, the per-graph caches
-`unguided-<config>.npz` (per graph and seed: the objective and the best chromosome) and with
-the test filter `filter1000-<config>.npz` / `filter10000-<config>.npz` (named by
-`cache_fingerprint`; a
-fine-tuning run reads its source's), and at the end `report.json` and `reward_curve.png`.
-Every per-graph stage is saved as its chunks finish (`Trainer._per_graph`) and reports
-progress every few seconds, so an interrupt at any instant loses at most one chunk of work.
+Workdir (`regal.learning.workdir`): `checkpoint.msgpack` (`regal.learning.checkpoint`: the
+state with its step, config fingerprint, config and validation history in one file, written
+atomically after every step, so a killed run resumes where it stopped; a checkpoint from
+another config is refused), `metrics.csv`, TensorBoard events in `tb/`, the references'
+caches (`regal.learning.references`), and at the end `report.json` and `reward_curve.png`.
+Every per-graph stage is saved as its chunks finish and reports progress every few seconds,
+so an interrupt at any instant loses at most one chunk of work.
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -53,31 +49,14 @@ from regal.learning import checkpoint
 from regal.learning import features as features_lib
 from regal.learning import policy as policy_lib
 from regal.learning import policy_runner
-from regal.learning import reinforce
+from regal.learning import references, reinforce
 from regal.learning import stats
 from regal.learning import workdir as workdir_files
 from regal.learning.rollout import Task
 from regal.learning.rollout_pool import RolloutPool
-from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 from regal.search import progress as search_progress
-from regal.search import brkga_presets
 
-EVAL_SEED = 10_000_019  # Rollout seeds of evaluations: the same for every evaluation.
-FILTER_SHORT, FILTER_LONG = 1000, 10000  # The test filter's BRKGA budgets (REGAL 5.1).
-
-
-# Settings added after workdirs existed: left out of the fingerprint at their defaults, so
-# those workdirs (and their caches) stay resumable.
-_LATER_DEFAULTS = {"reward": "model", "finetune_from": "", "standin_seconds": 0.02,
-                   "measure_repeats": 3, "brkga_preset": "default"}
-
-
-_REWARD_SETTINGS = ("reward", "finetune_from", "standin_seconds", "measure_repeats")
-# What shapes only the policy's training, not the searches the caches hold.
-_POLICY_ONLY = ("imitation_steps", "imitation_learning_rate", "learning_rate", "clip_norm",
-                "entropy_weight", "normalize_advantage", "samples_per_graph", "batch_size",
-                "policy", "seed")
 
 
 _POSITIVE = ("num_train", "num_valid", "num_test", "num_devices", "evals", "batch_size",
@@ -118,24 +97,6 @@ def check_config(config: ml_collections.ConfigDict) -> None:
                       objective=config.objective)
 
 
-def fingerprint(config: ml_collections.ConfigDict, ignore: tuple[str, ...] = ()) -> str:
-  """What a checkpoint must match to be resumed (everything but run-length settings)."""
-  # The learner's choice and the prior learner's settings: this module trains mutants only.
-  relevant = {k: v for k, v in config.to_dict().items()
-              if k not in ("num_steps", "eval_every", "log_every", "num_actors", "learner",
-                           "prior") + ignore
-              and _LATER_DEFAULTS.get(k, object()) != v}
-  if "brkga_preset" in relevant:  # Its values, so that re-tuning it invalidates the workdir.
-    relevant["brkga_setting"] = brkga_presets.setting(relevant["brkga_preset"])
-  return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def cache_fingerprint(config: ml_collections.ConfigDict) -> str:
-  """What the per-graph caches (features, uniform objectives, test filter) depend on: not the
-  reward settings, so a fine-tuning run reuses its source workdir's caches."""
-  return fingerprint(config, _REWARD_SETTINGS + _POLICY_ONLY)
-
-
 def _policy_config(config) -> policy_lib.PolicyConfig:
   return policy_lib.PolicyConfig(**config.policy.to_dict())
 
@@ -144,13 +105,6 @@ def _train_config(config) -> reinforce.TrainConfig:
   return reinforce.TrainConfig(learning_rate=config.learning_rate, clip_norm=config.clip_norm,
                                entropy_weight=config.entropy_weight,
                                normalize_advantage=config.normalize_advantage)
-
-
-def room_for_improvement(short, long, threshold_pct: float) -> np.ndarray:
-  """[G] whether the longer search beat the shorter one by at least `threshold_pct` % of the
-  shorter one's objective (REGAL 5.1 keeps test graphs with BRKGA 10K >= 18% better than 1K)."""
-  short, long = np.asarray(short, np.float64), np.asarray(long, np.float64)
-  return 100.0 * (short - long) / short >= threshold_pct
 
 
 def split_problems(config: ml_collections.ConfigDict
@@ -185,16 +139,14 @@ class Trainer:
                             preset=config.get("brkga_preset", "default"))
     if config.reward not in ("model", "measured"):
       raise errors.ConfigError(f"unknown reward {config.reward!r}; known: model, measured")
-    self.measured_rewards: dict = {}  # Graph index -> MeasuredReward, built when first used.
-    self.uniform_seconds: dict[str, float] | None = None
+    self.references = references.References(config, workdir, problems, self.pool)
     self.features = self._features()
-    self.unguided_cache: dict[tuple[int, int], np.ndarray] = {}
-    self.splits["test"] = self._filtered_test()
+    self.splits["test"] = self.references.filtered_test(self.splits["test"])
     if not self.measured:  # Every reference up front: one stage, spread over the pool.
       pairs = [(i, k) for i in self.splits["train"] for k in range(config.reference_seeds)]
       pairs += [(i, k) for split in ("valid", "test") for i in self.splits[split]
                 for k in range(config.eval_seeds)]
-      self.unguided(*zip(*pairs))
+      self.references.unguided(*zip(*pairs))
     max_nodes = max(p.graph.num_ops for p in problems)
     max_edges = max(p.graph.num_edges for p in problems)
     self.graphs_per_step = config.batch_size * config.samples_per_graph
@@ -203,141 +155,15 @@ class Trainer:
     policy = policy_lib.Policy(self.policy_config, self.num_devices)
     self.apply_policy = jax.jit(policy.apply)
 
-  # ----- per-graph caches ------------------------------------------------------------------
-  def _cached(self, name: str) -> str | None:
-    """A cache file of this config: the workdir's own, else the fine-tuning source's."""
-    for folder in (self.workdir, self.config.finetune_from):
-      if folder and os.path.exists(os.path.join(folder, name)):
-        return os.path.join(folder, name)
-    return None
-
-  def _per_graph(self, name: str, what: str, indices: list[int], compute,
-                 unit: str = "searches") -> dict[int, Any]:
-    """`per_graph_stage` in this workdir, reading a fine-tuning source's cache too."""
-    return workdir_files.per_graph_stage(os.path.join(self.workdir, name), self._cached(name),
-                                         what,
-                           indices, compute, unit)
+  @property
+  def measured(self) -> bool:
+    return self.references.measured
 
   def _features(self) -> list:
     """Each graph's features, its heuristic seeds' included (`policy_runner.padded_graph`'s,
     without the padding): no model evaluations."""
     return [features_lib.graph_features(p, features_lib.seed_features(
         p, policy_runner.feature_seeds(p))) for p in self.problems]
-
-  def seed_of(self, slot: int) -> int:
-    """The search seed of reference slot `slot` (0..reference_seeds - 1) of every graph."""
-    return EVAL_SEED + slot
-
-  def _unguided_runs(self, name: str, what: str, pairs: list[tuple[int, int]],
-                     evals: int) -> dict[tuple[int, int], np.ndarray]:
-    """The unguided search on each (graph, seed slot) of `pairs`: [objective, best chromosome
-    ...] (a per-graph stage in an .npz whose items are the pairs, numbered graph *
-    reference_seeds + slot)."""
-    slots = self.config.reference_seeds
-    ids = [graph * slots + slot for graph, slot in pairs]
-
-    def compute(missing, on_done):
-      self.pool.map([Task(i // slots, None, None, self.seed_of(i % slots), evals, best=True)
-                     for i in missing],
-                    on_done=lambda chunk, values: on_done(
-                        [missing[k] for k in chunk],
-                        [np.concatenate([[value], chromosome]).astype(np.float64)
-                         for value, chromosome in values]))
-
-    values = self._per_graph(name, what, ids, compute)
-    return {pair: values[i] for pair, i in zip(pairs, ids)}
-
-  def _uniform_runs(self, name: str, what: str, indices: list[int],
-                    evals: int) -> dict[int, float]:
-    """The unguided search's objective with the first reference seed on each graph."""
-    runs = self._unguided_runs(name, what, [(i, 0) for i in indices], evals)
-    return {i: float(runs[(i, 0)][0]) for i in indices}
-
-  def _unguided_pairs(self, pairs) -> None:
-    wanted = [pair for pair in dict.fromkeys(pairs) if pair not in self.unguided_cache]
-    if wanted:
-      self.unguided_cache.update(self._unguided_runs(
-          f"unguided-{cache_fingerprint(self.config)}.npz",
-          f"unguided search reference ({self.config.evals} evaluations each)",
-          wanted, self.config.evals))
-
-  def unguided(self, indices, slots) -> np.ndarray:
-    """The reward's reference: the unguided search on each graph with the same seed (slot)
-    and budget, cached in the workdir as it is computed."""
-    pairs = [(int(i), int(k)) for i, k in zip(indices, slots)]
-    self._unguided_pairs(pairs)
-    return np.array([float(self.unguided_cache[pair][0]) for pair in pairs])
-
-  def unguided_best(self, index: int, slot: int) -> np.ndarray:
-    """The unguided search's best chromosome on graph `index` with the seed of `slot`."""
-    self._unguided_pairs([(index, slot)])
-    return np.asarray(self.unguided_cache[(index, slot)][1:], np.float32)
-
-  # ----- measured rewards --------------------------------------------------------------------
-  @property
-  def measured(self) -> bool:
-    return self.config.reward == "measured"
-
-  def measure(self, index: int, chromosome: np.ndarray) -> float:
-    """Median wall time of a solution of graph `index` executed on the devices."""
-    problem = self.problems[index]
-    placement, order = chromosome_lib.assignment(chromosome, problem.layout)
-    if index not in self.measured_rewards:
-      from regal.execute import choose_program, executor
-      from regal.execute.measured import MeasuredReward
-      graph = self.problems[index].graph
-      self.measured_rewards[index] = MeasuredReward(
-          graph, choose_program.program_for(graph, standin_seconds=self.config.standin_seconds),
-          executor.available_devices(self.num_devices), repeats=self.config.measure_repeats)
-    return self.measured_rewards[index].measure(placement, order)
-
-  def reference(self, indices, slots) -> np.ndarray:
-    """The reward's reference per rollout: the unguided search's objective on the graph with
-    the same seed, or with measured rewards its best solution's measured time (cached in the
-    workdir)."""
-    if not self.measured:
-      return self.unguided(indices, slots)
-    if self.uniform_seconds is None:
-      self.uniform_seconds = {}
-    slots_per_graph = self.config.reference_seeds
-    pairs = [int(i) * slots_per_graph + int(k) for i, k in zip(indices, slots)]
-    wanted = [p for p in dict.fromkeys(pairs) if p not in self.uniform_seconds]
-    if wanted:
-      def compute(missing, on_done):
-        self.pool.map([Task(p // slots_per_graph, None, None,
-                            self.seed_of(p % slots_per_graph), self.config.evals, best=True)
-                       for p in missing],
-                      on_done=lambda chunk, values: on_done(
-                          [missing[k] for k in chunk],
-                          [self.measure(missing[k] // slots_per_graph, chromosome)
-                           for k, (_, chromosome) in zip(chunk, values)]))
-
-      self.uniform_seconds.update(self._per_graph(
-          f"unguided-measured-{fingerprint(self.config)}.json",
-          "measured unguided search reference", wanted, compute))
-    return np.array([self.uniform_seconds[p] for p in pairs])
-
-  def _filtered_test(self) -> list[int]:
-    """The test graphs with room for improvement (REGAL section 5.1): uniform BRKGA with
-    10K evaluations at least `test_filter_pct` % better than with 1K. All when the threshold
-    is 0."""
-    test = self.splits["test"]
-    if not self.config.test_filter_pct:
-      return test
-    runs = {budget: self._uniform_runs(
-        f"filter{budget}-{cache_fingerprint(self.config)}.npz",
-        f"test filter: uniform BRKGA with {budget} evaluations", test, budget)
-        for budget in (FILTER_SHORT, FILTER_LONG)}
-    short, long = ([runs[budget][i] for i in test] for budget in (FILTER_SHORT, FILTER_LONG))
-    kept = [i for i, keep in zip(test, room_for_improvement(short, long,
-                                                             self.config.test_filter_pct))
-            if keep]
-    print(f"test filter: {len(kept)} of {len(test)} graphs have BRKGA 10K at least "
-          f"{self.config.test_filter_pct:.0f}% better than 1K", flush=True)
-    if not kept:
-      raise errors.ConfigError(f"no test graph passes the {self.config.test_filter_pct}% "
-                               f"filter; lower test_filter_pct or add test graphs")
-    return kept
 
   # ----- imitation --------------------------------------------------------------------------
   def imitate(self, state: reinforce.TrainState) -> reinforce.TrainState:
@@ -347,7 +173,7 @@ class Trainer:
     config = self.config
     train = self.splits["train"]
     targets = {i: policy_lib.imitation_targets(
-        [self.unguided_best(i, k) for k in range(config.reference_seeds)],
+        [self.references.unguided_best(i, k) for k in range(config.reference_seeds)],
         self.problems[i].layout, self.policy_config) for i in train}
     params = state.policy_params
     opt_state = reinforce.imitation_optimizer(config.imitation_learning_rate).init(params)
@@ -402,11 +228,13 @@ class Trainer:
     slot `slots[k]`; objectives are measured seconds with measured rewards."""
     graph, mask, actions, distributions = self.distributions(policy_params, indices, key,
                                                              greedy)
-    tasks = [Task(i, alpha, beta, self.seed_of(slot), self.config.evals, best=self.measured)
+    tasks = [Task(i, alpha, beta, references.seed_of(slot), self.config.evals,
+                  best=self.measured)
              for i, slot, (alpha, beta) in zip(indices, slots, distributions)]
     results = self.pool.map(tasks)
     if self.measured:
-      results = [self.measure(i, chromosome) for i, (_, chromosome) in zip(indices, results)]
+      results = [self.references.measure(i, chromosome)
+                 for i, (_, chromosome) in zip(indices, results)]
     return graph, mask, actions, np.asarray(results)
 
   def evaluate(self, policy_params, indices, what: str = "validation") -> dict[str, float]:
@@ -427,7 +255,7 @@ class Trainer:
       progress.advance(len(chunk))
     progress.finish()
     objectives = np.asarray(objectives)
-    unguided = self.reference([i for i, _ in pairs], [slot for _, slot in pairs])
+    unguided = self.references.reference([i for i, _ in pairs], [slot for _, slot in pairs])
     improvement = 100.0 * (unguided - objectives) / unguided
     low, high = stats.bootstrap_interval(improvement.reshape(len(indices), -1),
                                          np.random.default_rng(0))
@@ -495,14 +323,13 @@ def workdir_config(workdir: str) -> ml_collections.ConfigDict:
   meta = checkpoint.read_meta(path)
   if "config_values" not in meta:
     raise errors.ConfigError(f"{path}: checkpoint written without its config")
-  # Settings added since it was written take their defaults (which the fingerprint omits).
-  return ml_collections.ConfigDict({**_LATER_DEFAULTS, **meta["config_values"]})
+  return ml_collections.ConfigDict(meta["config_values"])
 
 
 def trained_policy(trainer: Trainer, workdir: str):
   """The best-validated policy parameters of `workdir` (its last checkpoint's without a best
   file), trained with `trainer`'s config."""
-  if _checkpoint_meta(workdir, fingerprint(trainer.config)) is None:
+  if _checkpoint_meta(workdir, workdir_files.fingerprint(trainer.config)) is None:
     raise errors.ConfigError(f"no checkpoint in {workdir}")
   best = checkpoint.best_in_workdir(workdir)
   path = best if os.path.exists(best) else checkpoint.in_workdir(workdir)
@@ -515,7 +342,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   if config.get("learner", "mutants") != "mutants":
     raise errors.ConfigError(f"this trains REGAL's mutant policy (config.learner=mutants), "
                              f"not {config.learner!r} (`regal.learning.prior_train`)")
-  config_id = fingerprint(config)
+  config_id = workdir_files.fingerprint(config)
   meta = _checkpoint_meta(workdir, config_id)  # Refuse another config's workdir first.
   start = _finetune_source(config) if config.finetune_from and meta is None else None
   trainer = Trainer(config, workdir)
@@ -553,7 +380,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     key = jax.random.fold_in(jax.random.key(config.seed), step)
     graph, mask, actions, objectives = trainer.rollouts(state.policy_params, indices, key,
                                                         False, slots)
-    rewards = reinforce.log_ratio_rewards(trainer.reference(indices, slots), objectives)
+    rewards = reinforce.log_ratio_rewards(trainer.references.reference(indices, slots),
+                                          objectives)
     padded_rewards = np.zeros(len(mask), np.float32)
     padded_rewards[:len(indices)] = rewards
     reference = None

@@ -1,11 +1,13 @@
 """A training workdir's files, each written so that a kill loses nothing and duplicates
 nothing: per-graph stages saved chunk by chunk (`per_graph_stage`), the metrics CSV cut back
 to the checkpoint's step on resume (`truncate_metrics`), TensorBoard scalars synced per step
-(`ScalarEvents`), and the live progress of a long stage (`Progress`). `regal.train`'s two
-learners (`train_lib`, `prior_train`) share them."""
+(`ScalarEvents`), the live progress of a long stage (`Progress`), and the config
+`fingerprint` a checkpoint and the caches are matched by. `regal.train`'s two learners
+(`train_lib`, `prior_train`) share them."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -13,10 +15,12 @@ import time
 import zipfile
 from typing import Any
 
+import ml_collections
 import numpy as np
 from absl import logging
 
 from datasets import atomic, cli
+from regal.search import brkga_presets
 from regal.search import progress as search_progress
 
 PROGRESS_SECONDS = 5.0
@@ -82,21 +86,18 @@ def per_graph_stage(path: str, saved: str | None, what: str, indices: list[int],
 
 
 def read_stage(path: str) -> dict[int, Any]:
-  """A per-graph stage file: {index: result} (.npz of arrays or .json of numbers); a JSON list
-  (a whole stage, as older versions wrote it) reads the same; an unreadable file is
-  recomputed."""
+  """A per-graph stage file: {index: result} (.npz of arrays or .json of numbers); an
+  unreadable file is recomputed."""
   try:
     if path.endswith(".npz"):
       with np.load(path) as stored:
         return {int(key[1:]): stored[key] for key in stored.files}
     with open(path) as f:
-      data = json.load(f)
-  except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+      return {int(key): value for key, value in json.load(f).items()}
+  except (OSError, ValueError, KeyError, EOFError, AttributeError,
+          zipfile.BadZipFile) as error:
     logging.warning("recomputing %s: unreadable (%s)", path, error)
     return {}
-  if isinstance(data, list):
-    return dict(enumerate(data))
-  return {int(key): value for key, value in data.items()}
 
 
 def write_stage(path: str, results: dict[int, Any]) -> None:
@@ -167,3 +168,29 @@ class ScalarEvents:
 
   def close(self) -> None:
     self._writer.close()
+
+
+# What a config's fingerprint leaves out: the reward settings and what shapes only the
+# policy's training (the per-graph caches do not depend on them).
+_REWARD_SETTINGS = ("reward", "finetune_from", "standin_seconds", "measure_repeats")
+_POLICY_ONLY = ("imitation_steps", "imitation_learning_rate", "learning_rate", "clip_norm",
+                "entropy_weight", "normalize_advantage", "samples_per_graph", "batch_size",
+                "policy", "seed")
+
+
+def fingerprint(config: ml_collections.ConfigDict, ignore: tuple[str, ...] = ()) -> str:
+  """What a checkpoint must match to be resumed: every setting but the run-length ones (and
+  `ignore`), with the BRKGA preset's values, so that re-tuning it invalidates the workdir."""
+  # The learner's choice and the prior learner's settings: train_lib trains mutants only.
+  relevant = {k: v for k, v in config.to_dict().items()
+              if k not in ("num_steps", "eval_every", "log_every", "num_actors", "learner",
+                           "prior") + ignore}
+  if "brkga_preset" in relevant:
+    relevant["brkga_setting"] = brkga_presets.setting(relevant["brkga_preset"])
+  return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cache_fingerprint(config: ml_collections.ConfigDict) -> str:
+  """What the per-graph caches (features, uniform objectives, test filter) depend on: not the
+  reward settings, so a fine-tuning run reuses its source workdir's caches."""
+  return fingerprint(config, _REWARD_SETTINGS + _POLICY_ONLY)

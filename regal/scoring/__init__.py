@@ -1,18 +1,26 @@
 """Scoring: how good a placement and schedule are.
 
-A chromosome (`chromosome`) decodes to a placement, op priorities and transfer priorities; a
-performance model turns them into a `schedule.Schedule`. `performance.Problem` names the graph,
-devices, model and objective, and `performance` picks the engine that scores a population from
-the model's record in `models` (the one registry of the models):
+A chromosome (`chromosome`) decodes to a placement, op priorities and transfer priorities
+(`decoders`: the decoder registry); a performance model turns them into a `schedule.Schedule`.
+`performance.Problem` names the graph, devices, model and objective, and `performance.Evaluator`
+builds, once, what scores a population from the model's record in `models` (the one registry of
+the models).
 
-| model | readable reference (test oracle) | JAX engine | native (numba) engine |
-|---|---|---|---|
-| wc (work-conserving, Doppler paper) | `reference_models.simulate_wc` | `wc_model` | `native_wc` |
-| sync (REGAL's, with peak memory) | `reference_models.simulate_synchronous` | `sync_model` | `native_sync` |
-| doppler (the Doppler repository's simulator) | `doppler_sim` (SimPy) | - | `native_doppler` |
-| delay (task-scheduling literature) | `reference_models.simulate_delay` | `delay_model` | `native_delay` |
+Each model is a package: its readable reference (`reference.py`, the test oracle), its compiled
+host loop (`native.py`, numba) and its JAX version (`batched.py`) where it has them, and its
+record (`__init__.py`):
 
-The JAX engines walk the padded work lists of `sim_graph` (shared steps in `sim_shared`,
-bit-set helpers in `ranked_sets`); `list_decoder` is the list-scheduling decoder; `parallel`
-spreads a population over the host's cores (one host device per core).
+| package | model | reference | native | JAX |
+|---|---|---|---|---|
+| `wc` | work-conserving (Doppler paper), peak memory | yes | yes | yes |
+| `sync` | REGAL's synchronous transfers, peak memory | yes | yes | yes |
+| `delay` | the task-scheduling literature's delay model | yes | yes | yes |
+| `doppler` | the Doppler repository's simulator (SimPy) | yes | yes | - |
+| `throughput` | a profiled workload's pipeline max-load | yes | yes | - |
+| `blocks` | a profiled workload's single-sample latency | yes | yes | - |
+
+Shared beside them: `reference_common` (what the references share: adjacency, memory model),
+`sim_graph` / `sim_shared` / `ranked_sets` (what the JAX event models walk), `native_common`
+(heaps and threads of the compiled loops), `list_decoder` / `consumer_transfers` (decoders),
+`bounds`, `moves`, `parallel` (a population over the host's cores).
 """

@@ -14,7 +14,7 @@ else branches on a decoder's name.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -22,10 +22,9 @@ import numpy as np
 
 from datasets.registry import Registry
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import consumer_transfers, list_decoder, native_delay
-
-if TYPE_CHECKING:
-  from regal.scoring.models import Model
+from regal.scoring import consumer_transfers, list_decoder
+from regal.scoring.delay import native as native_delay
+from regal.scoring.model_record import Model
 
 Decoded = chromosome_lib.Decoded
 HostDecode = Callable[[np.ndarray], Decoded]

@@ -1,7 +1,7 @@
 """The list-scheduling decoder: random keys -> a placement and op order by earliest finish time.
 
-The direct decoder (`regal.scoring.chromosome.decode`) reads a placement off the device keys, so most
-random chromosomes are poor schedules and BRKGA spends its budget finding sensible ones. This
+The direct decoder (`regal.scoring.chromosome.decode`) reads a placement off the device keys, so
+most random chromosomes are poor schedules and BRKGA spends its budget finding sensible ones. This
 decoder gives every chromosome a schedule's structure (the decoders of the memetic genetic
 algorithms for DAG scheduling): the op keys are priorities; a list scheduler repeatedly takes
 the ready op of largest key (ties: the lower id) and puts it on the device where it finishes
@@ -34,7 +34,7 @@ from datasets import analysis
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import native_common
 from regal.scoring.native_common import heap_key, heap_pop, heap_push, link_time
-from regal.scoring.native_delay import NativeDelayGraph, reset_ready
+from regal.scoring.delay.native import NativeDelayGraph, reset_ready
 
 DEFAULT_BIAS = 0.0
 

@@ -1,4 +1,4 @@
-"""What the compiled host scorers (`native_wc`, `native_doppler`, `native_delay`) share: their
+"""What the compiled host scorers (each model's `native.py`) share: their
 argument checks, splitting a population over the cores, and the `jax.pure_callback` that lets
 jitted code (`performance.make_fitness_fn`) call them."""
 from __future__ import annotations

@@ -34,7 +34,6 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 # host loop), "auto" (native where the model has one and JAX runs on a CPU in float32, or
 # where it has no JAX version; else jax).
 ENGINES = ("auto", "jax", "native")
-WC_CHUNK = models.WC_CHUNK
 OBJECTIVES = ("runtime", "memory", "runtime_under_memory")
 
 
@@ -74,7 +73,7 @@ class Problem:
     if np.dtype(self.dtype) == np.float32:
       _check_float32_range(self)
 
-  @property
+  @functools.cached_property
   def layout(self) -> chromosome_lib.Layout:
     return chromosome_lib.Layout(self.graph.num_ops, self.graph.num_tensors,
                                  self.devices.num_devices)
@@ -408,47 +407,41 @@ class Evaluator:
   """Everything the search needs to know about scoring one problem, resolved once (issue 71):
   the model's and the decoder's records, the engine, whether the search runs on the bucket
   layout (native engines) and with which layouts, whether its score breaks ties and reads
-  transfer genes; and the functions built from them (`fitness`, `host_decode`, `bucket_scorer`).
-  The search takes it instead of asking this module about the problem again."""
+  transfer and priority genes; its host decoder; and the scorers built from them (`fitness`,
+  `bucket_scorer`). The search takes it instead of asking this module about the problem
+  again, and reads its facts as fields."""
   problem: Problem
   model: models.Model
   decoder: decoders.Decoder
   bias: float
   engine: str
+  bucketed: bool  # The search runs on the bucket layout, scored on the host (native engines).
   breaks_ties: bool
   reads_transfer_genes: bool
+  reads_priorities: bool  # Priority genes change a schedule: the model or the decoder reads them.
+  layout: chromosome_lib.Layout  # The problem's own.
+  bucket: chromosome_lib.Layout  # The layout padded to size buckets (the decoder's genes).
+  # The direct decoder's searched layout: what the default parameters are sized by, so a
+  # decoder changes which genes are searched, not the population (`brkga_search.search_layout`).
+  direct_layout: chromosome_lib.Layout
+  # Chromosomes [P, n] of the problem's layout -> their assignments (numpy).
+  host_decode: Callable[[np.ndarray], chromosome_lib.Decoded]
 
   @staticmethod
   def of(problem: Problem, decoder: str = "direct", bias: float = 0.0) -> "Evaluator":
-    return Evaluator(problem, models.get(problem.model), decoders.get(decoder), bias,
-                     scoring_engine(problem), breaks_ties(problem),
-                     reads_transfer_genes(problem, decoder))
-
-  @property
-  def bucketed(self) -> bool:
-    """The search runs on the bucket layout, scored on the host (the native engines)."""
-    return self.engine == "native"
-
-  @property
-  def layout(self) -> chromosome_lib.Layout:
-    return self.problem.layout
-
-  @property
-  def bucket(self) -> chromosome_lib.Layout:
-    """The layout padded to size buckets (no transfer genes where none is read)."""
-    return bucket_layout(self.problem, self.decoder.name)
-
-  def reads_priorities(self) -> bool:
-    """Whether priority genes change a schedule: the model reads them, or the decoder does."""
-    return self.model.reads_op_priority or self.decoder.reads_priority(self.model)
+    model, record = models.get(problem.model), decoders.get(decoder)
+    engine = scoring_engine(problem)
+    bucketed = engine == "native"
+    return Evaluator(
+        problem, model, record, bias, engine, bucketed, breaks_ties(problem),
+        reads_transfer_genes(problem, decoder),
+        model.reads_op_priority or record.reads_priority(model), problem.layout,
+        bucket_layout(problem, decoder), bucket_layout(problem) if bucketed else problem.layout,
+        record.host(problem, bias))
 
   def fitness(self) -> Callable[..., jnp.ndarray]:
     """The jitted batched fitness (`make_fitness_fn`)."""
     return make_fitness_fn(self.problem, self.decoder.name, self.bias)
-
-  def host_decode(self) -> Callable[[np.ndarray], chromosome_lib.Decoded]:
-    """Chromosomes [P, n] of the problem's layout -> their assignments (numpy)."""
-    return self.decoder.host(self.problem, self.bias)
 
   def bucket_scorer(self, bucket: chromosome_lib.Layout | None = None) -> "BucketScorer":
     """The host scorer of bucket-layout chromosomes (`BucketScorer`)."""

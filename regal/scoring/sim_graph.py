@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import collections
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
@@ -34,6 +36,7 @@ from datasets.graph import Graph
 from datasets.padding import bucket_size
 
 USE, REQ, SENDER = 0, 1, 2
+WC_CHUNK = 8  # Work entries per loop step of the JAX event models: fewer steps beat narrower.
 
 
 @struct.dataclass
@@ -129,7 +132,8 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
 
   if shape is None:
     shape = (bucket_size(num_ops), bucket_size(max(num_tensors, 1)), bucket_size(len(kinds)),
-             bucket_size(max(graph.num_data_edges, 1)), bucket_size(max(graph.num_control_edges, 1)))
+             bucket_size(max(graph.num_data_edges, 1)),
+             bucket_size(max(graph.num_control_edges, 1)))
   ops_size, tensors_size, work_size, data_size, control_size = shape
   if (num_ops > ops_size or num_tensors > tensors_size or len(kinds) > work_size
       or graph.num_data_edges > data_size or graph.num_control_edges > control_size):
@@ -168,3 +172,28 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
       control_edge_dst=_padded(graph.control_edge_dst, control_size, np.int32),
       speed=np.asarray(devices.speed, dtype), bandwidth=bandwidth.astype(dtype),
       latency=np.asarray(devices.latency, dtype), tracks_memory=memory)
+
+
+def pad_to(sim: SimGraph, placement, op_priority, transfer_priority):
+  """Decoded arrays [P, o], [P, o], [P, t, D] padded to the sim graph's bucket sizes (padded
+  ops and tensors are masked out by the models)."""
+  extra_ops = sim.op_mask.shape[0] - placement.shape[-1]
+  extra_tensors = sim.tensor_size.shape[0] - transfer_priority.shape[-2]
+  return (jnp.pad(placement, ((0, 0), (0, extra_ops))),
+          jnp.pad(op_priority, ((0, 0), (0, extra_ops))),
+          jnp.pad(transfer_priority, ((0, 0), (0, extra_tensors), (0, 0))))
+
+
+def event_model_jax(simulate_batch, always_memory: bool):
+  """An event model's (wc, sync) `Model.jax` from its batched simulator. `always_memory`: the
+  model's JAX version reads the memory arrays even for runtime."""
+  def build(graph: Graph, devices: DeviceSpec, dtype, memory: bool):
+    sim = jax.tree_util.tree_map(jnp.asarray, build_sim_graph(
+        graph, devices, dtype=dtype, memory=memory or always_memory))
+
+    def simulate(sim, placement, op_priority, transfer_priority):
+      result = simulate_batch(sim, *pad_to(sim, placement, op_priority, transfer_priority),
+                              chunk=WC_CHUNK, record_times=False)
+      return result.makespan, result.peak_memory
+    return sim, simulate
+  return build

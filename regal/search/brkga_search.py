@@ -56,6 +56,10 @@ class SearchSettings:
   bias: float = 0.0
   memetic: Memetic = Memetic()
 
+  def evaluator(self, problem: performance.Problem) -> performance.Evaluator:
+    """What scores `problem` under these settings (their decoder and bias)."""
+    return performance.Evaluator.of(problem, self.decoder, self.bias)
+
   def validate(self) -> "SearchSettings":
     if self.decoder not in decoders.names():
       raise ValueError(f"unknown decoder {self.decoder!r}; known: "
@@ -135,12 +139,12 @@ def common_shape(problems, decoder: str = "direct") -> PaddedShape:
                      max(s.capacity for s in shapes))
 
 
-def search_layout(problem: performance.Problem) -> chromosome_lib.Layout:
+def search_layout(evaluator: performance.Evaluator) -> chromosome_lib.Layout:
   """The layout whose size the default parameters depend on: the chromosome BRKGA evolves for
-  `problem` under the direct decoder. A decoder that derives the transfer priorities
+  the problem under the direct decoder. A decoder that derives the transfer priorities
   (`consumer`) evolves the same layout without its transfer genes (`padded_shape`) under the
   same parameters, so the decoder changes which genes are searched, not the population."""
-  return performance.bucket_layout(problem) if bucketed(problem) else problem.layout
+  return evaluator.direct_layout
 
 
 MIN_DEFAULT_EVALS = 5_000
@@ -188,7 +192,7 @@ def default_evals(problem: performance.Problem) -> int:
 def evals_per_op_device(problem: performance.Problem) -> int:
   """Where a small graph's default budget stops, per op and device: more for a search that
   restarts from its seeds."""
-  if restarts_for(problem)[1] == brkga.SEEDS:
+  if restarts_for(performance.breaks_ties(problem))[1] == brkga.SEEDS:
     return RESTARTING_EVALS_PER_OP_DEVICE
   return EVALS_PER_OP_DEVICE
 
@@ -220,11 +224,10 @@ TIE_BREAKING_RESTARTS = (50, brkga.SEEDS)
 DEFAULT_RESTARTS = (RESTART_PATIENCE, brkga.BEST)
 
 
-def restarts_for(problem: performance.Problem) -> tuple[int, str]:
-  """(restart patience, what a restart keeps) for the problem's search."""
-  if performance.breaks_ties(problem):
-    return TIE_BREAKING_RESTARTS
-  return DEFAULT_RESTARTS
+def restarts_for(breaks_ties: bool) -> tuple[int, str]:
+  """(restart patience, what a restart keeps) for a search whose score breaks makespan ties
+  (`performance.Evaluator.breaks_ties`) or not."""
+  return TIE_BREAKING_RESTARTS if breaks_ties else DEFAULT_RESTARTS
 
 
 def default_brkga_params(num_genes: int, evals: int | None = None,
@@ -239,8 +242,13 @@ def default_brkga_params(num_genes: int, evals: int | None = None,
 
 def default_params(problem: performance.Problem, evals: int | None = None) -> brkga.Params:
   """The default parameters (`default_brkga_params`) for the searched layout."""
-  return default_brkga_params(search_layout(problem).size, evals=evals,
-                              restarts=restarts_for(problem))
+  return params_for(performance.Evaluator.of(problem), evals)
+
+
+def params_for(evaluator: performance.Evaluator, evals: int | None = None) -> brkga.Params:
+  """`default_params` of the evaluator's problem."""
+  return default_brkga_params(search_layout(evaluator).size, evals=evals,
+                              restarts=restarts_for(evaluator.breaks_ties))
 
 
 # Token -> (deadline, should_stop, progress, compile clock) of a running search.
@@ -331,14 +339,15 @@ def _host_improver(score, table: local_moves.MoveTable, layout: chromosome_lib.L
   return local_moves.elite_improver_on_host(score, table, layout, run.memetic)
 
 
-def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
+def optimize(evaluator: performance.Evaluator, evals: int = 5000, seed: int = 0,
              params: brkga.Params | None = None,
              seeds: dict[str, np.ndarray] | None = None,
              settings: SearchSettings = SearchSettings(),
              time_limit: float | None = None, shape: PaddedShape | None = None,
              should_stop: Callable[[], bool] | None = None, progress=None,
              single_device: bool = True) -> SearchResult:
-  """BRKGA with `evals` fitness evaluations; `seeds` name chromosomes for the first population,
+  """BRKGA on the evaluator's problem, scored as it says (its decoder and bias are `settings`'s),
+  with `evals` fitness evaluations; `seeds` name chromosomes for the first population,
   after the one-device seed (`single_device=False`: without it, e.g. in a population confined
   to a split of the devices, which it would leave).
   `time_limit` seconds end the search early, at a generation boundary, as does SIGINT or
@@ -346,12 +355,15 @@ def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
   `should_stop()` turning true. `shape`: the padded shape of a bucketed search (default: the
   problem's own). `progress`: a `progress.SearchProgress` told of the compile and of every
   generation."""
+  problem = evaluator.problem
+  if (settings.decoder, settings.bias) != (evaluator.decoder.name, evaluator.bias):
+    raise ValueError(f"the settings' decoder {settings.decoder} (bias {settings.bias}) is not "
+                     f"the evaluator's {evaluator.decoder.name} ({evaluator.bias})")
   seeds = {**({"single_device": single_device_seed(problem)} if single_device else {}),
            **(seeds or {})}
   if not seeds:
     raise ValueError("a search needs at least one seed chromosome")
-  evaluator = performance.Evaluator.of(problem, settings.decoder, settings.bias)
-  run = _Run(evaluator, evals, seed, params or default_params(problem, evals), seeds, settings,
+  run = _Run(evaluator, evals, seed, params or params_for(evaluator, evals), seeds, settings,
              _swap_share(evaluator, settings), time_limit, should_stop, progress)
   with cli.stoppable():
     if evaluator.bucketed:
@@ -361,7 +373,7 @@ def optimize(problem: performance.Problem, evals: int = 5000, seed: int = 0,
 
 
 def _swap_share(evaluator: performance.Evaluator, settings: SearchSettings) -> float:
-  return settings.memetic.swap_fraction if evaluator.reads_priorities() else 0.0
+  return settings.memetic.swap_fraction if evaluator.reads_priorities else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -495,7 +507,7 @@ def _result(run: _Run, outcome: _Outcome) -> SearchResult:
   Its seed lineage is known where it is the engine's own best (`outcome.searched_best`)."""
   evaluator, result, params, evals = run.evaluator, outcome.result, run.params, run.evals
   best = outcome.best
-  decoded = evaluator.host_decode()(np.asarray(best, np.float32)[None])
+  decoded = evaluator.host_decode(np.asarray(best, np.float32)[None])
   placement = np.asarray(decoded.placement[0])
   order = chromosome_lib.priority_order(np.asarray(decoded.op_priority[0]))
   if not evaluator.decoder.identity:

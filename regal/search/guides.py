@@ -2,9 +2,10 @@
 
 `run_guided(problem, evals, seed, guidance)` is the search every caller runs: `regal.optimize
 --method brkga`, REGAL's training rollouts and validation (`regal.learning.rollout`), the
-learning table and the sweeps. It is `brkga_search.optimize` with the preset's parameters and
-search settings for the problem's model (decoder, local moves), the guidance's chromosomes in
-the first population and its per-gene mutant distributions, on the bucketed compiled search
+learning table and the sweeps. It is `brkga_search.optimize` as a `SearchPlan` says
+(`plan_search`: what scores the problem, built once, the preset's search settings for the
+problem's model (decoder, local moves) and BRKGA's parameters), with the guidance's chromosomes
+in the first population and its per-gene mutant distributions, on the bucketed compiled search
 (one compile per size bucket, guided or not).
 
 A guide turns a problem into `Guidance`: heuristic seeds (`HeuristicSeeds`: the list
@@ -306,42 +307,63 @@ def guidance(problem: performance.Problem, seed: int, guides: Sequence[Guide]) -
   return result
 
 
-def check_budget(problem: performance.Problem, evals: int, guides: Sequence[Guide],
-                 preset: str = brkga_presets.DEFAULT) -> None:
+@dataclasses.dataclass(frozen=True)
+class SearchPlan:
+  """One search's problem, resolved once (`plan_search`): what scores it
+  (`performance.Evaluator`), the preset's search settings and BRKGA's parameters for the whole
+  budget. What runs the search reads it here instead of asking the scoring layer again."""
+  evaluator: performance.Evaluator
+  settings: brkga_search.SearchSettings
+  params: brkga.Params
+
+
+def plan_search(problem: performance.Problem, evals: int, preset: str = brkga_presets.DEFAULT,
+                decoder: str | None = None,
+                settings: brkga_search.SearchSettings | None = None,
+                params: brkga.Params | None = None) -> SearchPlan:
+  """The preset's plan for `problem` and the whole budget `evals` (`decoder`: in place of the
+  preset's); `settings` / `params`: in place of the preset's (an A/B of settings)."""
+  if settings is None:
+    settings = brkga_presets.search_settings(preset, decoder=decoder, model=problem.model)
+  evaluator = settings.evaluator(problem)
+  if params is None:
+    params = search_params(evaluator, evals, preset)
+  return SearchPlan(evaluator, settings, params)
+
+
+def check_budget(plan: SearchPlan, evals: int, guides: Sequence[Guide]) -> None:
   """Refuses, before any guide runs, a budget that leaves the search less than one
   population after the guides' planned evaluations."""
-  population = search_params(problem, evals, preset).population_size
-  planned = sum(one.planned_evaluations(problem) for one in guides)
+  population = plan.params.population_size
+  planned = sum(one.planned_evaluations(plan.evaluator.problem) for one in guides)
   if evals - planned < population:
     raise errors.ConfigError(f"--evals {evals} leaves {evals - planned} evaluations for BRKGA "
                              f"after the guides spend {planned}; it needs at least one "
                              f"population ({population})")
 
 
-def search_params(problem: performance.Problem, evals: int,
+def search_params(evaluator: performance.Evaluator, evals: int,
                   preset: str = brkga_presets.DEFAULT):
   """The preset's BRKGA parameters for the searched layout (a size bucket on native
   engines: one compile per bucket) and the whole budget `evals`."""
-  return brkga_presets.params(preset, brkga_search.search_layout(problem).size, evals=evals,
-                              restarts=brkga_search.restarts_for(problem))
+  return brkga_presets.params(preset, brkga_search.search_layout(evaluator).size, evals=evals,
+                              restarts=brkga_search.restarts_for(evaluator.breaks_ties))
 
 
 def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guidance,
-               preset: str = brkga_presets.DEFAULT, decoder: str | None = None,
-               time_limit: float | None = None,
+               plan: SearchPlan | None = None, time_limit: float | None = None,
                progress: Callable[[str], None] | None = None,
                shape: brkga_search.PaddedShape | None = None,
-               should_stop: Callable[[], bool] | None = None,
-               settings: brkga_search.SearchSettings | None = None,
-               params: brkga.Params | None = None) -> brkga_search.SearchResult:
-  """The search with `evals` evaluations in all, the guidance's included. `shape`: a padded
-  shape shared by many graphs (training: one compile), else the problem's own buckets;
-  `should_stop()`: ends it early at a generation boundary (an exact solver's proof);
-  `settings` / `params`: in place of the preset's (an A/B of settings)."""
-  if params is None:
-    params = search_params(problem, evals, preset)
-  if settings is None:
-    settings = brkga_presets.search_settings(preset, decoder=decoder, model=problem.model)
+               should_stop: Callable[[], bool] | None = None) -> brkga_search.SearchResult:
+  """The search with `evals` evaluations in all, the guidance's included, as `plan` says
+  (default: the default preset's, `plan_search`). `shape`: a padded shape shared by many
+  graphs (training: one compile), else the problem's own buckets; `should_stop()`: ends it
+  early at a generation boundary (an exact solver's proof)."""
+  if plan is None:
+    plan = plan_search(problem, evals)
+  elif plan.evaluator.problem is not problem:
+    raise ValueError("the plan was made for another problem")
+  params = plan.params
   left = evals - guided.evaluations
   if left < params.population_size:
     raise errors.ConfigError(f"--evals {evals} leaves {left} evaluations for BRKGA after the "
@@ -361,8 +383,8 @@ def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guid
                f"(Ctrl-C) stops it and keeps the best found")
     live = None if progress is None else search_progress.SearchProgress(left, time_limit)
     try:
-      result = brkga_search.optimize(problem, evals=left, seed=seed, params=params,
-                                     seeds=guided.seeds, settings=settings,
+      result = brkga_search.optimize(plan.evaluator, evals=left, seed=seed, params=params,
+                                     seeds=guided.seeds, settings=plan.settings,
                                      time_limit=time_limit, shape=shape,
                                      should_stop=should_stop, progress=live,
                                      single_device=guided.single_device)

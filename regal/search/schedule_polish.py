@@ -1,12 +1,12 @@
 """Iterated insertion search on the delay model: the schedule-space polish after BRKGA (issue 69).
 
-The delay model runs a schedule given as a placement and a topological op order: each op, in
-order, on its device as soon as the device is free and its inputs arrived
-(`reference_models.simulate_delay`). Only each device's sequence matters, so a move takes one
-op out and inserts it into any device's sequence at any slot its dependencies allow (between
-its last predecessor and its first successor in the order): the insertion neighbourhood of
-list-scheduling local searches, which random keys reach only by luck (a device change and
-the right priority at once). The search:
+The delay model runs a schedule given as a placement and a topological op order: each op, in order,
+on its device as soon as the device is free and its inputs arrived
+(`regal.scoring.delay.reference.simulate_delay`). Only each device's sequence matters, so a move
+takes one op out and inserts it into any device's sequence at any slot its dependencies allow
+(between its last predecessor and its first successor in the order): the insertion neighbourhood of
+list-scheduling local searches, which random keys reach only by luck (a device change and the right
+priority at once). The search:
 
 * descends: takes the ops on a critical path (no slack: start + longest path to the end = the
   makespan; only they can shorten it) in random order, scores every insertion of one at once
@@ -41,9 +41,9 @@ import numpy as np
 from datasets import cli
 from regal.scoring import bounds, models, performance
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import reference_models
+from regal.scoring.delay import reference as delay_reference
+from regal.scoring.delay.native import NativeDelayGraph, build_native_delay_graph
 from regal.scoring.native_common import link_time
-from regal.scoring.native_delay import NativeDelayGraph, build_native_delay_graph
 from regal.search import window_solve
 
 # Evaluations per compiled slice between clock checks (~0.05-0.5 s on the task graphs).
@@ -319,7 +319,7 @@ def polish(problem: performance.Problem, placement: np.ndarray, order: np.ndarra
   started = time.perf_counter()
   graph = graph or build_native_delay_graph(problem.graph, problem.devices)
   num_ops, num_devices = graph.num_ops, graph.num_devices
-  order = np.asarray(reference_models.priority_topological_order(
+  order = np.asarray(delay_reference.priority_topological_order(
       problem.graph, chromosome_lib.order_priorities(np.asarray(order))), np.int64)
   placement = np.asarray(placement, np.int64).copy()
   position = np.empty(num_ops, np.int64)

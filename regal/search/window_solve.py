@@ -18,7 +18,7 @@ import numpy as np
 
 from regal.baselines import cpsat_solve
 from regal.scoring.native_common import link_time
-from regal.scoring.native_delay import NativeDelayGraph
+from regal.scoring.delay.native import NativeDelayGraph
 
 
 def applies(graph: NativeDelayGraph) -> bool:

@@ -1,14 +1,15 @@
-"""The delay model, batched in JAX (the accelerator path; on a CPU `regal.scoring.native_delay` scores it).
+"""The delay model, batched in JAX (the accelerator path; on a CPU `regal.scoring.delay.native`
+scores it).
 
-Semantics (`reference_models.simulate_delay` is the readable version): ops are taken in the
-priority-driven topological order of their priorities (repeatedly the ready op of largest
-priority, ties to the lower id); op v on device d starts as soon as d has finished the ops
-before it in that order and every input has arrived (a data edge across devices delivers at
-the producer's end + latency + bytes / bandwidth, using the largest tensor v reads from that
-producer; transfers never contend; control edges deliver at the producer's end), and takes
-cost / speed[d]. A zero-time op occupies no device time. Priorities falling along the graph's
-topological order give the placement-only model of the list schedulers
-(`regal.baselines.list_scheduling.simulate_in_order` with that order).
+Semantics (`regal.scoring.delay.reference.simulate_delay` is the readable version): ops are taken in
+the priority-driven topological order of their priorities (repeatedly the ready op of largest
+priority, ties to the lower id); op v on device d starts as soon as d has finished the ops before it
+in that order and every input has arrived (a data edge across devices delivers at the producer's end
++ latency + bytes / bandwidth, using the largest tensor v reads from that producer; transfers never
+contend; control edges deliver at the producer's end), and takes cost / speed[d]. A zero-time op
+occupies no device time. Priorities falling along the graph's topological order give the
+placement-only model of the list schedulers (`regal.baselines.list_scheduling.simulate_in_order`
+with that order).
 
 This is the classic model of the task-scheduling literature (Sinnen's and Kasahara's benchmark
 sets, whose optima `experiments.task_graph_table` compares against). One `lax.scan` over the

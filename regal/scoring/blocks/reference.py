@@ -23,7 +23,7 @@ import networkx
 import numpy as np
 
 from datasets.formats.profiled import CPU, Workload
-from regal.scoring import pipeline
+from regal.scoring.throughput import reference as pipeline
 
 
 def _waits(workload: Workload, device: np.ndarray) -> tuple[list[set], dict]:

@@ -1,15 +1,15 @@
 """REGAL's synchronous model as a compiled host loop: the sync model's scorer on a CPU.
 
-Semantics: exactly those of `regal.scoring.reference_models.simulate_synchronous` (the
+Semantics: exactly those of `regal.scoring.sync.reference.simulate_synchronous` (the
 priority-driven total order of ops and transfers, each device running its tasks in that
 order, a transfer occupying its sender and its receiver), in float32 with the same operations
 in the same order, so it agrees bit for bit with the reference run in float32 and with the
-JAX model (`regal.scoring.sync_model`). Each task is timed as it leaves the order's heap (a
+JAX model (`regal.scoring.sync.batched`). Each task is timed as it leaves the order's heap (a
 task's time depends only on the tasks before it), so ordering and timing are one pass.
 
 Heap keys (`native_common.heap_key`): larger priority first; ties to ops before transfers,
 then the lower id, transfers by (tensor, device): an op's index is its id, a transfer's
-`num_ops + tensor * D + device`. The graph arrays are `native_wc.NativeGraph`'s.
+`num_ops + tensor * D + device`. The graph arrays are `wc.native.NativeGraph`'s.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from regal.scoring import native_common
 from regal.scoring.native_common import heap_key, heap_pop, heap_push, link_time
-from regal.scoring.native_wc import NativeGraph
+from regal.scoring.wc.native import NativeGraph
 
 
 @numba.njit(inline="always")

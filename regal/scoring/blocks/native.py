@@ -12,8 +12,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from regal.scoring import native_pipeline
-from regal.scoring.native_pipeline import PipelineArrays, to_devices, to_slots
+from regal.scoring.throughput import native as native_pipeline
+from regal.scoring.throughput.native import PipelineArrays, to_devices, to_slots
 
 
 @numba.njit(cache=True)

@@ -1,11 +1,11 @@
 """The Doppler simulator as a compiled host event loop: exact and batched.
 
-Semantics: exactly those of `regal.scoring.doppler_sim.simulate_doppler` (the Doppler repository's
-SimPy model, reproduced there), tie order included. Equal event times are frequent on the
-Doppler graphs (costs are a few powers of two), and SimPy breaks them by the order in which it
-scheduled the events, so this kernel replays SimPy's own queue instead of a "ready time, then
-op id" rule: a binary heap of (time, event id) with the event id counting every schedule call
-that can matter. The SimPy processes and what their events do when SimPy processes them:
+Semantics: exactly those of `regal.scoring.doppler.reference.simulate_doppler` (the Doppler
+repository's SimPy model, reproduced there), tie order included. Equal event times are frequent on
+the Doppler graphs (costs are a few powers of two), and SimPy breaks them by the order in which it
+scheduled the events, so this kernel replays SimPy's own queue instead of a "ready time, then op id"
+rule: a binary heap of (time, event id) with the event id counting every schedule call that can
+matter. The SimPy processes and what their events do when SimPy processes them:
 
 * op v's inputs (an `AllOf` over one transfer process per distinct in-neighbour) complete:
   COND(v). v asks for its device: it joins the device's FIFO queue, and if the device has no
@@ -21,16 +21,16 @@ that can matter. The SimPy processes and what their events do when SimPy process
   the kernel counts a delivery at its TOUT_T and schedules only the last one's PROC_T (the
   others would only count, and leaving them out reorders nothing).
 
-Events nothing waits on (a compute process's end, transfer processes of repeated
-(source, target) pairs that no op waits for) are left out: they take event ids but never
-reorder the others. Events for the current instant go to a FIFO instead of the heap: each was
-scheduled after every heap event at that instant, so SimPy serves those first and the FIFO's
-in its own order; the heap keeps only timeouts with a positive delay, by event id (what an
-event does is looked up by its id), and an op's transfers wait there as one run sorted by
-(time, id) of which only the first is on the heap (a k-way merge: the same order on a heap
-of ops instead of transfers), and a run's transfers at one instant leave the heap together
-(their ids are consecutive, so nothing comes between them). The events left out do count for the clock's last value: the
-makespan is the latest op end or transfer arrival, repeated pairs included.
+Events nothing waits on (a compute process's end, transfer processes of repeated (source, target)
+pairs that no op waits for) are left out: they take event ids but never reorder the others. Events
+for the current instant go to a FIFO instead of the heap: each was scheduled after every heap event
+at that instant, so SimPy serves those first and the FIFO's in its own order; the heap keeps only
+timeouts with a positive delay, by event id (what an event does is looked up by its id), and an op's
+transfers wait there as one run sorted by (time, id) of which only the first is on the heap (a k-way
+merge: the same order on a heap of ops instead of transfers), and a run's transfers at one instant
+leave the heap together (their ids are consecutive, so nothing comes between them). The events left
+out do count for the clock's last value: the makespan is the latest op end or transfer arrival,
+repeated pairs included.
 
 Times are float64 sums of float64 durations, as SimPy's clock adds Python numbers (exact for
 the integer costs of Doppler files while sums stay below 2**53). `simulate` scores a
@@ -48,7 +48,7 @@ from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.scoring import native_common
 from regal.scoring.native_common import link_time
-from regal.scoring.doppler_sim import networkx_edge_order
+from regal.scoring.doppler.reference import networkx_edge_order
 
 COND, REQ, TOUT_C, RELFIN, TOUT_T, PROC_T = range(6)
 
@@ -169,8 +169,8 @@ def _delay(num_bytes, src, dst, latency, bandwidth):
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _simulate(compute_cost, in_count, out_ptr, delivery_dst, delivery_bytes,
-              edge_src, edge_dst, edge_bytes, unmarked_edges, speed, bandwidth, latency, placement, makespan_out,
-              start_out, end_out):
+              edge_src, edge_dst, edge_bytes, unmarked_edges, speed, bandwidth, latency, placement,
+              makespan_out, start_out, end_out):
   population, num_ops = placement.shape
   num_devices = speed.shape[0]
   num_deliveries = delivery_dst.shape[0]

@@ -1,6 +1,6 @@
 """The work-conserving (WC) performance model in JAX, batched over a population.
 
-Semantics: exactly those of `regal.scoring.reference_models.simulate_wc` (read its docstring first).
+Semantics: exactly those of `regal.scoring.wc.reference.simulate_wc` (read its docstring first).
 
 Formulation (why it is fast): a direct list scheduler scans every op at every step to find the
 best ready one, O(ops) work per event. Here each step does O(devices^2 + K) work:
@@ -56,8 +56,8 @@ How the JAX models stay fast (read before changing them):
   consumer, so a scan that feeds a broadcast is recomputed per output element;
   `optimization_barrier` does not stop this on the CPU (it is removed before fusion). Reduces,
   gathers and scatters are never duplicated, which is why the step keeps them.
-- Any change must keep `tests/jax_models_test.py` bit-exact against `reference_models.py`.
-- On a CPU the WC model's scorer is `native_wc` (numba), not the lockstep loop: XLA's per-kernel
+- Any change must keep `tests/jax_models_test.py` bit-exact against `wc/reference.py`.
+- On a CPU the WC model's scorer is `wc.native` (numba), not the lockstep loop: XLA's per-kernel
   and per-gathered-element costs bound the loop near ~230 µs per 200-op chromosome per core,
   the compiled event loop takes ~45-55 µs. Its call path has three traps, each met once: a
   `pure_callback` under `shard_map` on several host devices deadlocked (the callback's inputs
@@ -192,7 +192,8 @@ def _prepare(graph: SimGraph, placement: jnp.ndarray, op_priority: jnp.ndarray,
       makespan=jnp.full((), -jnp.inf, dtype),
       work_pos=jnp.zeros((), jnp.int32), work_end=jnp.zeros((), jnp.int32),
       work_device=jnp.zeros((), jnp.int32), work_src=jnp.zeros((), jnp.int32),
-      op_start=jnp.full(recorded_ops, jnp.nan, dtype), op_end=jnp.full(recorded_ops, jnp.nan, dtype),
+      op_start=jnp.full(recorded_ops, jnp.nan, dtype),
+      op_end=jnp.full(recorded_ops, jnp.nan, dtype),
       transfer_start=jnp.full(recorded_transfers, jnp.nan, dtype),
       transfer_end=jnp.full(recorded_transfers, jnp.nan, dtype))
   context = _Context(

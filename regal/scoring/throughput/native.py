@@ -1,4 +1,4 @@
-"""Pipeline max-load (`regal.scoring.pipeline`) on the host, compiled, for local search:
+"""Pipeline max-load (`regal.scoring.throughput.reference`) on the host, compiled, for local search:
 every move of one co-location class to another device scored by what it changes.
 
 Devices are slots here: accelerators 0..A-1 and the CPU side A. An op's part of the loads

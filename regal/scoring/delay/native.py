@@ -1,10 +1,10 @@
 """The ordered delay model as a compiled host loop: the delay model's scorer on a CPU.
 
-Semantics: exactly those of `regal.scoring.reference_models.simulate_delay` with op priorities (the
+Semantics: exactly those of `regal.scoring.delay.reference.simulate_delay` with op priorities (the
 priority-driven topological order, then each op as early as its device and inputs allow), in
 float32 with the same operations in the same order, so it agrees bit for bit with the
-reference run in float32 and with `regal.scoring.delay_model` (the JAX version, for accelerators).
-The order is kept in a binary heap of (priority, id) keys (`native_wc`'s), so one chromosome
+reference run in float32 and with `regal.scoring.delay.batched` (the JAX version, for accelerators).
+The order is kept in a binary heap of (priority, id) keys (`wc.native`'s), so one chromosome
 costs O((o + K) log o) instead of the JAX scan's O(o^2).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from datasets.devices import DeviceSpec
 from datasets.graph import Graph
 from regal.scoring import native_common
-from regal.scoring.delay_model import build_delay_graph
+from regal.scoring.delay.batched import build_delay_graph
 from regal.scoring.native_common import heap_key, heap_pop, heap_push, link_time
 
 

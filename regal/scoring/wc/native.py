@@ -1,17 +1,16 @@
 """The WC model as compiled event loops on the host: the fast scorer on a CPU.
 
-Semantics: exactly those of `regal.scoring.reference_models.simulate_wc` (same event order, same
+Semantics: exactly those of `regal.scoring.wc.reference.simulate_wc` (same event order, same
 float32 arithmetic in the same order, so results agree bit for bit with the reference run in
-float32 and with `regal.scoring.wc_model`).
+float32 and with `regal.scoring.wc.batched`).
 
-Why a second implementation: on a CPU, XLA runs `regal.scoring.wc_model`'s lockstep loop as dozens of
-small kernels per event, and its gathers cost ~3 ns per element; with ~400 events per
-chromosome at 200 ops that bounds it near 5,000 evaluations/s per core. One chromosome's
-event loop compiled by numba (binary heaps of ranks for the ready ops and waiting transfers,
-scratch buffers reused across the batch) runs ~10x faster. The search calls it from its host
-loop (`brkga.run_on_host`, through `performance.BucketScorer`), and `make_fitness_fn` through
-`jax.pure_callback`; on an accelerator the JAX model stays the scorer (scoring on the host
-would copy every generation there).
+Why a second implementation: on a CPU, XLA runs `regal.scoring.wc.batched`'s lockstep loop as dozens
+of small kernels per event, and its gathers cost ~3 ns per element; with ~400 events per chromosome
+at 200 ops that bounds it near 5,000 evaluations/s per core. One chromosome's event loop compiled by
+numba (binary heaps of ranks for the ready ops and waiting transfers, scratch buffers reused across
+the batch) runs ~10x faster. The search calls it from its host loop (`brkga.run_on_host`, through
+`performance.BucketScorer`), and `make_fitness_fn` through `jax.pure_callback`; on an accelerator
+the JAX model stays the scorer (scoring on the host would copy every generation there).
 
 Parallelism comes from the caller: the kernel releases the GIL, and `over_local_devices`
 gives each host device (one per core) its share of the population.
@@ -19,6 +18,7 @@ gives each host device (one per core) its share of the population.
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import numba
 import numpy as np
@@ -52,7 +52,7 @@ class NativeGraph:
 
   @property
   def arrays(self) -> tuple[np.ndarray, ...]:
-    """The graph arrays, in the order the compiled kernels (`native_wc`, `native_sync`) take
+    """The graph arrays, in the order the compiled kernels (`wc.native`, `sync.native`) take
     them first."""
     return (self.compute_cost, self.extra_memory, self.tensor_size, self.tensor_producer,
             self.in_degree, self.outputs_ptr, self.outputs, self.inputs_ptr, self.inputs,
@@ -337,3 +337,13 @@ def simulate_with_completion(graph: NativeGraph, placement: np.ndarray, op_prior
 
   native_common.run_split(run, population, threads)
   return makespan, peak, completion
+
+
+def event_model_native(simulate_population: Callable):
+  """An event model's (wc, sync) `Model.native` (or `native_completion`) from its compiled
+  simulator over `NativeGraph`."""
+  def build(graph: Graph, devices: DeviceSpec, memory: bool):
+    host_graph = build_native_graph(graph, devices, memory=memory)
+    return lambda placement, priority, transfer: simulate_population(host_graph, placement,
+                                                                     priority, transfer)
+  return build

@@ -1,10 +1,10 @@
 """REGAL's synchronous-transfer performance model in JAX, batched over a population.
 
-Semantics: exactly those of `regal.scoring.reference_models.simulate_synchronous` (see its module
-docstring). The priority-driven topological sort and the simulation happen in one pass: the
-next task in the total order is the best ready op or the best ready transfer (two ranked
-bitsets, `regal.scoring.ranked_sets`), it runs as early as its devices and inputs allow, and its work
-list (`regal.scoring.sim_graph`) then satisfies the tasks that wait for it, a few entries per step.
+Semantics: exactly those of `regal.scoring.sync.reference.simulate_synchronous` (see its module
+docstring). The priority-driven topological sort and the simulation happen in one pass: the next
+task in the total order is the best ready op or the best ready transfer (two ranked bitsets,
+`regal.scoring.ranked_sets`), it runs as early as its devices and inputs allow, and its work list
+(`regal.scoring.sim_graph`) then satisfies the tasks that wait for it, a few entries per step.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from regal.scoring.ranked_sets import (WORD_BITS, add_small, bit, first_set, gat
                                        gather_rows, ranks, scatter_rows, set_flat)
 from regal.scoring.sim_graph import SimGraph
 from regal.scoring.sim_shared import memory_plan, read_chunk, release_uses, satisfy
-from regal.scoring.wc_model import SimResult
+from regal.scoring.wc.batched import SimResult
 
 
 class _Context(NamedTuple):

@@ -1,0 +1,21 @@
+"""REGAL's synchronous-transfer model (REGAL section 3.1), with peak memory.
+
+`reference.simulate_synchronous` is the readable oracle; `native` the compiled host loop and
+`batched` the JAX version, both over the WC model's graphs (`wc.native.NativeGraph`,
+`sim_graph.SimGraph`).
+"""
+from regal.scoring.model_record import Model
+from regal.scoring.sim_graph import event_model_jax
+from regal.scoring.sync import batched, native, reference
+from regal.scoring.wc.native import event_model_native
+
+
+def _reference(graph, devices, placement, op_priority, transfer_priority, dtype):
+  return reference.simulate_synchronous(graph, devices, placement, op_priority,
+                                        transfer_priority, dtype=dtype)
+
+
+MODEL = Model(
+    "sync", "REGAL's synchronous-transfer model, with peak memory",
+    reference=_reference, native=event_model_native(native.simulate),
+    jax=event_model_jax(batched.simulate_batch, always_memory=True), memory=True)
