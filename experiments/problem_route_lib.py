@@ -3,6 +3,7 @@ crossing are): no flags, so tests import it; run as a script with `--trace_only`
 the tree its imports resolve to (a baseline worktree) and prints the figures as JSON."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -10,12 +11,19 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The layers of `tests/layering_test.py` (lower: a lower layer).
-LAYERS = {"brkga": 0, "datasets": 0, "regal.startup": 0, "regal.scoring": 1,
-          "regal.execute": 2, "regal.baselines": 3, "regal.search": 4, "regal.learning": 5,
-          "regal.doppler_policy": 6, "regal.app": 7, "regal.optimize": 8, "regal.train": 8,
-          "regal": 8}
 SEARCH, SCORING = "regal.search", "regal.scoring"
+
+
+def _layers() -> dict[str, int]:
+  """The layers `tests/layering_test.py` enforces (lower number: lower layer), read from it."""
+  path = os.path.join(REPO, "tests", "layering_test.py")
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  return next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+              and any(getattr(target, "id", None) == "LAYERS" for target in node.targets))
+
+
+LAYERS = _layers()
 
 
 def layer_of(module: str) -> tuple[str, int] | None:
