@@ -67,3 +67,13 @@ def test_a_registered_guide_seeds_the_search(graph):
     assert "reversed_test" in report.result.details["seed_arms"]
   finally:
     guides.PRIORS.pop("reversed_test")
+
+
+def test_a_split_method_is_refused_for_an_objective_its_record_does_not_model():
+  """cpsat splits for max-load only: its record's `split_objectives` refuse latency, in one
+  line, before any work (the method itself no longer checks)."""
+  assert methods.get_split("cpsat", "throughput").name == "cpsat"
+  with pytest.raises(errors.ConfigError, match="models the pipeline max-load only"):
+    methods.get_split("cpsat", "latency")
+  with pytest.raises(errors.ConfigError, match="takes --method"):
+    methods.get_split("heft", "throughput")
