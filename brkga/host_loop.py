@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from brkga import engine
+from regal_brkga import engine
 
 # fitness(chromosomes [N, n] numpy) -> fitness [N] (smaller is better).
 HostFitness = Callable[[np.ndarray], np.ndarray]

@@ -6,7 +6,7 @@ links, and the roofline that turns an imported graph's FLOPs and bytes into seco
 
 A preset names one kind for every device (`h100`, `a100`, `tpu_v5e`, `v100`, `cpu`) or a mix
 (`h100+cpu`: `--devices` GPUs and one CPU host); the kinds and the device sets they make are
-`datasets.devices`' (`KINDS`, `accelerator_spec`), this module costs graphs on them. An op's time on a kind is its roofline,
+`regal_datasets.devices`' (`KINDS`, `accelerator_spec`), this module costs graphs on them. An op's time on a kind is its roofline,
 max(FLOPs / peak FLOP/s, bytes read and written / memory bandwidth); a tensor crosses a link
 in latency + bytes / bandwidth (NVLink or ICI between accelerators of one kind, PCIe between
 a GPU and the host). Peak rates are the dense figures for the graphs' float32 matmuls as XLA
@@ -15,7 +15,7 @@ TF32: its FP32 rate); memory is the device's HBM (the host: its DRAM). Launch ov
 fusion are not modelled: every op is its own kernel at its roofline.
 
 Times keep the importers' unit (one unit is 10 ps, the time a nominal 100 GB/s link takes per
-byte; `datasets.jax_import.NOMINAL_LINK_BYTES_PER_SECOND`), so results read in seconds. The
+byte; `regal_datasets.jax_import.NOMINAL_LINK_BYTES_PER_SECOND`), so results read in seconds. The
 graph's costs are the first device's times; the others' `speed` is the ratio of their total
 roofline time on this graph to the first's (exact for a graph of one kind; for a mix, per
 graph rather than per op, stated in the result).
@@ -26,10 +26,10 @@ import dataclasses
 
 import numpy as np
 
-from datasets import devices as devices_lib
-from datasets import errors
-from datasets.graph import Graph
-from datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors
+from regal_datasets.graph import Graph
+from regal_datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND
 
 
 KINDS, PRESETS = devices_lib.KINDS, devices_lib.ACCELERATOR_PRESETS
@@ -52,7 +52,7 @@ def roofline_seconds(graph: Graph, kind: str) -> np.ndarray:
   """[num_ops] seconds of each op on `kind`: max(FLOPs / peak, bytes / memory bandwidth);
   sources and what derives from parameters alone (present before the step, computed once:
   `shard_imported.resident_ops`) take none."""
-  from datasets import shard_imported  # Local: shard_imported builds on the importers.
+  from regal_datasets import shard_imported  # Local: shard_imported builds on the importers.
   accelerator = KINDS[kind]
   flops = np.asarray(graph.metadata["op_flops"], float)
   seconds = np.maximum(flops / accelerator.peak_flops, op_bytes(graph) /

@@ -12,8 +12,8 @@ from typing import Callable
 
 import numpy as np
 
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 
 CONTROL_ONLY = -1.0  # Bytes of a dependency that carries no tensor.
 EdgeTime = Callable[[float], float]  # Bytes of a dependency -> its time.

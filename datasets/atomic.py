@@ -20,7 +20,7 @@ import stat
 import tempfile
 from typing import IO, Iterator, Sequence
 
-from datasets import cli, errors
+from regal_datasets import cli, errors
 
 CHART_EXTENSIONS = ("png", "pdf", "svg")
 # ".NAME.PID.RANDOM.tmp" must fit NAME_MAX (255 bytes on Linux): PID up to 7 digits, mkstemp's
@@ -29,7 +29,7 @@ _TEMP_NAME_BYTES = 255 - (1 + 7 + 1 + 8 + 4) - 8
 
 
 # Temp files being written now: a command that a signal ends mid-write removes them on its way
-# out (`datasets.cli.at_interrupt`), instead of leaving them for the next write to clear.
+# out (`regal_datasets.cli.at_interrupt`), instead of leaving them for the next write to clear.
 _WRITING: set[str] = set()
 
 

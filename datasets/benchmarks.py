@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from datasets import devices as devices_lib
-from datasets.graph import Graph
+from regal_datasets import devices as devices_lib
+from regal_datasets.graph import Graph
 
 # `../shared/graphs` beside the repository: the reference graphs in other projects' formats
 # (read from there, never copied in). Every experiment finds them here.
@@ -54,7 +54,7 @@ def stg_instances(root: str) -> list[dict[str, Any]]:
   return sorted(instances, key=lambda i: (i["file"], i["processors"]))
 
 
-# Constructed-optimum task graphs (`datasets.constructed`): the benchmark family, and the
+# Constructed-optimum task graphs (`regal_datasets.constructed`): the benchmark family, and the
 # generator seed of each split (train: where settings may be tuned; test: never tuned on).
 CONSTRUCTED_TASKS = (50, 100, 200, 300, 500)
 CONSTRUCTED_PROCESSORS = (2, 4, 8, 16)
@@ -66,7 +66,7 @@ def constructed_instances(folder: str, split: str) -> list[dict[str, Any]]:
   """The split's 60 constructed instances (every size x processors x ratio), their DOT files
   written into `folder` (regenerated: they are deterministic), optimum proven by the work
   bound."""
-  from datasets import atomic, constructed  # Only this family needs the generator.
+  from regal_datasets import atomic, constructed  # Only this family needs the generator.
   os.makedirs(folder, exist_ok=True)
   instances = []
   for tasks in CONSTRUCTED_TASKS:

@@ -1,7 +1,7 @@
 r"""Builds a dataset and prints its summary statistics.
 
-  python -m datasets.build                       # the default synthetic dataset, in the cache
-  python -m datasets.build --dataset synthetic --out /tmp/synth \
+  python -m regal_datasets.build                       # the default synthetic dataset, in the cache
+  python -m regal_datasets.build --dataset synthetic --out /tmp/synth \
       --num_train 10000 --num_valid 1000 --num_test 1000   # the paper's sizes
 """
 from __future__ import annotations
@@ -11,15 +11,15 @@ import os
 import time
 from typing import Sequence
 
-from datasets import cli, errors
+from regal_datasets import cli, errors
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
 
 from absl import flags  # noqa: E402
 
-from datasets import dataset as dataset_lib  # noqa: E402
-from datasets import atomic  # noqa: E402
+from regal_datasets import dataset as dataset_lib  # noqa: E402
+from regal_datasets import atomic  # noqa: E402
 
 _DATASET = flags.DEFINE_enum("dataset", "synthetic", ["synthetic"], "Which dataset to build.")
 _OUT = flags.DEFINE_string("out", None, "Output folder (default: a folder in --data_dir named "

@@ -1,6 +1,6 @@
 """What every command-line entry point shares: one-line errors, signals, --help.
 
-`run_cli` runs an absl main: a `datasets.errors.RegalError` (and a bad flag, a float flag that
+`run_cli` runs an absl main: a `regal_datasets.errors.RegalError` (and a bad flag, a float flag that
 is not finite, and ml_collections' config errors, `exit_bad_config`) becomes one stderr line +
 exit 2, `--help` prints the module's flags by topic (its `FLAG_GROUPS`) + exit 0, and SIGINT /
 SIGTERM exit 130 / 143. `watch_signals`, the first line of every CLI module (so imports are
@@ -23,7 +23,7 @@ import sys
 import threading
 from typing import Callable, Sequence
 
-from datasets.errors import RegalError
+from regal_datasets.errors import RegalError
 
 EXIT_BAD_INPUT = 2
 EXIT_INFEASIBLE = 3  # regal.optimize: no solution found meets the memory limit.

@@ -28,8 +28,8 @@ import heapq
 
 import numpy as np
 
-from datasets import analysis, errors
-from datasets.graph import Graph
+from regal_datasets import analysis, errors
+from regal_datasets.graph import Graph
 
 
 @dataclasses.dataclass(frozen=True)

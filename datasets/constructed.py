@@ -1,7 +1,7 @@
 r"""Task graphs whose optimum is known by construction (Davidovic & Crainic 2006), for the
 delay model beyond CP-SAT's reach.
 
-  python -m datasets.constructed --tasks 200 --processors 8 --ccr 1 --seed 3 --out g.dot
+  python -m regal_datasets.constructed --tasks 200 --processors 8 --ccr 1 --seed 3 --out g.dot
 
 Lay out a schedule that keeps all p processors busy on [0, T] with no idle time: each
 processor's horizon is cut at random into tasks of integer lengths (mean `mean_length`). Then
@@ -20,7 +20,7 @@ optimum, and per task its processor, start and end).
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -32,9 +32,9 @@ from typing import Sequence  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from datasets import atomic, errors  # noqa: E402
-from datasets.formats import dot  # noqa: E402
-from datasets.graph import Graph  # noqa: E402
+from regal_datasets import atomic, errors  # noqa: E402
+from regal_datasets.formats import dot  # noqa: E402
+from regal_datasets.graph import Graph  # noqa: E402
 
 MAX_TASKS = 100_000
 MAX_PROCESSORS = 64

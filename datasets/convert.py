@@ -1,7 +1,7 @@
 r"""Converts a graph between formats and prints what it holds.
 
-  python -m datasets.convert --graph ../shared/graphs/doppler/ffnn_192nodes.txt --out ffnn.json
-  python -m datasets.convert --graph g.json --out g.pbtxt --out_format costgraph
+  python -m regal_datasets.convert --graph ../shared/graphs/doppler/ffnn_192nodes.txt --out ffnn.json
+  python -m regal_datasets.convert --graph g.json --out g.pbtxt --out_format costgraph
 
 Formats are sniffed from the content, then the extension; `--in_format` and `--out_format`
 override that. Without `--out` the graph is only loaded, validated and summarised.
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from datasets import cli, errors
+from regal_datasets import cli, errors
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
 
 from absl import flags  # noqa: E402
 
-from datasets import atomic  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
+from regal_datasets import atomic  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
 
 _GRAPH = flags.DEFINE_string("graph", None, "Graph file to read.", required=True)
 _IN_FORMAT = flags.DEFINE_enum("in_format", None, list(graph_io.FORMATS),

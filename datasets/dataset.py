@@ -26,8 +26,8 @@ from typing import Callable, Iterator, Mapping
 
 import numpy as np
 
-from datasets import atomic, errors, serialization, synthetic
-from datasets.graph import Graph
+from regal_datasets import atomic, errors, serialization, synthetic
+from regal_datasets.graph import Graph
 
 SPLITS = ("train", "valid", "test")
 FilterFn = Callable[[Graph], bool]
@@ -254,7 +254,7 @@ def graph_folder(directory: str, num_train: int, num_valid: int, num_test: int) 
   """The distinct graphs of a folder of graph files, split by `content_split`, each named by
   its file; each split keeps its first `num_*` graphs in fingerprint order (a fixed
   pseudo-random subset)."""
-  from datasets import io as graph_io
+  from regal_datasets import io as graph_io
   by_fingerprint: dict[str, Graph] = {}
   for path in graph_io.graph_files(directory):  # Sorted: duplicates keep the first name.
     graph = dataclasses.replace(graph_io.load_graph(path), name=graph_io.file_stem(path))
@@ -273,7 +273,7 @@ def graph_folder(directory: str, num_train: int, num_valid: int, num_test: int) 
 
 def for_training(spec: str, num_train: int, num_valid: int, num_test: int) -> Dataset:
   """What `regal.train --dataset` names: `synthetic` (REGAL's generator, cached), a built
-  dataset folder (`python -m datasets.build --out DIR`; its splits, each cut to `num_*`), or a
+  dataset folder (`python -m regal_datasets.build --out DIR`; its splits, each cut to `num_*`), or a
   folder of graph files (`graph_folder`)."""
   if spec == "synthetic":
     return load_or_build_synthetic(SyntheticDatasetConfig(

@@ -12,7 +12,7 @@ JSON form (all keys but `num_devices` optional; scalars broadcast to every devic
 
 `memory_capacity: null` means unlimited. The diagonal of bandwidth and latency is ignored: a
 tensor already on its device moves for free. An optional `"kinds": ["h100", ...]` names each
-device's accelerator (`datasets.accelerators`): an imported graph's ops are then costed by
+device's accelerator (`regal_datasets.accelerators`): an imported graph's ops are then costed by
 their roofline on those kinds (`accelerators.recost`), in the importers' time unit.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from datasets import errors
+from regal_datasets import errors
 
 TOPOLOGY_PRESETS = ("homogeneous", "nvlink_two_groups")  # Abstract units.
 ACCELERATOR_PRESETS = ("h100", "a100", "v100", "tpu_v5e", "cpu", "h100+cpu",
@@ -191,7 +191,7 @@ def link_groups(spec: DeviceSpec) -> np.ndarray:
   return group
 
 
-# ----- real accelerators (costed by `datasets.accelerators`' roofline) -------------------------
+# ----- real accelerators (costed by `regal_datasets.accelerators`' roofline) -------------------------
 @dataclasses.dataclass(frozen=True)
 class Accelerator:
   """One device kind (SI units: FLOP/s, bytes/s, bytes, seconds)."""
@@ -232,7 +232,7 @@ def kinds_of(preset: str, num_devices: int | None) -> list[str]:
 def accelerator_spec(kinds: list[str]) -> DeviceSpec:
   """Devices of these kinds: memory in bytes, speeds by peak FLOP/s (refined per graph by
   `recost`), links in bytes per time unit and latencies in time units."""
-  from datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND as units_per_second
+  from regal_datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND as units_per_second
   specs = [KINDS[k] for k in kinds]
   num = len(specs)
   bandwidth = np.empty((num, num))
@@ -337,7 +337,7 @@ def load(path: str) -> DeviceSpec:
 
 
 def save(spec: DeviceSpec, path: str) -> None:
-  from datasets import atomic  # Local: keeps this module import-light.
+  from regal_datasets import atomic  # Local: keeps this module import-light.
   atomic.write_text(path, json.dumps(spec.to_json_dict(), indent=2) + "\n")
 
 

@@ -2,7 +2,7 @@
 
 Every problem a user can cause (a malformed file, a cyclic graph, a negative cost, a device
 count below one) raises a subclass of `RegalError` whose message is one line naming the
-problem. Command-line entry points run through `datasets.cli.run_cli`, which prints that line
+problem. Command-line entry points run through `regal_datasets.cli.run_cli`, which prints that line
 to stderr and exits non-zero instead of showing a traceback.
 """
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from datasets import errors
+from regal_datasets import errors
 
 _FLOAT_FIELDS = ("compute_cost", "extra_memory", "tensor_size")
 _INDEX_FIELDS = ("tensor_producer", "data_edge_tensor", "data_edge_consumer",

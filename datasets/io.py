@@ -7,7 +7,7 @@
 | doppler   | .txt              | first line is a bare integer                 |
 | dot       | .dot .gv          | `digraph` (a task graph: Sinnen's set)       |
 | stg       | .stg              | a bare integer, then `id cost count preds...` |
-| onnx      | .onnx             | read only: `datasets.onnx_import` (binary)   |
+| onnx      | .onnx             | read only: `regal_datasets.onnx_import` (binary)   |
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import os
 import re
 from typing import Callable
 
-from datasets import atomic, errors, serialization
-from datasets.formats import costgraph, doppler, dot, profiled, stg
-from datasets.graph import Graph
+from regal_datasets import atomic, errors, serialization
+from regal_datasets.formats import costgraph, doppler, dot, profiled, stg
+from regal_datasets.graph import Graph
 
 FORMATS = ("json", "costgraph", "doppler", "dot", "stg", "profiled")
 _EXTENSIONS = {".json": "json", ".pbtxt": "costgraph", ".pbtx": "costgraph",
@@ -127,9 +127,9 @@ def read_text(path: str) -> str:
 
 def load_graph(path: str, format: str | None = None) -> Graph:
   """Reads a graph; the format is `format`, else sniffed from the content, else the extension
-  (an `.onnx` file is imported by `datasets.onnx_import`)."""
+  (an `.onnx` file is imported by `regal_datasets.onnx_import`)."""
   if format is None and path.lower().endswith(".onnx") and not os.path.isdir(path):
-    from datasets import onnx_import  # Only ONNX files need the onnx package.
+    from regal_datasets import onnx_import  # Only ONNX files need the onnx package.
     return onnx_import.load(path)
   return parse_graph(read_text(path), path, format)
 

@@ -23,8 +23,8 @@ cost are in the same time unit: the time the link takes per byte, 10 ps at the n
 `NOMINAL_LINK_BYTES_PER_SECOND` the graph records (`link_bytes_per_second`), so results read in
 seconds (`regal.app.units`).
 
-What splitting the graph needs (`datasets.shard_imported`) is in its metadata too: per op its
-`op_dims` (`datasets.op_dims`: each axis's index label) and `operands` (each operand's tensor,
+What splitting the graph needs (`regal_datasets.shard_imported`) is in its metadata too: per op its
+`op_dims` (`regal_datasets.op_dims`: each axis's index label) and `operands` (each operand's tensor,
 null for a literal), per tensor its `tensor_shapes`, and `data_inputs`: the input ops of the
 data arguments (`data_args`, default the last), whose axis 0 is the batch.
 """
@@ -37,8 +37,8 @@ from typing import Any, Callable
 import numpy as np
 from absl import logging
 
-from datasets import errors, op_dims
-from datasets.graph import Graph, GraphBuilder
+from regal_datasets import errors, op_dims
+from regal_datasets.graph import Graph, GraphBuilder
 
 DEFAULT_FLOPS_PER_BYTE = 1000.0
 NOMINAL_LINK_BYTES_PER_SECOND = 100e9  # One cost unit: the time this link takes per byte.

@@ -8,7 +8,7 @@
 * every node into an op typed by its operator, one output tensor per named output, sized from
   its inferred shape (elements x dtype bytes), one data edge per distinct input tensor.
 
-Cost model, as `datasets.jax_import`'s (FLOPs in `metadata["op_flops"]`, compute cost = units /
+Cost model, as `regal_datasets.jax_import`'s (FLOPs in `metadata["op_flops"]`, compute cost = units /
 `flops_per_byte`): MatMul 2 x output elements x the contracted size; Gemm the same plus the
 bias; Einsum 2 x the product of all its index sizes (without an ellipsis); Conv 2 x output
 elements x input channels per group x kernel elements (plus the bias); elementwise operators
@@ -19,7 +19,7 @@ one unit per output element; an operator this table does not know is warned abou
 name and costed like data movement. Shapes must be static after
 inference (a symbolic batch dimension is an error naming the tensor: export with fixed shapes).
 As the JAX importer, it records `op_dims`, `operands`, `tensor_shapes` and `data_inputs` (the
-graph inputs that are not weights) for `datasets.shard_imported`.
+graph inputs that are not weights) for `regal_datasets.shard_imported`.
 """
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ import os
 import numpy as np
 from absl import logging
 
-from datasets import errors, op_dims
-from datasets.graph import Graph, GraphBuilder
-from datasets.jax_import import DEFAULT_FLOPS_PER_BYTE, NOMINAL_LINK_BYTES_PER_SECOND
+from regal_datasets import errors, op_dims
+from regal_datasets.graph import Graph, GraphBuilder
+from regal_datasets.jax_import import DEFAULT_FLOPS_PER_BYTE, NOMINAL_LINK_BYTES_PER_SECOND
 
 _ELEMENTWISE = frozenset("""
 Abs Acos Acosh Add And Asin Asinh Atan Atanh BitShift Ceil Celu Clip Cos Cosh Div Elu Equal Erf

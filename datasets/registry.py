@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Generic, Iterator, TypeVar
 
-from datasets import errors
+from regal_datasets import errors
 
 Record = TypeVar("Record")
 

@@ -13,8 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from datasets import atomic, errors
-from datasets.graph import Graph, GraphBuilder
+from regal_datasets import atomic, errors
+from regal_datasets.graph import Graph, GraphBuilder
 
 JSON_FORMAT = "regal.graph"
 JSON_VERSION = 1

@@ -1,5 +1,5 @@
 """Any imported graph (JAX or ONNX) split into shards, as Doppler's engine decomposes its
-workloads (`datasets.sharded`, Doppler appendix D), for any op whose axes `datasets.op_dims`
+workloads (`regal_datasets.sharded`, Doppler appendix D), for any op whose axes `regal_datasets.op_dims`
 describes (issue 70).
 
 `shard(graph, shards, choice)` splits op o on label `choice[o]` into `shards` equal blocks:
@@ -19,12 +19,12 @@ alone: a weight's reshape, a position-embedding lookup; `resident_ops`) are resi
 they are read, loaded once and never moved between steps: they are not ops of the split graph
 at all. Each op lists the regions of them it reads (`metadata["resident_reads"]`: [original
 tensor, region, bytes]), which its roofline counts as bytes read
-(`datasets.accelerators.op_bytes`) and which count in the memory of every device that holds a
+(`regal_datasets.accelerators.op_bytes`) and which count in the memory of every device that holds a
 reader (`regal.app.sharding.resident_bytes`). A backward graph's gradient
 reductions are contracted labels: their reduce ops are ordinary ops.
 
 Each op records `metadata["shard_of"]`: [original op, shard (-1 whole), role, label] (and
-`meta_op` / `meta_op_role` as `datasets.sharded` does, for the Enumerative Optimizer) and
+`meta_op` / `meta_op_role` as `regal_datasets.sharded` does, for the Enumerative Optimizer) and
 each tensor `metadata["tensor_region"]`: [original tensor, [[lo, hi] per axis]]; what
 `regal.execute.sharded_jax` needs to run it on real data. FLOPs are conserved: a shard holds
 its block's share of its op's FLOPs, reduce ops (K - 1 per output element) aside.
@@ -37,9 +37,9 @@ from typing import Sequence
 
 import numpy as np
 
-from datasets import errors, op_dims
-from datasets.graph import Graph, GraphBuilder
-from datasets.op_dims import OpDims
+from regal_datasets import errors, op_dims
+from regal_datasets.graph import Graph, GraphBuilder
+from regal_datasets.op_dims import OpDims
 
 ROLES = ("whole", "shard", "partial", "reduce", "input")
 Region = tuple[tuple[int, int], ...]
@@ -50,7 +50,7 @@ def _require_dims(graph: Graph) -> list[OpDims | None]:
     if key not in graph.metadata:
       raise errors.ConfigError(
           f"graph {graph.name!r} records no op shapes ({key}): only graphs imported from JAX "
-          f"(datasets.zoo, datasets.jax_import) or ONNX can be sharded; import it again")
+          f"(regal_datasets.zoo, regal_datasets.jax_import) or ONNX can be sharded; import it again")
   return op_dims.graph_dims(graph)
 
 
@@ -242,7 +242,7 @@ def shard(graph: Graph, shards: int, choice: Sequence[int | None],
   builder.metadata.update({
       "op_flops": new_flops, "shard_of": shard_of, "tensor_region": regions,
       "resident_reads": resident_reads,
-      # Doppler's meta-op groups (`datasets.sharded`'s keys: the Enumerative Optimizer's).
+      # Doppler's meta-op groups (`regal_datasets.sharded`'s keys: the Enumerative Optimizer's).
       "meta_op": [graph.op_names[row[0]] for row in shard_of],
       "meta_op_role": [{"whole": "shard", "partial": "shard"}.get(row[2], row[2])
                        for row in shard_of],

@@ -1,7 +1,7 @@
 r"""Sharded dataflow graphs as Doppler's engine produces them (Doppler appendix D).
 
-  python -m datasets.sharded --workload chain_mm --devices 4 --out chain_mm.json
-  python -m datasets.sharded --workload llama_layer --devices 8 --seq_len 2048
+  python -m regal_datasets.sharded --workload chain_mm --devices 4 --out chain_mm.json
+  python -m regal_datasets.sharded --workload llama_layer --devices 8 --seq_len 2048
 
 Every original operation (a meta-op) is decomposed for N devices into ops on blocks:
 * a matrix is a grid of blocks, each one tensor (inputs: one zero-cost "input" op per block);
@@ -11,7 +11,7 @@ Every original operation (a meta-op) is decomposed for N devices into ops on blo
 * elementwise ops run one per block; row-wise reductions (softmax, RMSNorm) first reduce each
   row block over its column blocks (role "reduce"), then scale every block;
 * attention runs per head group (a column block of Q, K, V): scores, softmax, values.
-Costs are FLOPs divided by `flops_per_byte` (as in `datasets.jax_import`: one cost unit is the
+Costs are FLOPs divided by `flops_per_byte` (as in `regal_datasets.jax_import`: one cost unit is the
 time a nominal 100 GB/s link takes per byte, recorded as `link_bytes_per_second`), tensor
 sizes are bytes (`dtype_bytes` per element). Every op records its meta-op and role in
 `metadata["meta_op"]` / `metadata["meta_op_role"]` ("input", "shard", "reduce"), which the
@@ -35,8 +35,8 @@ import itertools
 import math
 from typing import Sequence
 
-from datasets import cli, devices, errors, jax_import
-from datasets.graph import Graph, GraphBuilder
+from regal_datasets import cli, devices, errors, jax_import
+from regal_datasets.graph import Graph, GraphBuilder
 
 WORKLOADS = ("chain_mm", "ffnn", "llama_block", "llama_layer")
 
@@ -296,7 +296,7 @@ def _attention_half(b: ShardedBuilder, x: Blocked, seq: int, hidden: int, heads:
 
 def main(argv: Sequence[str]) -> None:
   from absl import flags
-  from datasets import io as graph_io
+  from regal_datasets import io as graph_io
   flag = flags.FLAGS
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -308,7 +308,7 @@ def main(argv: Sequence[str]) -> None:
       raise errors.ConfigError(f"--{name} would do nothing here: --workload {flag.workload} "
                                f"does not read it (only {', '.join(workloads)} do)")
   if flag.out:
-    from datasets import atomic
+    from regal_datasets import atomic
     atomic.check_output(flag.out, "--out")
   graph = generate(flag.workload, flag.devices, flag.grid, flag.dtype_bytes,
                    flag.flops_per_byte, flag.size, flag.seq_len, flag.hidden, flag.heads,

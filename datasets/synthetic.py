@@ -26,7 +26,7 @@ import dataclasses
 import networkx as nx
 import numpy as np
 
-from datasets.graph import Graph
+from regal_datasets.graph import Graph
 
 TOPOLOGIES = ("erdos_renyi", "barabasi_albert", "watts_strogatz", "stochastic_block")
 

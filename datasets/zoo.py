@@ -1,7 +1,7 @@
 r"""A small model zoo, architectures only, turned into graphs by abstract tracing.
 
-  python -m datasets.zoo --model resnet50 --batch 32 --out resnet50.json
-  python -m datasets.zoo --model bert_base --seq_len 128 --backward --out bert.json
+  python -m regal_datasets.zoo --model resnet50 --batch 32 --out resnet50.json
+  python -m regal_datasets.zoo --model bert_base --seq_len 128 --backward --out bert.json
 
 Models (Flax linen; parameters are only ever shapes, via `jax.eval_shape`):
   resnet50      ResNet-50 v1.5 (bottleneck blocks 3-4-6-3), 224 x 224 images, 1000 classes;
@@ -24,9 +24,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from datasets import cli, errors
-from datasets.graph import Graph
-from datasets.jax_import import DEFAULT_FLOPS_PER_BYTE, Traced, trace
+from regal_datasets import cli, errors
+from regal_datasets.graph import Graph
+from regal_datasets.jax_import import DEFAULT_FLOPS_PER_BYTE, Traced, trace
 
 MODELS = ("resnet50", "inception_v3", "bert_base", "llama_block", "gpt2_small")
 SEQUENCE_MODELS = ("bert_base", "llama_block", "gpt2_small")  # Read --seq_len.
@@ -335,7 +335,7 @@ def retrace(graph: Graph) -> Traced | None:
 
 def main(argv: Sequence[str]) -> None:
   from absl import flags
-  from datasets import io as graph_io
+  from regal_datasets import io as graph_io
   flag = flags.FLAGS
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -344,7 +344,7 @@ def main(argv: Sequence[str]) -> None:
       raise errors.ConfigError(f"--{name} would do nothing here: --model {flag.model} does not "
                                f"read it (only {', '.join(readers)} do)")
   if flag.out:
-    from datasets import atomic
+    from regal_datasets import atomic
     atomic.check_output(flag.out, "--out")
   graph = model_graph(flag.model, flag.batch, flag.seq_len, flag.layers, flag.backward,
                       flag.inline, flag.flops_per_byte)

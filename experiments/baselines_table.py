@@ -1,8 +1,8 @@
 r"""Every placement method on the four Doppler graphs and on synthetic graphs: one table.
 
-  python -m experiments.baselines_table                        # everything, ~15 minutes
-  python -m experiments.baselines_table --synthetic 3 --time_limit 5 --methods heft,cpsat
-  python -m experiments.baselines_table --out /tmp/baselines    # the report elsewhere
+  python -m regal_experiments.baselines_table                        # everything, ~15 minutes
+  python -m regal_experiments.baselines_table --synthetic 3 --time_limit 5 --methods heft,cpsat
+  python -m regal_experiments.baselines_table --out /tmp/baselines    # the report elsewhere
 
 Doppler graphs (`../shared/graphs/doppler`, skipped with a note when absent): the
 Doppler-compatible model on 4 devices, objectives in Doppler's units (clock / 1e10), with the
@@ -16,7 +16,7 @@ under `--out` (default: experiments/results/baselines_table).
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -31,12 +31,12 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags, logging  # noqa: E402
 
-from datasets import benchmarks  # noqa: E402
-from datasets import dataset as dataset_lib  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from datasets import cli, errors  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
-from experiments import command, report as report_lib  # noqa: E402
+from regal_datasets import benchmarks  # noqa: E402
+from regal_datasets import dataset as dataset_lib  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets import cli, errors  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
+from regal_experiments import command, report as report_lib  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import models  # noqa: E402
 
@@ -132,7 +132,7 @@ def main(argv: Sequence[str]) -> None:
   started = time.perf_counter()
   results = run_table(_METHODS.value)
   header, facts = report_lib.header("Every placement method: Doppler graphs and synthetic graphs",
-                                    "experiments.baselines_table", "full")
+                                    "regal_experiments.baselines_table", "full")
   body = [f"- budget: {_EVALS.value} evaluations per search method; CP-SAT {_TIME_LIMIT.value:g} "
           f"s per graph; seed {_SEED.value}", "", *markdown(results, _METHODS.value)]
   report_lib.publish(_OUT.value, "baselines_table", header, body,

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from absl import flags
 
-from datasets import atomic, errors
+from regal_datasets import atomic, errors
 
 
 def check(argv: Sequence[str], quick_overrides: Sequence[str] = (),

@@ -1,9 +1,9 @@
 r"""Doppler's Table 2 and its transfer table: every method at equal evaluations on the Doppler
 graphs and our sharded workloads, simulated and (where the executor can run them) measured.
 
-  python -m experiments.doppler_table            # full: ~8 minutes on 2 cores
-  python -m experiments.doppler_table --quick    # ~4 minutes: 2 small sharded graphs, measured
-  python -m experiments.doppler_table --regal_policy runs/regal4   # adds REGAL's column
+  python -m regal_experiments.doppler_table            # full: ~8 minutes on 2 cores
+  python -m regal_experiments.doppler_table --quick    # ~4 minutes: 2 small sharded graphs, measured
+  python -m regal_experiments.doppler_table --regal_policy runs/regal4   # adds REGAL's column
 
 Suites (one table each):
   doppler_files  the four Doppler graphs (`../shared/graphs/doppler`, skipped with a note when
@@ -32,7 +32,7 @@ budget and against critical path. Writes `doppler_table.md`, `.json` under `--ou
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -48,13 +48,13 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from datasets import analysis  # noqa: E402
-from datasets import benchmarks  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from datasets import cli, errors  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
-from datasets import sharded  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import analysis  # noqa: E402
+from regal_datasets import benchmarks  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets import cli, errors  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
+from regal_datasets import sharded  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import models, performance  # noqa: E402
 from regal.doppler_policy import method as doppler_method  # noqa: E402
@@ -269,7 +269,7 @@ def main(argv: Sequence[str]) -> None:
               "repeats": repeats, "regal_policy": _REGAL_POLICY.value}
   mode = ("quick (measured4 on ChainMM and FFNN, 1000 evaluations, 256 Doppler episodes, "
           "transfer FFNN -> Llama block)" if quick else "full")
-  lines, facts = report.header("Doppler Table 2 and transfer", "experiments.doppler_table",
+  lines, facts = report.header("Doppler Table 2 and transfer", "regal_experiments.doppler_table",
                                mode)
   regal_note = (f"`{_REGAL_POLICY.value}`" if _REGAL_POLICY.value
                 else "none (no --regal_policy given)")

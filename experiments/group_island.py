@@ -1,7 +1,7 @@
 r"""Does a group island pay on devices in two NVLink groups? Issue 68's grouped-device target.
 
-  python -m experiments.group_island            # 4 graphs x 5 arms x seeds 0-9, ~30 min on 2 cores
-  python -m experiments.group_island --quick    # one graph, 2 arms, 2 seeds, 20,000 evaluations
+  python -m regal_experiments.group_island            # 4 graphs x 5 arms x seeds 0-9, ~30 min on 2 cores
+  python -m regal_experiments.group_island --quick    # one graph, 2 arms, 2 seeds, 20,000 evaluations
 
 The sharded workloads on 8 devices in two NVLink groups of 4 (WC model), `seed_spread`'s
 graphs of link groups: there the default run ends in a basin set by which ops share a group.
@@ -23,7 +23,7 @@ Rows go to a JSONL file beside the report, so a killed run resumes where it stop
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -41,9 +41,9 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import atomic, errors, sharded  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from experiments import command, report, search_ab_lib  # noqa: E402
+from regal_datasets import atomic, errors, sharded  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_experiments import command, report, search_ab_lib  # noqa: E402
 from regal.app import methods  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 from regal.search import brkga_search, guides  # noqa: E402
@@ -61,7 +61,7 @@ _SEEDS = flags.DEFINE_list("seeds", [str(s) for s in range(10)], "Search seeds."
 _WORKLOADS = flags.DEFINE_list("workloads", list(sharded.WORKLOADS), "Sharded workloads.")
 _GRAPHS = flags.DEFINE_enum("graphs", "test", ["test", "training"], "test: the workloads at "
                             "seed_spread's sizes (the target's graphs); training: the x8 WC "
-                            "training graphs of `experiments.search_ab` (other shapes, where "
+                            "training graphs of `regal_experiments.search_ab` (other shapes, where "
                             "settings may be chosen; no best known carried, no oracle arm).")
 _FREE_SHARE = flags.DEFINE_float("free_share", 0.2, "The free run's share of the budget.",
                                  lower_bound=0.0, upper_bound=0.9)
@@ -246,7 +246,7 @@ def main(argv: Sequence[str]) -> None:
           and r["seed"] in seeds]
   summary = summarize(rows, workloads, arms, seeds, carried)
   lines, facts = report.header("Group islands on 8 devices in two NVLink groups",
-                               "experiments.group_island", mode)
+                               "regal_experiments.group_island", mode)
   quick_budget = "" if evals_override is None else " (quick: 20,000)"
   body = [f"Sharded workloads x8 ({_GRAPHS.value} graphs), WC model, `nvlink_two_groups(4)`; "
           f"the default budget (`search.default_evals`) per run{quick_budget}, "

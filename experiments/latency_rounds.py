@@ -1,8 +1,8 @@
 r"""Decoder or repair for the single-sample latency search (`--model blocks`): which rounds
 should the iterated local search take, on the shared latency workloads, in equal time?
 
-  python -m experiments.latency_rounds            # ~5 minutes on 2 cores: 3 s a run
-  python -m experiments.latency_rounds --quick    # seeds 0-1, 0.5 s a run
+  python -m regal_experiments.latency_rounds            # ~5 minutes on 2 cores: 3 s a run
+  python -m regal_experiments.latency_rounds --quick    # seeds 0-1, 0.5 s a run
 
 Each run gets the same wall time, not the same number of scored moves: an order cut scores
 no move and a repair scores none either, but both take time.
@@ -22,7 +22,7 @@ The report gives each variant's latency per workload and seed, its ratio to the 
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -34,10 +34,10 @@ from typing import Any, Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import benchmarks, errors  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
-from datasets.formats import profiled  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import benchmarks, errors  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
+from regal_datasets.formats import profiled  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 from regal.baselines import pipeline_linear, pipeline_local_search  # noqa: E402
 from regal.scoring.blocks import reference as blocks  # noqa: E402
 
@@ -114,7 +114,7 @@ def main(argv: Sequence[str]) -> None:
   command.check(argv, quick_overrides=("seconds",))
   data = measure(_QUICK.value, 0.5 if _QUICK.value else _SECONDS.value, _WORKLOADS.value)
   header, facts = report.header("Latency search rounds: decoder or repair",
-                                "experiments.latency_rounds", "quick" if _QUICK.value else "full")
+                                "regal_experiments.latency_rounds", "quick" if _QUICK.value else "full")
   report.publish(_OUT.value, "latency_rounds", header, markdown(data), {**facts, **data})
 
 

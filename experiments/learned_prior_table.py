@@ -1,9 +1,9 @@
 r"""Does a learned prior pay? The imitation-trained prior network against the unguided search,
 the best parameter-free prior and the perfect predictor of its own labels.
 
-  python -m experiments.learned_prior_table                 # validation graphs: choose q
-  python -m experiments.learned_prior_table --eval_split test --learned_q 0.6  # once, on test
-  python -m experiments.learned_prior_table --quick         # tiny: 4+2 graphs, 2K labels
+  python -m regal_experiments.learned_prior_table                 # validation graphs: choose q
+  python -m regal_experiments.learned_prior_table --eval_split test --learned_q 0.6  # once, on test
+  python -m regal_experiments.learned_prior_table --quick         # tiny: 4+2 graphs, 2K labels
 
 Issue 68, items 1-3: labels from long runs (the best of `--label_runs` unguided searches of
 `--label_evals` evaluations on each training and validation graph, on Ray actors, cached per
@@ -18,7 +18,7 @@ unguided; over graphs the mean with a 95% bootstrap interval (`prior_lib.table_r
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -34,8 +34,8 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import errors  # noqa: E402
-from experiments import command, prior_lib, report  # noqa: E402
+from regal_datasets import errors  # noqa: E402
+from regal_experiments import command, prior_lib, report  # noqa: E402
 from regal.learning import policy as policy_lib  # noqa: E402
 from regal.learning import prior_net, prior_policy, prior_train  # noqa: E402
 from regal.learning import rollout_pool, stats  # noqa: E402
@@ -203,7 +203,7 @@ def main(argv: Sequence[str]) -> None:
   objective, seconds = prior_lib.measure(measured, arms, seeds, evals)
   rows = prior_lib.table_rows(objective, seconds)
   lines, facts = report.header("A learned prior against the unguided search",
-                               "experiments.learned_prior_table", "quick" if quick else "full")
+                               "regal_experiments.learned_prior_table", "quick" if quick else "full")
   body = [f"{len(measured)} {_EVAL_SPLIT.value} graphs of `{config.dataset}` ({config.model} "
           f"model, {config.objective}, {config.num_devices} devices), {seeds} paired seeds "
           f"each, {evals if isinstance(evals, str) else f'{evals:,}'} evaluations per search; "

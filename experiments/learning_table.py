@@ -1,8 +1,8 @@
 r"""Does the learned guide pay? The guided search against the same search unguided.
 
-  python -m experiments.learning_table --policy runs/regal               # the synthetic test split
-  python -m experiments.learning_table --policy runs/regal --quick       # 6 graphs, 3 seeds
-  python -m experiments.learning_table --policy runs/regal_wc --family doppler   # zero-shot
+  python -m regal_experiments.learning_table --policy runs/regal               # the synthetic test split
+  python -m regal_experiments.learning_table --policy runs/regal --quick       # 6 graphs, 3 seeds
+  python -m regal_experiments.learning_table --policy runs/regal_wc --family doppler   # zero-shot
 
 Only graphs the policy never saw: the test split of the workdir's dataset (`--family
 synthetic`), or zero-shot the Doppler files (doppler model), the sharded workloads (WC) or a
@@ -24,7 +24,7 @@ Writes `learning_table[_<family>].md` / `.json` and a per-graph plot under `--ou
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -41,13 +41,13 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import benchmarks  # noqa: E402
-from datasets import dataset as dataset_lib  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from datasets import cli, errors  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
-from experiments import command, report  # noqa: E402
-from experiments.paired_stats import first_match, summarize  # noqa: E402
+from regal_datasets import benchmarks  # noqa: E402
+from regal_datasets import dataset as dataset_lib  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets import cli, errors  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
+from regal_experiments.paired_stats import first_match, summarize  # noqa: E402
 from regal.learning import train_lib, trained_guide  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 from regal.search import guides  # noqa: E402
@@ -82,7 +82,7 @@ def family_problems(family: str, config, shared: str) -> list[performance.Proble
     return [performance.Problem(g, devices, model=config.model, objective=config.objective)
             for g in dataset["test"]]
   if family == "sharded":
-    from datasets import sharded
+    from regal_datasets import sharded
     graphs = [sharded.generate(name, config.num_devices) for name in sharded.WORKLOADS]
     return [performance.Problem(g, devices, model="wc") for g in graphs]
   pattern = {"doppler": ("doppler", "*.txt"), "sinnen": ("sinnen", "**/*.dot")}[family]
@@ -189,7 +189,7 @@ def main(argv: Sequence[str]) -> None:
   mode = (f"quick ({len(problems)} graphs, {seeds} seeds, long runs at {factor}x)" if quick
           else f"{len(problems)} graphs, {seeds} seeds, long runs at {factor}x")
   lines, facts = report.header(f"Guided against unguided search ({_FAMILY.value})",
-                               "experiments.learning_table", mode)
+                               "regal_experiments.learning_table", mode)
   trained = (f"a learned prior, {config.prior.steps} steps on long runs' answers"
              if config.get("learner", "mutants") == "prior" else
              f"REGAL's mutant policy, {config.num_steps} steps")

@@ -1,6 +1,6 @@
 """Statistics of runs over seeds: paired runs (the same graph and seed, with and without a
-guide) for `experiments.learning_table`, and one default run's seeds against the best known for
-`experiments.seed_spread`; kept apart from their flags so tests and other tables import them."""
+guide) for `regal_experiments.learning_table`, and one default run's seeds against the best known for
+`regal_experiments.seed_spread`; kept apart from their flags so tests and other tables import them."""
 from __future__ import annotations
 
 from typing import Sequence

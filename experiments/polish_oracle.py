@@ -1,9 +1,9 @@
 r"""How far the insertion polish walks back to a known optimum: its upper bound (issue 69).
 
-  python -m experiments.polish_oracle            # two training instances, ~1.5 minutes
-  python -m experiments.polish_oracle --quick    # one small instance, seconds
+  python -m regal_experiments.polish_oracle            # two training instances, ~1.5 minutes
+  python -m regal_experiments.polish_oracle --quick    # one small instance, seconds
 
-Start from the certificate of a constructed *training* instance (`datasets.constructed`, the
+Start from the certificate of a constructed *training* instance (`regal_datasets.constructed`, the
 optimum by construction), move a share of its ops to random devices, and polish
 (`regal.search.schedule_polish`) for a fixed number of evaluations: if the polish cannot find
 its way back from a few misplaced ops, no budget will take it from the search's answers to the
@@ -13,7 +13,7 @@ start (machine-dependent).
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -25,9 +25,9 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import constructed  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import constructed  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 from regal.scoring.delay.native import build_native_delay_graph  # noqa: E402
 from regal.search import schedule_polish  # noqa: E402
@@ -86,7 +86,7 @@ def main(argv: Sequence[str]) -> None:
             f"{r['polished_gap_pct']:.1f}% ({r['stop_reason']}); default polish "
             f"{r['default_gap_pct']:.1f}%", flush=True)
   header, facts = report.header("The insertion polish from near a known optimum",
-                                "experiments.polish_oracle", "quick" if _QUICK.value else "full")
+                                "regal_experiments.polish_oracle", "quick" if _QUICK.value else "full")
   body = [f"From the certificate with a share of ops on random devices: {evals:,} evaluations "
           f"of insertion polish (or until it proves the optimum: stop `bound`), and the "
           f"default polish (insertions and exact windows) for {seconds:g} s. Gaps to the "

@@ -1,9 +1,9 @@
 r"""When is CP-SAT worth starting beside the search? Measured on synthetic training graphs only.
 
-  python -m experiments.portfolio_thresholds            # ~10 minutes on 2 cores
-  python -m experiments.portfolio_thresholds --quick    # two sizes, ~2 minutes
+  python -m regal_experiments.portfolio_thresholds            # ~10 minutes on 2 cores
+  python -m regal_experiments.portfolio_thresholds --quick    # two sizes, ~2 minutes
 
-Graphs: `datasets.synthetic.sized_graph` of 10-200 core ops on 2 and 4 identical devices, the
+Graphs: `regal_datasets.synthetic.sized_graph` of 10-200 core ops on 2 and 4 identical devices, the
 link bandwidth set so that communication over computation (the mean tensor's transfer time
 over the mean op's time) is 0 (free transfers), 0.1, 1 or 10, as in the task-graph benchmarks;
 the delay model.
@@ -16,7 +16,7 @@ often the solver's answer beats the search's, by size.
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -32,9 +32,9 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import benchmarks  # noqa: E402
-from datasets.synthetic import sized_graph  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import benchmarks  # noqa: E402
+from regal_datasets.synthetic import sized_graph  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.baselines import exact, heuristics  # noqa: E402
 from regal.scoring import chromosome as chromosome_lib  # noqa: E402
@@ -112,7 +112,7 @@ def main(argv: Sequence[str]) -> None:
               f"{r['solver_objective']:.6g} in {r['solver_seconds']:.2f} s; search "
               f"{r['search_objective']:.6g} in {r['search_seconds']:.2f} s", flush=True)
   header, facts = report.header("When CP-SAT is worth starting beside the search",
-                                "experiments.portfolio_thresholds",
+                                "regal_experiments.portfolio_thresholds",
                                 "quick" if _QUICK.value else "full")
   report.publish(_OUT.value, "portfolio_thresholds", header, summarize(rows),
                  {**facts, "rows": rows})

@@ -1,6 +1,6 @@
 """What the prior tables share: REGAL's protocol problems, the paired measurement of guide arms
-against the unguided search, and the rows of the report (`experiments.prior_table`,
-`experiments.learned_prior_table`)."""
+against the unguided search, and the rows of the report (`regal_experiments.prior_table`,
+`regal_experiments.learned_prior_table`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 
-from datasets import dataset as dataset_lib
-from datasets import devices as devices_lib
-from experiments import report
+from regal_datasets import dataset as dataset_lib
+from regal_datasets import devices as devices_lib
+from regal_experiments import report
 from regal.learning import stats
 from regal.learning.configs import default as default_config
 from regal.scoring import performance

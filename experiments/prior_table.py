@@ -1,9 +1,9 @@
 r"""Does a parameter-free prior pay? The bottom-level prior against the same search unguided.
 
-  python -m experiments.prior_table                    # validation graphs, q 0.1, 0.3, 0.6
-  python -m experiments.prior_table --q 0.6 --split train      # confirm on other graphs
-  python -m experiments.prior_table --oracle 20000     # + the upper bound of a long run's answer
-  python -m experiments.prior_table --quick            # 4 graphs, 2 seeds, q 0.3
+  python -m regal_experiments.prior_table                    # validation graphs, q 0.1, 0.3, 0.6
+  python -m regal_experiments.prior_table --q 0.6 --split train      # confirm on other graphs
+  python -m regal_experiments.prior_table --oracle 20000     # + the upper bound of a long run's answer
+  python -m regal_experiments.prior_table --quick            # 4 graphs, 2 seeds, q 0.3
 
 Issue 68's parameter-free guide (`regal.search.guides.BottomLevelPrior`: each fresh key's
 priority gene, with probability q, drawn around the op's upward rank) on REGAL's protocol: the
@@ -17,7 +17,7 @@ bootstrap interval (graphs resampled, then seeds), win and loss rates, mean seco
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -32,8 +32,8 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import errors  # noqa: E402
-from experiments import command, prior_lib, report  # noqa: E402
+from regal_datasets import errors  # noqa: E402
+from regal_experiments import command, prior_lib, report  # noqa: E402
 from regal.search import guides  # noqa: E402
 
 _QS = flags.DEFINE_list("q", ["0.1", "0.3", "0.6"], "Prior probabilities to measure.")
@@ -77,7 +77,7 @@ def main(argv: Sequence[str]) -> None:
   objective, seconds = prior_lib.measure(todo, arms, seeds, evals, _ORACLE.value, _SPREAD.value)
   rows = prior_lib.table_rows(objective, seconds)
   lines, facts = report.header("The bottom-level prior against the unguided search",
-                               "experiments.prior_table", "quick" if _QUICK.value else "full")
+                               "regal_experiments.prior_table", "quick" if _QUICK.value else "full")
   body = [f"{len(todo)} {_SPLIT.value} graphs of `{config.dataset}` ({config.model} model, "
           f"{config.objective}, {config.num_devices} devices), {seeds} paired seeds each, "
           f"{evals:,} evaluations per search, prior spread {_SPREAD.value:g}; unguided "

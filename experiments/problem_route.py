@@ -1,9 +1,9 @@
 r"""Following `problem` through a default BRKGA run: how often the search asks the scoring
 layer about the same problem (issue 71).
 
-  python -m experiments.problem_route                       # this tree, ~20 s
-  python -m experiments.problem_route --baseline b8e28b4    # and a git revision beside it
-  python -m experiments.problem_route --quick               # a 12-op graph, 400 evaluations
+  python -m regal_experiments.problem_route                       # this tree, ~20 s
+  python -m regal_experiments.problem_route --baseline b8e28b4    # and a git revision beside it
+  python -m regal_experiments.problem_route --quick               # a 12-op graph, 400 evaluations
 
 From `regal.app.methods`'s BRKGA method on, every call of a function of ours that receives the
 problem, or an object holding it (`.problem`: the evaluator, a plan, a scorer), is a stop; the
@@ -18,7 +18,7 @@ file in a subprocess whose imports resolve there, so both trees are measured by 
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -29,9 +29,9 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from datasets import errors  # noqa: E402
-from experiments import command, report  # noqa: E402
-from experiments.problem_route_lib import REPO, route_figures, trace, traced_at  # noqa: E402
+from regal_datasets import errors  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
+from regal_experiments.problem_route_lib import REPO, route_figures, trace, traced_at  # noqa: E402
 
 _QUICK = flags.DEFINE_bool("quick", False, "A 12-op graph and 400 evaluations.")
 _OPS = flags.DEFINE_integer("ops", 40, "Synthetic graph size (ops).", lower_bound=2,
@@ -56,7 +56,7 @@ def main(argv: Sequence[str]) -> None:
       raise errors.ConfigError(f"--baseline {baseline!r} names no commit of this repository")
     rows[f"baseline {baseline}"] = traced_at(baseline, ops, evals)
   lines, facts = report.header("Following the problem through a default BRKGA run",
-                               "experiments.problem_route",
+                               "regal_experiments.problem_route",
                                "quick" if _QUICK.value else "full")
   body = [f"A default `--method brkga` run (WC model, runtime) of a {ops}-op synthetic graph on "
           f"two identical devices with {evals:,} evaluations, traced from "

@@ -1,4 +1,4 @@
-"""The tracer behind `experiments.problem_route` (its doc says what a stop, a climb and a
+"""The tracer behind `regal_experiments.problem_route` (its doc says what a stop, a climb and a
 crossing are): no flags, so tests import it; run as a script with `--trace_only` it traces
 the tree its imports resolve to (a baseline worktree) and prints the figures as JSON."""
 from __future__ import annotations
@@ -37,8 +37,8 @@ def layer_of(module: str) -> tuple[str, int] | None:
 
 def trace(ops: int, evals: int) -> list[tuple[str, str]]:
   """(module, function) of each stop of a default BRKGA run, in call order."""
-  from datasets import devices as devices_lib
-  from datasets import synthetic
+  from regal_datasets import devices as devices_lib
+  from regal_datasets import synthetic
   from regal.app import methods, optimize_lib
   from regal.scoring import performance
 

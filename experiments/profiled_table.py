@@ -1,8 +1,8 @@
 r"""Every split method on every shared profiled workload (Tarnawski et al.'s benchmark,
 `../shared/graphs/profiled/`), both objectives, with wall times and feasibility, in one run.
 
-  python -m experiments.profiled_table            # ~10 minutes on 2 cores
-  python -m experiments.profiled_table --quick    # ~2 minutes: seeds 0-1, small budgets
+  python -m regal_experiments.profiled_table            # ~10 minutes on 2 cores
+  python -m regal_experiments.profiled_table --quick    # ~2 minutes: seeds 0-1, small budgets
 
 Sections:
   throughput  pipeline max-load (`--objective throughput`) of every workload in `throughput/`:
@@ -26,7 +26,7 @@ A method's figure is reported only for a split that meets every constraint of th
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -42,10 +42,10 @@ from typing import Any, Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import benchmarks, errors  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
-from datasets.formats import profiled  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import benchmarks, errors  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
+from regal_datasets.formats import profiled  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 from regal.app import pipeline_lib  # noqa: E402
 from regal.app.result import SplitResult  # noqa: E402
 from regal.baselines import pipeline_dp, pipeline_linear, pipeline_methods  # noqa: E402
@@ -376,7 +376,7 @@ def main(argv: Sequence[str]) -> None:
   results = {name: sections[name]() for name in _SECTIONS.value
              if not (_QUICK.value and name == "scale")}
   header, facts = report.header("Profiled workloads: split methods, both objectives",
-                                "experiments.profiled_table", "quick" if _QUICK.value else "full")
+                                "regal_experiments.profiled_table", "quick" if _QUICK.value else "full")
   report.publish(_OUT.value, "profiled_table", header, markdown(results),
                  {**facts, **results, "seconds": time.perf_counter() - started})
 

@@ -1,10 +1,10 @@
 r"""Real models on real accelerators (issue 70): what splitting ops buys, against one device and
 plain data parallelism, with the plans executed on host devices.
 
-  python -m experiments.real_models            # 5 models x 4 and 8 H100s, 3 seeds; ~15 min
-  python -m experiments.real_models --quick    # one small GPT-2, 4 H100s, one seed; ~1 min
+  python -m regal_experiments.real_models            # 5 models x 4 and 8 H100s, 3 seeds; ~15 min
+  python -m regal_experiments.real_models --quick    # one small GPT-2, 4 H100s, one seed; ~1 min
 
-Part 1, predicted step time on `--preset` accelerators (`datasets.accelerators`: the roofline
+Part 1, predicted step time on `--preset` accelerators (`regal_datasets.accelerators`: the roofline
 of every op, NVLink between them): for each zoo model (ResNet-50 batch 64, BERT-base 8 x 512,
 Inception-v3 batch 32, GPT-2 small 8 x 1024) and a transformer encoder built here as an ONNX
 file (2 layers, hidden 768, 12 heads, batch 8 x 512), on 4 and 8 devices: one device (the
@@ -23,7 +23,7 @@ stopped.
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -37,11 +37,11 @@ from typing import Any, Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import atomic  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import atomic  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 
-# (label, how to build it): zoo models (datasets.zoo.model_graph's arguments) and the ONNX
+# (label, how to build it): zoo models (regal_datasets.zoo.model_graph's arguments) and the ONNX
 # encoder built here.
 MODELS = {
     "resnet50_b64": {"model": "resnet50", "batch": 64},
@@ -135,12 +135,12 @@ def build(spec: dict[str, Any]):
   if "onnx" in spec:
     import onnx
 
-    from datasets import onnx_import
+    from regal_datasets import onnx_import
     with tempfile.TemporaryDirectory() as folder:
       path = os.path.join(folder, "onnx_encoder.onnx")
       onnx.save(onnx_encoder(**spec["onnx"]), path)
       return onnx_import.load(path)
-  from datasets import zoo
+  from regal_datasets import zoo
   return zoo.model_graph(**spec)
 
 
@@ -211,7 +211,7 @@ def execute_model(label: str, spec: dict[str, Any], placements: int) -> dict[str
   does, every kernel and link timed to fit the devices' speeds, and `placements` random
   placements of the blocks measured against the calibrated WC model and the shared-cores
   predictor (host devices share the CPU's cores)."""
-  from datasets import zoo
+  from regal_datasets import zoo
   from regal.app import methods as methods_lib
   from regal.app import optimize_lib
   from regal.execute import calibrate_lib, choose_program, compare, executor
@@ -313,7 +313,7 @@ def main(argv: Sequence[str]) -> None:
   summary = predicted_summary(rows, list(models), device_counts)
   execution = [r for r in rows if r["method"] == "executed"]
   header, facts = report.header(f"Real models on {_PRESET.value} accelerators, split and "
-                                f"placed", "experiments.real_models",
+                                f"placed", "regal_experiments.real_models",
                                 "quick" if _QUICK.value else "full")
   body = markdown(summary, execution, seeds)
   if summary:
@@ -325,7 +325,7 @@ def main(argv: Sequence[str]) -> None:
 
 def markdown(summary: list[dict], execution: list[dict], seeds: int) -> list[str]:
   lines = [f"Predicted step time (ms) on {_PRESET.value} devices (roofline per op, "
-           f"`datasets.accelerators`). one device: the model unsplit; data parallel: "
+           f"`regal_datasets.accelerators`). one device: the model unsplit; data parallel: "
            f"`--method data_parallel`; search, unsplit: the default without a split (what the "
            f"tool did before issue 70); auto: the default with `--shard auto`, mean over "
            f"{seeds} seed(s) with a 95% bootstrap interval; improvement over one device (the "

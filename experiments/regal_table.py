@@ -1,9 +1,9 @@
 r"""REGAL's Table 1 and Figures 2-3 on the synthetic test split.
 
-  python -m experiments.regal_table --policy runs/regal_long     # ~25 minutes on 2 cores
-  python -m experiments.regal_table --quick                      # ~5 minutes: trains a tiny
+  python -m regal_experiments.regal_table --policy runs/regal_long     # ~25 minutes on 2 cores
+  python -m regal_experiments.regal_table --quick                      # ~5 minutes: trains a tiny
                                                                  # policy first, 6 test graphs
-  python -m experiments.regal_table --quick --objective memory   # the peak-memory task
+  python -m regal_experiments.regal_table --quick --objective memory   # the peak-memory task
 
 A trained REGAL workdir (`python -m regal.train --config=regal/learning/configs/default.py:long
 --workdir runs/regal_long`, about an hour on 2 cores) fixes the task: its dataset's test split,
@@ -22,7 +22,7 @@ the readable reference model:
                 the default preset's decoder and local improvement) with E evaluations
   BRKGA E       plain BRKGA (no heuristic seeds, no local moves), uniform mutants, Goncalves &
                 Resende's settings (the reference)
-  Tuned BRKGA   the `tuned` BRKGA preset (`experiments.sweep --sweep brkga_tuning
+  Tuned BRKGA   the `tuned` BRKGA preset (`regal_experiments.sweep --sweep brkga_tuning
                 --save_preset tuned`); left out with a note when there is none
   IDRS          E chromosomes drawn from the policy's per-gene Betas (no evolution)
   REGAL         plain BRKGA with the policy's mutant Betas (its features, from the graph and
@@ -38,7 +38,7 @@ improvement over uniform BRKGA at evaluation limits 1K..50K (quick: 1K, 2K). Wri
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -55,8 +55,8 @@ import ml_collections  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags, logging  # noqa: E402
 
-from datasets import cli, errors  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import cli, errors  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 from regal import baselines  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.learning import references, train_lib  # noqa: E402
@@ -268,7 +268,7 @@ def markdown(result: dict, config, stem: str = "regal_table") -> list[str]:
     lines += ["", f"CP-SAT's lower bound: the best known solution is within {np.mean(gaps):.2f}% "
               f"of it on average (max {np.max(gaps):.2f}%)."]
   if result["tuned_preset"] is None:
-    lines += ["", "No `tuned` BRKGA preset: run `python -m experiments.sweep --sweep "
+    lines += ["", "No `tuned` BRKGA preset: run `python -m regal_experiments.sweep --sweep "
               "brkga_tuning --save_preset tuned` for that row."]
   else:
     lines += ["", f"Tuned BRKGA: {result['tuned_preset']}."]
@@ -305,7 +305,7 @@ def main(argv: Sequence[str]) -> None:
   mode = ("quick (a small policy trained for a few steps; 6 graphs; CP-SAT 2 s)" if quick
           else f"reduced ({'; '.join(reductions)})" if reductions else "full")
   lines, facts = report.header(f"REGAL Table 1 on synthetic graphs ({trainer.config.objective})",
-                               "experiments.regal_table", mode)
+                               "regal_experiments.regal_table", mode)
   lines += [f"- policy: `{policy_dir}` (trained on {len(trainer.splits['train'])} graphs)",
             f"- wall time: {time.perf_counter() - started:.0f} s", ""]
   stem = ("regal_table" if trainer.config.objective == "runtime"

@@ -10,7 +10,7 @@ import platform
 import sys
 from typing import Any
 
-from datasets import atomic
+from regal_datasets import atomic
 
 RESULTS_DIR = os.path.join(os.path.dirname(__file__), "results")
 

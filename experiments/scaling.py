@@ -2,13 +2,13 @@ r"""How `regal.optimize` scales: wall time and objective at a fixed budget for g
 10,000 ops, with and without coarsening, and the performance models' evaluations per second
 against the population size.
 
-  python -m experiments.scaling            # full: 100 / 1,000 / 10,000 ops, ~30 minutes
-  python -m experiments.scaling --quick    # 100 / 1,000 ops, 1000 evaluations, ~4 minutes
+  python -m regal_experiments.scaling            # full: 100 / 1,000 / 10,000 ops, ~30 minutes
+  python -m regal_experiments.scaling --quick    # 100 / 1,000 ops, 1000 evaluations, ~4 minutes
 
 Graphs (4 homogeneous devices, the default WC model):
   synthetic  REGAL's generator at exactly N ops, Barabasi-Albert topology (about two edges
              per op; Erdos-Renyi's p = 0.05 would give 25,000 edges at 1,000 ops)
-  zoo        BERT-base (batch 8, 512 tokens) traced by `datasets.zoo`: 1 layer forward
+  zoo        BERT-base (batch 8, 512 tokens) traced by `regal_datasets.zoo`: 1 layer forward
              (131 ops), 12 layers forward (1,176), 36 layers forward + backward (~10,000)
 Each graph runs `regal.app.optimize_lib.run` (BRKGA, default seed arms, `--evals` evaluations)
 with `--coarsen off` and, above the coarsening threshold (500 ops), `--coarsen auto`. The
@@ -18,7 +18,7 @@ backend picks: on a CPU the WC model's native loop) on one compiled call per pop
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -33,14 +33,14 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from datasets import devices as devices_lib  # noqa: E402
-from datasets import cli, errors, zoo  # noqa: E402
-from datasets.synthetic import sized_graph  # noqa: E402
-from experiments import command, report  # noqa: E402
-from experiments.bench import model_timing  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets import cli, errors, zoo  # noqa: E402
+from regal_datasets.synthetic import sized_graph  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
+from regal_experiments.bench import model_timing  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import performance  # noqa: E402
-from datasets import coarsen  # noqa: E402
+from regal_datasets import coarsen  # noqa: E402
 
 ZOO_SIZES = {100: dict(layers=1), 1000: dict(layers=12), 10000: dict(layers=36, backward=True)}
 
@@ -176,7 +176,7 @@ def main(argv: Sequence[str]) -> None:
       [f"sizes {', '.join(map(str, sizes))}"] if present("sizes") else [])
   mode = ("quick (100 and 1,000 ops, 1000 evaluations)" if quick
           else f"reduced ({'; '.join(reductions)})" if reductions else "full")
-  lines, facts = report.header("Scaling of regal.optimize", "experiments.scaling", mode)
+  lines, facts = report.header("Scaling of regal.optimize", "regal_experiments.scaling", mode)
   lines += [f"- budget: {evals} evaluations per graph, {_DEVICES.value} devices, WC model; "
             f"wall time {time.perf_counter() - started:.0f} s", ""]
   body = report.markdown_table(

@@ -1,9 +1,9 @@
 r"""A paired A/B of search settings on the WC training graphs: does a setting pay, at equal
 evaluations, on graphs no default was chosen on the test graphs of?
 
-  python -m experiments.search_ab --variant relabel_fraction=0.1 --seeds 20-29
-  python -m experiments.search_ab --variant population_size=400 --seeds 20-29
-  python -m experiments.search_ab --quick          # 2 graphs, 2 seeds, small budgets
+  python -m regal_experiments.search_ab --variant relabel_fraction=0.1 --seeds 20-29
+  python -m regal_experiments.search_ab --variant population_size=400 --seeds 20-29
+  python -m regal_experiments.search_ab --quick          # 2 graphs, 2 seeds, small budgets
 
 Both arms run the default search (`regal.optimize`'s, heuristic seeds included) with its
 default budget (`brkga_search.default_evals`, passed explicitly, so no wall-clock guard ends a
@@ -12,8 +12,8 @@ settings: any search setting of the presets (`brkga_presets.SEARCH_KEYS`) and th
 `population_size` (with `elite_fraction` and `mutant_fraction`, by default 20% elites and 15%
 mutants, as Goncalves & Resende's rule sizes them), `rho`, `num_populations` (independent
 islands of that size; the heuristic seeds start the first) and `restart_patience`. The
-graphs are the sharded workloads in shapes the test graphs (`experiments.seed_spread`,
-`experiments.search_targets`) do not use.
+graphs are the sharded workloads in shapes the test graphs (`regal_experiments.seed_spread`,
+`regal_experiments.search_targets`) do not use.
 
 Gap = objective / the best objective any run in the rows file reached on that graph - 1, so
 a report's gaps move as more runs are added. The report gives, over (graph, seed) pairs, both
@@ -26,7 +26,7 @@ Seed-to-seed noise is several percent: compare on fresh seeds before trusting a 
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -37,10 +37,10 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from datasets import atomic, cli, errors, sharded  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from experiments import command, report  # noqa: E402
-from experiments.search_ab_lib import (  # noqa: E402
+from regal_datasets import atomic, cli, errors, sharded  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
+from regal_experiments.search_ab_lib import (  # noqa: E402
     BASELINE, QUICK_EVALS, QUICK_GRAPHS, TRAINING_GRAPHS, arm_name, arm_settings, graph_label,
     markdown, parse_seeds, parse_variant, run_one, settings_key, summarize)
 from regal.scoring import performance  # noqa: E402
@@ -99,7 +99,7 @@ def main(argv: Sequence[str]) -> None:
           f"{seed}: {row['objective']:.6g} ({row['seconds']:.1f} s)", flush=True)
   summary = summarize(list(done.values()), arm_name(variant), seeds, list(problems))
   header, facts = report.header("Search settings A/B on the WC training graphs",
-                                "experiments.search_ab", mode)
+                                "regal_experiments.search_ab", mode)
   name = "search_ab-" + "".join(c if c.isalnum() or c in "._-" else "_"
                                 for c in arm_name(variant))
   report.publish(_OUT.value, name, header, markdown(summary, seeds, evals),

@@ -1,4 +1,4 @@
-"""The library of `experiments.search_ab` (its flags stay in that module, so tests and other
+"""The library of `regal_experiments.search_ab` (its flags stay in that module, so tests and other
 commands import this one): the WC training graphs, the variant's settings, one run, and the
 paired summary."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-import brkga
-from datasets import errors
-from experiments import paired_stats, report
+import regal_brkga as brkga
+from regal_datasets import errors
+from regal_experiments import paired_stats, report
 from regal.scoring import performance
 from regal.search import brkga_presets, guides
 

@@ -1,7 +1,7 @@
 r"""Our search against the strongest simple baselines, in one run (the "search that wins" checks).
 
-  python -m experiments.search_targets            # ~25 minutes on 2 cores
-  python -m experiments.search_targets --quick    # ~3 minutes: fewer graphs, small budgets
+  python -m regal_experiments.search_targets            # ~25 minutes on 2 cores
+  python -m regal_experiments.search_targets --quick    # ~3 minutes: fewer graphs, small budgets
 
 Sections, every figure measured in this run at default settings unless a budget is named:
   doppler   the four shared Doppler graphs, Doppler model, 4 devices: the default run (budget
@@ -13,12 +13,12 @@ Sections, every figure measured in this run at default settings unless a budget 
             evaluations from the same seeds;
   synthetic the default synthetic dataset's test split, synchronous model, 2 devices, 5,000
             evaluations each: BRKGA (default settings) against REGAL's `local_search`.
-The Sinnen task graphs are measured by `experiments.task_graph_table` (all 1,118 graphs).
+The Sinnen task graphs are measured by `regal_experiments.task_graph_table` (all 1,118 graphs).
 Writes `search_targets.md` and `.json` under `--out`.
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -34,13 +34,13 @@ from typing import Any, Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import analysis, errors  # noqa: E402
-from datasets import benchmarks  # noqa: E402
-from datasets import sharded  # noqa: E402
-from datasets import dataset as dataset_lib  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import analysis, errors  # noqa: E402
+from regal_datasets import benchmarks  # noqa: E402
+from regal_datasets import sharded  # noqa: E402
+from regal_datasets import dataset as dataset_lib  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import models, performance  # noqa: E402
 
@@ -190,7 +190,7 @@ def main(argv: Sequence[str]) -> None:
   started = time.perf_counter()
   results = {name: sections[name]() for name in _SECTIONS.value}
   header, facts = report.header("Search targets: ours vs the strongest simple baselines",
-                                "experiments.search_targets", "quick" if _QUICK.value else "full")
+                                "regal_experiments.search_targets", "quick" if _QUICK.value else "full")
   report.publish(_OUT.value, "search_targets", header, markdown(results),
                  {**facts, **results, "seconds": time.perf_counter() - started})
 

@@ -1,11 +1,11 @@
 r"""Does the default run depend on its seed? Each seed's answer against the best known.
 
-  python -m experiments.seed_spread            # ~60 minutes on 2 cores
-  python -m experiments.seed_spread --quick    # two graphs, two seeds, small references
+  python -m regal_experiments.seed_spread            # ~60 minutes on 2 cores
+  python -m regal_experiments.seed_spread --quick    # two graphs, two seeds, small references
 
 Graphs (issue 37's targets): the four shared Doppler files (Doppler model, 4 identical
 devices) and the sharded workloads (ChainMM, FFNN, Llama block and layer; WC model; 4
-identical devices, and 8 in two NVLink groups of 4, as `experiments.search_targets` places
+identical devices, and 8 in two NVLink groups of 4, as `regal_experiments.search_targets` places
 them). Per graph: `regal.optimize`'s default run (no budget flag) for each of `--seeds`, and
 reference runs of the same search with `--reference_evals` evaluations for each of
 `--reference_seeds`. The best known is the lowest objective any of these runs reached; each
@@ -22,7 +22,7 @@ the report, so a killed run resumes where it stopped.
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -37,10 +37,10 @@ import time  # noqa: E402
 from typing import Sequence  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import atomic, benchmarks, cli, errors, sharded  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
-from experiments import command, paired_stats, report  # noqa: E402
+from regal_datasets import atomic, benchmarks, cli, errors, sharded  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
+from regal_experiments import command, paired_stats, report  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import chromosome as chromosome_lib  # noqa: E402
 from regal.scoring import models, performance  # noqa: E402
@@ -194,7 +194,7 @@ def main(argv: Sequence[str]) -> None:
                                   reference_evals, split_seeds)
   summary = paired_stats.spread_summary(rows, labels, _TOLERANCE.value, earlier)
   lines, facts = report.header("Seed spread of the default run against the best known",
-                               "experiments.seed_spread", mode)
+                               "regal_experiments.seed_spread", mode)
   body = [f"Default run: `regal.optimize`'s defaults (no budget flag), seeds "
           f"{', '.join(map(str, seeds))}. References: the same search with "
           f"{reference_evals:,} evaluations, seeds {', '.join(map(str, reference_seeds))}; "

@@ -1,12 +1,12 @@
 r"""Runs a named parameter sweep as Ray tasks, resumably.
 
-  python -m experiments.sweep --sweep brkga_tuning            # 648 settings, ~2 h on 2 cores
-  python -m experiments.sweep --sweep brkga_tuning --quick    # 2 settings, ~35 s
-  python -m experiments.sweep --sweep selftest --local        # in this process, no Ray
-  python -m experiments.sweep --sweep brkga_tuning --ray_address auto   # an existing cluster
-  python -m experiments.sweep --sweep search_tuning --local --save_preset default
+  python -m regal_experiments.sweep --sweep brkga_tuning            # 648 settings, ~2 h on 2 cores
+  python -m regal_experiments.sweep --sweep brkga_tuning --quick    # 2 settings, ~35 s
+  python -m regal_experiments.sweep --sweep selftest --local        # in this process, no Ray
+  python -m regal_experiments.sweep --sweep brkga_tuning --ray_address auto   # an existing cluster
+  python -m regal_experiments.sweep --sweep search_tuning --local --save_preset default
       # the search's defaults (decoder, local improvement) on training graphs, ~20 min
-  python -m experiments.sweep --sweep brkga_tuning --subsample 32 --save_preset tuned
+  python -m regal_experiments.sweep --sweep brkga_tuning --subsample 32 --save_preset tuned
       # 32 of the 648 settings drawn at random (a reduced sweep, ~7 min on 2 cores); the best
       # becomes the BRKGA preset "tuned" (regal/search/brkga_presets.json)
 
@@ -23,14 +23,14 @@ import os
 import sys
 from typing import Sequence
 
-from datasets import cli, errors
+from regal_datasets import cli, errors
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
 
 from absl import flags  # noqa: E402
 
-from datasets import atomic  # noqa: E402
+from regal_datasets import atomic  # noqa: E402
 
 _SWEEP = flags.DEFINE_string("sweep", None, "Sweep name (experiments/sweeps.py).")
 _OUT = flags.DEFINE_string("out", "experiments/results/sweeps", "Results folder.")
@@ -50,7 +50,7 @@ _SAVE_PRESET = flags.DEFINE_string("save_preset", None, "Save the best setting a
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  from experiments import sweep_lib, sweeps
+  from regal_experiments import sweep_lib, sweeps
   if _SWEEP.value not in sweeps.SWEEPS:
     raise errors.ConfigError(f"unknown sweep {_SWEEP.value!r}; known: "
                              f"{', '.join(sorted(sweeps.SWEEPS))}")
@@ -83,7 +83,7 @@ def main(argv: Sequence[str]) -> None:
                           progress=lambda line: print(line, flush=True),
                           subsample=_SUBSAMPLE.value)
   path = sweep_lib.results_path(sweep, _OUT.value, _QUICK.value, _SUBSAMPLE.value)
-  command = "python -m experiments.sweep " + " ".join(sys.argv[1:])
+  command = "python -m regal_experiments.sweep " + " ".join(sys.argv[1:])
   date = datetime.date.today().isoformat()
   grid_size = len(sweep_lib.expand(sweep, _QUICK.value))
   mode = ("quick" if _QUICK.value else "full-size trials") + (

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from datasets import atomic, cli, errors
+from regal_datasets import atomic, cli, errors
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The named sweeps of `python -m experiments.sweep --sweep NAME`, and their trial functions.
+"""The named sweeps of `python -m regal_experiments.sweep --sweep NAME`, and their trial functions.
 
   brkga_tuning  REGAL section 5.2: BRKGA's hyperparameters (mutant Beta(alpha, beta), population
                 size, elite and mutant fractions, populations, rho; 648 settings), each scored
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import time
 
-from experiments.sweep_lib import Sweep
+from regal_experiments.sweep_lib import Sweep
 
 SWEEPS = {
     "brkga_tuning": Sweep(
-        name="brkga_tuning", trial="experiments.sweeps:brkga_trial",
+        name="brkga_tuning", trial="regal_experiments.sweeps:brkga_trial",
         grid={"mutant_alpha": [0.5, 1.0, 2.0], "mutant_beta": [0.5, 1.0, 2.0],
               "population_size": [50, 100, 200], "elite_fraction": [0.1, 0.2, 0.3],
               "mutant_fraction": [0.1, 0.2], "num_populations": [1, 2], "rho": [0.6, 0.7]},
@@ -33,14 +33,14 @@ SWEEPS = {
                     "rho": [0.7]},
         description="BRKGA hyperparameters on training graphs (REGAL 5.2)"),
     "search_tuning": Sweep(
-        name="search_tuning", trial="experiments.sweeps:search_trial",
+        name="search_tuning", trial="regal_experiments.sweeps:search_trial",
         grid={"decoder": ["direct", "list"], "climbers": [0, 2, 6],
               "cluster_fraction": [0.5, 0.8]},
         quick_grid={"decoder": ["direct"], "climbers": [0, 2]},
         fixed={"improve_interval": 1}, num_cpus=2.0,
         description="search defaults on training graphs (Doppler, Sinnen, synthetic train)"),
     "selftest": Sweep(
-        name="selftest", trial="experiments.sweeps:selftest_trial",
+        name="selftest", trial="regal_experiments.sweeps:selftest_trial",
         grid={"x": [-1, 0, 1, 2, 3, 4, 5, 6]}, quick_grid={"x": [-1, 0, 1, 2, 3, 4, 5, 6]},
         fixed={"sleep": 0.0}, num_cpus=0.5,
         description="the runner's own check: x -> x^2, x = -1 fails"),
@@ -60,8 +60,8 @@ def brkga_trial(params: dict, quick: bool) -> dict:
   setting compiles once: `regal.learning.rollout`)."""
   import numpy as np
 
-  from datasets import dataset as dataset_lib
-  from datasets import devices as devices_lib
+  from regal_datasets import dataset as dataset_lib
+  from regal_datasets import devices as devices_lib
   from regal import search
   from regal.learning.rollout import RolloutWorker, Task
   from regal.scoring import performance
@@ -88,10 +88,10 @@ def search_trial(params: dict, quick: bool) -> dict:
 
   import numpy as np
 
-  from datasets import benchmarks
-  from datasets import dataset as dataset_lib
-  from datasets import devices as devices_lib
-  from datasets import io as graph_io
+  from regal_datasets import benchmarks
+  from regal_datasets import dataset as dataset_lib
+  from regal_datasets import devices as devices_lib
+  from regal_datasets import io as graph_io
   from regal import search
   from regal.scoring import performance
   from regal.baselines import heuristics

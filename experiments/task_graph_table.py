@@ -1,16 +1,16 @@
 r"""Task-scheduling benchmarks with proven optima: every method's gap to the optimum.
 
-  python -m experiments.task_graph_table                  # Sinnen's 1,118 graphs and STG's 720
-  python -m experiments.task_graph_table --quick          # a stratified sample, a few minutes
-  python -m experiments.task_graph_table --sets sinnen --methods heft,hill_climb
-  python -m experiments.task_graph_table --sets constructed_test --methods heft,cpsat,brkga \
+  python -m regal_experiments.task_graph_table                  # Sinnen's 1,118 graphs and STG's 720
+  python -m regal_experiments.task_graph_table --quick          # a stratified sample, a few minutes
+  python -m regal_experiments.task_graph_table --sets sinnen --methods heft,hill_climb
+  python -m regal_experiments.task_graph_table --sets constructed_test --methods heft,cpsat,brkga \
       --time_limit 10
 
 Instances: `../shared/graphs/sinnen` (DOT task graphs of 10-30 tasks on 2-8 identical
 processors, `optimal.csv`: optima proven by an exact A* search) and `../shared/graphs/stg`
 (Kasahara's 50-task graphs on 2, 4, 8 and 16 processors, no communication; a row with bounds
 instead of an optimum is compared with its upper bound, and checked against its lower one).
-The constructed sets (`constructed_train`, `constructed_test`: `datasets.constructed`, 50-500
+The constructed sets (`constructed_train`, `constructed_test`: `regal_datasets.constructed`, 50-500
 tasks on 2-16 processors, ratios 0.5, 1 and 2, 60 each, other generator seeds) have an optimum
 known by construction: a schedule that keeps every processor busy to T = total work / p, which
 the work bound proves; tune on the train set only. `brkga_long` (on request) is the default
@@ -40,7 +40,7 @@ resumes where it stopped.
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -61,12 +61,12 @@ from typing import Any, Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import benchmarks  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from datasets import atomic, cli, errors  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
-from datasets.benchmarks import sinnen_instances, stg_instances, stratified  # noqa: E402,F401
-from experiments import command, report  # noqa: E402
+from regal_datasets import benchmarks  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets import atomic, cli, errors  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
+from regal_datasets.benchmarks import sinnen_instances, stg_instances, stratified  # noqa: E402,F401
+from regal_experiments import command, report  # noqa: E402
 from regal.learning.stats import bootstrap_interval  # noqa: E402
 from regal import search  # noqa: E402
 from regal.app import methods, optimize_lib  # noqa: E402
@@ -93,7 +93,7 @@ DEFAULT_PEERS = tuple(p for p in PEERS if p != "DPS")
 _QUICK = flags.DEFINE_bool("quick", False, "A stratified sample of 40 Sinnen and 16 STG "
                            "instances.")
 _SETS = flags.DEFINE_list("sets", ["sinnen", "stg"], f"Benchmark sets, of {', '.join(SETS)} "
-                         f"(constructed_*: `datasets.constructed`'s family, written to "
+                         f"(constructed_*: `regal_datasets.constructed`'s family, written to "
                          f"--constructed_dir).")
 _CONSTRUCTED_DIR = flags.DEFINE_string(
     "constructed_dir", os.path.join(tempfile.gettempdir(), "regal-constructed"),
@@ -488,7 +488,7 @@ def main(argv: Sequence[str]) -> None:
   summary = summarize(rows, methods)
   unproven = sum(not i["proven"] for i in instances)
   lines, facts = report.header("Task graphs with proven optima (delay model)",
-                               "experiments.task_graph_table",
+                               "regal_experiments.task_graph_table",
                                "quick" if _QUICK.value else
                                (f"sample of {_SAMPLE.value} per set" if _SAMPLE.value else "full"))
   body = [f"Gap = makespan / optimum - 1. STG rows without a proof ({unproven} instances) "

@@ -35,7 +35,7 @@ are cached on disk, so a second run on a graph of the same size bucket starts fa
 """
 from __future__ import annotations
 
-from datasets import cli, errors
+from regal_datasets import cli, errors
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -47,9 +47,9 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from datasets import dataset as dataset_lib  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
+from regal_datasets import dataset as dataset_lib  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
 from regal import startup  # noqa: E402
 from regal.app import choices  # noqa: E402
 

@@ -14,7 +14,7 @@ search's fresh keys imitating long runs) and `regal.learning.train_lib.train_and
 """
 from __future__ import annotations
 
-from datasets import cli, errors
+from regal_datasets import cli, errors
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -45,7 +45,7 @@ MUTANTS_ONLY = ("batch_size", "num_steps", "learning_rate", "clip_norm", "entrop
                 "policy.priority_bins", "policy.initial_steer")
 _DATASET = flags.DEFINE_string(
     "dataset", None, "Training graphs: 'synthetic' (REGAL's generator), a built dataset folder "
-    "(python -m datasets.build --out DIR) or a folder of graph files in any supported format, "
+    "(python -m regal_datasets.build --out DIR) or a folder of graph files in any supported format, "
     "split by content (default: the config's, synthetic).")
 _WORKDIR = flags.DEFINE_string("workdir", os.path.join("runs", "regal"),
                                "Checkpoints, metrics and the report go here.")

@@ -1,4 +1,4 @@
-"""datasets.accelerators: the roofline costs an imported graph's ops in seconds on a real
+"""regal_datasets.accelerators: the roofline costs an imported graph's ops in seconds on a real
 accelerator (checked by hand), presets carry each kind's memory in bytes and links in bytes
 per time unit, a mix's speeds are the ratio of its kinds' total roofline times, and device
 spec files may name kinds."""
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from datasets import accelerators, devices, errors, jax_import
+from regal_datasets import accelerators, devices, errors, jax_import
 
 UNITS_PER_SECOND = jax_import.NOMINAL_LINK_BYTES_PER_SECOND  # One unit: 10 ps.
 

@@ -1,4 +1,4 @@
-"""datasets.analysis: the structural lower bound holds for every model and is tight where it
+"""regal_datasets.analysis: the structural lower bound holds for every model and is tight where it
 should be."""
 import functools
 
@@ -7,9 +7,9 @@ from graph_strategies import dags
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datasets import analysis
-from datasets import devices as devices_lib
-from datasets.graph import Graph
+from regal_datasets import analysis
+from regal_datasets import devices as devices_lib
+from regal_datasets.graph import Graph
 from regal.scoring import performance
 
 

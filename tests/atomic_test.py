@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from datasets import atomic, errors
+from regal_datasets import atomic, errors
 
 
 def test_failed_write_keeps_old_content(tmp_path):

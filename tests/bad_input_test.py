@@ -13,8 +13,8 @@ import time
 import pytest
 from conftest import REPO_ROOT
 
-from datasets import io as graph_io
-from datasets.graph import GraphBuilder
+from regal_datasets import io as graph_io
+from regal_datasets.graph import GraphBuilder
 
 _TWO_OPS = {"format": "regal.graph", "version": 1,
             "ops": [{"name": "a", "compute_cost": 1.0}, {"name": "b", "compute_cost": 2.0}],
@@ -129,7 +129,7 @@ def _tanh_4x6():
   import jax
   import jax.numpy as jnp
 
-  from datasets import jax_import
+  from regal_datasets import jax_import
   return jax_import.trace_graph(jnp.tanh, jax.ShapeDtypeStruct((4, 6), jnp.float32))
 
 
@@ -506,7 +506,7 @@ ACCEPTED_CASES = [
 ]
 HELP_CASES = {"regal.optimize": ("optimize_help", ["--help"]),
               "regal.execute.calibrate": ("calibrate_help", ["-h"]),
-              "datasets.build": ("build_help", ["--helpshort"])}
+              "regal_datasets.build": ("build_help", ["--helpshort"])}
 ACCEPTED_WRITES = {"link_target.json", "link.json"}  # The symlink's target, read through it too.
 CONVERT_CASES = [
     ("convert_out_under_proc", ["--graph", "good.json", "--out", "/proc/regal_graph.json"], 2,
@@ -564,17 +564,17 @@ def outcomes(tmp_path_factory, shared_graphs):
   results = {}
   for module, cases in (("regal.optimize", OPTIMIZE_CASES + ACCEPTED_CASES),
                         ("regal.train", TRAIN_CASES),
-                        ("experiments.sweep", SWEEP_CASES),
-                        ("experiments.search_ab", SEARCH_AB_CASES),
-                        ("experiments.bench.search_profile", SEARCH_PROFILE_CASES),
-                        ("datasets.build", BUILD_CASES),
-                        ("datasets.convert", CONVERT_CASES),
+                        ("regal_experiments.sweep", SWEEP_CASES),
+                        ("regal_experiments.search_ab", SEARCH_AB_CASES),
+                        ("regal_experiments.bench.search_profile", SEARCH_PROFILE_CASES),
+                        ("regal_datasets.build", BUILD_CASES),
+                        ("regal_datasets.convert", CONVERT_CASES),
                         ("regal.execute.calibrate", CALIBRATE_CASES)):
     help_case = [HELP_CASES[module]] if module in HELP_CASES else []
     results.update(run_module(module, help_case + cases, folder))
   # One interpreter per case: these modules read their flags when they start.
-  for module, case_id, args in [("datasets.sharded", *case[:2]) for case in SHARDED_CASES] + [
-      ("datasets.zoo", *case[:2]) for case in ZOO_CASES] + [
+  for module, case_id, args in [("regal_datasets.sharded", *case[:2]) for case in SHARDED_CASES] + [
+      ("regal_datasets.zoo", *case[:2]) for case in ZOO_CASES] + [
       ("regal.train", *case[:2]) for case in TRAIN_IMPORT_CASES]:
     run = subprocess.run([sys.executable, "-m", module, *args], cwd=folder,
                          capture_output=True, text=True, timeout=120)
@@ -689,7 +689,7 @@ def test_names_with_control_characters_survive_costgraph_text(tmp_path):
 
 
 def test_a_corrupt_dataset_cache_is_rebuilt(tmp_path):
-  from datasets import dataset as dataset_lib
+  from regal_datasets import dataset as dataset_lib
   config = dataset_lib.SyntheticDatasetConfig(num_train=2, num_valid=1, num_test=1)
   first = dataset_lib.load_or_build_synthetic(config, data_dir=str(tmp_path))
   (cache,) = tmp_path.glob("synthetic-*/train.npz")
@@ -747,7 +747,7 @@ def test_sigterm_outside_the_search_exits_at_once(tmp_path):
   """Random search is not stoppable by generation: SIGTERM ends the process, writing
   nothing."""
 
-  from datasets.synthetic import sized_graph
+  from regal_datasets.synthetic import sized_graph
   graph_io.save_graph(sized_graph(80), str(tmp_path / "g.json"))
   code, _, line = _interrupted_run(
       tmp_path, ["--graph", "g.json", "--devices", "4", "--method", "random", "--evals",

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from datasets import analysis
-from datasets import devices as devices_lib
-from datasets import io as graph_io
-from datasets.graph import Graph
+from regal_datasets import analysis
+from regal_datasets import devices as devices_lib
+from regal_datasets import io as graph_io
+from regal_datasets.graph import Graph
 from regal import baselines
 from regal.app import methods
 from regal.baselines import enumerative, exact, fusion, list_scheduling, partition
@@ -20,7 +20,7 @@ from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 from regal.scoring.doppler import reference as doppler_sim
 from regal.scoring.schedule import validate_placement
-from datasets import coarsen
+from regal_datasets import coarsen
 
 FAST_METHODS = ("critical_path", "critical_path_doppler", "heft", "gp_dfs", "enumerative",
                 "cpsat", "quickp")
@@ -203,7 +203,7 @@ def test_search_methods_spend_the_budget_and_rescore(small_problem, method):
 def test_hill_climb_starts_from_the_best_seed_and_climbs_on_the_exact_model():
   """Sinnen-style task graph under the delay model: the best heuristic is the start, the climb
   ends no worse, and on this graph it finds strictly better (checked by brute force)."""
-  from datasets.formats import dot
+  from regal_datasets.formats import dot
   graph = dot.parse("digraph { n0 [Weight=3]; n1 [Weight=3]; n2 [Weight=1]; n3 [Weight=5]; "
                     "n4 [Weight=4]; n5 [Weight=5]; n0 -> n3 [Weight=6]; n1 -> n2 [Weight=2]; "
                     "n2 -> n4 [Weight=6]; n3 -> n4 [Weight=4]; }", "g.dot")
@@ -251,7 +251,7 @@ def test_climb_from_starts_at_the_best_start_and_stops_when_told(small_problem):
 
 
 def test_unknown_method_and_memory_objective_are_refused(small_problem):
-  from datasets import errors
+  from regal_datasets import errors
   with pytest.raises(errors.ConfigError, match="unknown method"):
     methods.run_method("nope", small_problem)
   memory = performance.Problem(small_problem.graph, small_problem.devices, model="sync",

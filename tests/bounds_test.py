@@ -8,9 +8,9 @@ from graph_strategies import dags
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datasets import benchmarks
-from datasets import devices as devices_lib
-from datasets import io as graph_io
+from regal_datasets import benchmarks
+from regal_datasets import devices as devices_lib
+from regal_datasets import io as graph_io
 from regal.app import methods, optimize_lib
 from regal.scoring import bounds, performance
 

@@ -4,8 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import brkga
-
+import regal_brkga as brkga
 HIDDEN = jnp.asarray([3, 0, 6, 1, 7, 2, 5, 4])
 
 

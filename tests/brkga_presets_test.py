@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-import brkga
-from datasets import devices as devices_lib
-from datasets import errors, synthetic
+import regal_brkga as brkga
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors, synthetic
 from regal.app import methods, optimize_lib
 from regal.learning import workdir as workdir_lib
 from regal.learning.configs import default as default_config

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datasets import errors
+from regal_datasets import errors
 from regal.scoring import chromosome as ch
 
 

@@ -17,7 +17,7 @@ def main() -> None:
   module = importlib.import_module(module_name)
   from absl import flags
 
-  from datasets import cli
+  from regal_datasets import cli
   results = {}
   for case in cases:
     flags.FLAGS.unparse_flags()

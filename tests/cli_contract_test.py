@@ -1,5 +1,5 @@
 """What every command of the project shares, checked on the source of each: it takes SIGINT and
-SIGTERM before its heavy imports and runs through `datasets.cli.run_cli` (one line and the
+SIGTERM before its heavy imports and runs through `regal_datasets.cli.run_cli` (one line and the
 documented exit for a signal or bad input, never a traceback), and every numeric flag is
 bounded (a budget of 10^20 once ran on for minutes; absl lets NaN through any bound, so
 `run_cli` refuses non-finite floats for every flag)."""
@@ -58,7 +58,7 @@ def test_a_command_takes_the_signals_first_and_runs_through_run_cli(path):
   if _name(path) in LIBRARY_COMMANDS:
     assert _is_call(last.body[0], "cli.watch_signals()"), _name(path)
     return
-  # Only the docstring, the standard library and `from datasets import cli` (and errors, both
+  # Only the docstring, the standard library and `from regal_datasets import cli` (and errors, both
   # light) before the guard that takes the signals.
   first = next(k for k, node in enumerate(tree.body) if _is_main_guard(node))
   assert [ast.unparse(node.body[0]) for node in [tree.body[first]]] == ["cli.watch_signals()"]
@@ -66,7 +66,7 @@ def test_a_command_takes_the_signals_first_and_runs_through_run_cli(path):
     light = (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)) or (
         isinstance(node, ast.Import) and all(_stdlib(a.name) for a in node.names)) or (
         isinstance(node, ast.ImportFrom) and (_stdlib(node.module) or (
-            node.module == "datasets" and {a.name for a in node.names} <= {"cli", "errors"})))
+            node.module == "regal_datasets" and {a.name for a in node.names} <= {"cli", "errors"})))
     assert light, f"{_name(path)}: {ast.unparse(node)} runs before the signals are taken"
 
 

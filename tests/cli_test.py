@@ -23,7 +23,7 @@ def assert_one_line_error(result, message):
 
 
 def test_build_default_dataset_into_cache(tmp_path):
-  result = run("datasets.build", "--num_train", "4", "--num_valid", "2", "--num_test", "2",
+  result = run("regal_datasets.build", "--num_train", "4", "--num_valid", "2", "--num_test", "2",
                env_extra={"REGAL_DATA_DIR": str(tmp_path)})
   assert result.returncode == 0, result.stderr
   assert "train" in result.stdout and "valid" in result.stdout
@@ -34,7 +34,7 @@ def test_build_default_dataset_into_cache(tmp_path):
 
 
 def test_build_rejects_bad_config(tmp_path):
-  result = run("datasets.build", "--num_test=-3", "--out", str(tmp_path / "d"))
+  result = run("regal_datasets.build", "--num_test=-3", "--out", str(tmp_path / "d"))
   assert_one_line_error(result, "flag --num_test=-3: -3 is not an integer in the range [1,")
   assert not (tmp_path / "d").exists()
 
@@ -42,12 +42,12 @@ def test_build_rejects_bad_config(tmp_path):
 def test_convert_round_trip(tmp_path, shared_graphs):
   source = shared_graphs / "doppler" / "chain_mm_112nodes.txt"
   out = tmp_path / "chain.json"
-  result = run("datasets.convert", "--graph", str(source), "--out", str(out))
+  result = run("regal_datasets.convert", "--graph", str(source), "--out", str(out))
   assert result.returncode == 0, result.stderr
   assert "76 ops" in result.stdout and "80 data edges" in result.stdout
   back = tmp_path / "chain.txt"
-  assert run("datasets.convert", "--graph", str(out), "--out", str(back)).returncode == 0
-  assert run("datasets.convert", "--graph", str(back)).stdout.split(":", 1)[1] == \
+  assert run("regal_datasets.convert", "--graph", str(out), "--out", str(back)).returncode == 0
+  assert run("regal_datasets.convert", "--graph", str(back)).stdout.split(":", 1)[1] == \
       result.stdout.split(":", 1)[1].split("\n", 1)[0] + "\n"
 
 
@@ -64,13 +64,13 @@ def test_convert_bad_files(tmp_path, content, message):
   source = tmp_path / "bad.graph"
   source.write_text(content)
   out = tmp_path / "out.json"
-  result = run("datasets.convert", "--graph", str(source), "--out", str(out))
+  result = run("regal_datasets.convert", "--graph", str(source), "--out", str(out))
   assert_one_line_error(result, message)
   assert not out.exists()
 
 
 def test_convert_missing_file(tmp_path):
-  assert_one_line_error(run("datasets.convert", "--graph", str(tmp_path / "none.json")),
+  assert_one_line_error(run("regal_datasets.convert", "--graph", str(tmp_path / "none.json")),
                         "no such file")
 
 
@@ -79,7 +79,7 @@ def test_a_stopped_run_is_not_recorded_and_nothing_runs_after_it(monkeypatch):
   a signal stopped a search (a stoppable block), the process ends there instead of writing a
   truncated row and cutting every later search short."""
   import signal as signal_lib
-  from datasets import cli as cli_lib
+  from regal_datasets import cli as cli_lib
   exits = []
   monkeypatch.setattr(cli_lib, "_exit_on_signal", exits.append)
   monkeypatch.setattr(cli_lib, "_signals", [])

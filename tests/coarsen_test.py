@@ -1,18 +1,18 @@
-"""datasets.coarsen: acyclic groups, QuickP's rules, and coarse solutions that map back."""
+"""regal_datasets.coarsen: acyclic groups, QuickP's rules, and coarse solutions that map back."""
 import graph_strategies
 import hypothesis
 import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from datasets import analysis
-from datasets import devices as devices_lib
-from datasets import errors, synthetic
-from datasets.graph import Graph, validate
+from regal_datasets import analysis
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors, synthetic
+from regal_datasets.graph import Graph, validate
 from regal import baselines
 from regal.scoring import performance
 from regal.scoring.wc import reference as wc_reference
-from datasets import coarsen
+from regal_datasets import coarsen
 
 
 def expand_schedule(graph: Graph, devices, coarsening: coarsen.Coarsening,

@@ -1,4 +1,4 @@
-"""datasets.constructed: the certificate of a constructed task graph is a feasible schedule (by
+"""regal_datasets.constructed: the certificate of a constructed task graph is a feasible schedule (by
 the task-graph table's independent checker and by the readable delay reference) that keeps
 every processor busy on [0, T], so T = total work / p is optimal; the graph reads back from its
 DOT text as written; the command writes both files and refuses bad input with one line."""
@@ -12,10 +12,10 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 
-from datasets import constructed, errors
-from datasets import devices as devices_lib
-from datasets import io as graph_io
-from experiments import task_graph_table
+from regal_datasets import constructed, errors
+from regal_datasets import devices as devices_lib
+from regal_datasets import io as graph_io
+from regal_experiments import task_graph_table
 from regal.scoring.delay import reference as delay_reference
 
 
@@ -74,7 +74,7 @@ def test_bad_sizes_are_refused():
 
 def test_the_command_writes_the_graph_and_its_certificate(tmp_path):
   out = tmp_path / "g.dot"
-  done = subprocess.run([sys.executable, "-m", "datasets.constructed", "--tasks", "60",
+  done = subprocess.run([sys.executable, "-m", "regal_datasets.constructed", "--tasks", "60",
                          "--processors", "4", "--seed", "2", "--out", str(out)],
                         capture_output=True, text=True, check=True)
   assert "optimum" in done.stdout
@@ -82,7 +82,7 @@ def test_the_command_writes_the_graph_and_its_certificate(tmp_path):
   graph = graph_io.load_graph(str(out))
   assert graph.num_ops == 60 and certificate["processors"] == 4
   assert certificate["optimum"] == constructed.generate(60, 4, seed=2).optimum
-  bad = subprocess.run([sys.executable, "-m", "datasets.constructed", "--tasks", "2",
+  bad = subprocess.run([sys.executable, "-m", "regal_datasets.constructed", "--tasks", "2",
                         "--processors", "4", "--out", str(tmp_path / "h.dot")],
                        capture_output=True, text=True)
   assert bad.returncode == 2 and bad.stderr.strip().startswith("error:")

@@ -7,8 +7,8 @@ from graph_strategies import dags, device_sets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datasets import devices as devices_lib
-from datasets import sharded
+from regal_datasets import devices as devices_lib
+from regal_datasets import sharded
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import consumer_transfers, performance
 from regal.scoring.wc import reference as wc_reference
@@ -51,7 +51,7 @@ def test_bucket_decoder_equals_decoding_the_unpadded_chromosomes(graph, devices,
 
 def test_reference_on_a_small_graph():
   """Tensor 0 (op 0's output) is read by ops 1 and 2; tensor 1 (op 1's) by op 2."""
-  from datasets.graph import GraphBuilder
+  from regal_datasets.graph import GraphBuilder
   builder = GraphBuilder("fork")
   a = builder.add_op("a", 1.0)
   t0 = builder.add_tensor(a, 4.0)

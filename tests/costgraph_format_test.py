@@ -3,9 +3,9 @@ import re
 
 import pytest
 
-from datasets import errors
-from datasets import io as graph_io
-from datasets.formats import costgraph, pbtxt
+from regal_datasets import errors
+from regal_datasets import io as graph_io
+from regal_datasets.formats import costgraph, pbtxt
 
 # Ports, several outputs, control inputs, a port -1 control dependency, a forward reference,
 # temporary memory, and fields the importer ignores (shape, dtype, device, comments).

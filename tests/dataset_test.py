@@ -4,8 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from datasets import dataset as dataset_lib
-from datasets import errors, synthetic
+from regal_datasets import dataset as dataset_lib
+from regal_datasets import errors, synthetic
 
 SMALL = dataset_lib.SyntheticDatasetConfig(num_train=6, num_valid=3, num_test=3,
                                            augmentations=2, seed=5)
@@ -119,7 +119,7 @@ def test_summary(small_dataset):
 def _graph_folder(tmp_path, count: int, duplicate_every: int = 0):
   """`count` distinct synthetic graphs as JSON files, plus a second file of every
   `duplicate_every`-th graph, as Sinnen stores one graph per device count."""
-  from datasets import io as graph_io
+  from regal_datasets import io as graph_io
   folder = tmp_path / "graphs"
   folder.mkdir(parents=True)
   spec = synthetic.SyntheticSpec(min_nodes=6, max_nodes=9)
@@ -147,7 +147,7 @@ def test_a_graph_folder_splits_by_content_deterministically(tmp_path):
   # no graph to another split.
   cut = dataset_lib.graph_folder(str(folder), 5, 2, 2)
   assert [g.name for g in cut["train"]] == [g.name for g in whole["train"][:5]]
-  from datasets import io as graph_io
+  from regal_datasets import io as graph_io
   graph_io.save_graph(synthetic.generate(np.random.default_rng(999), synthetic.SyntheticSpec(
       min_nodes=6, max_nodes=9)), str(folder / "new.json"))
   grown = dataset_lib.graph_folder(str(folder), 1000, 1000, 1000)

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from datasets import devices as devices_lib
-from datasets import errors, synthetic
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors, synthetic
 from regal.app import methods, optimize_lib
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import decoders, performance

@@ -73,8 +73,8 @@ def test_topological_priorities_reproduce_the_placement_only_model(graph, device
 def test_op_order_changes_the_makespan():
   """Two independent ops on one device, then a consumer of the first on another device: the
   order on the shared device decides when the consumer can start."""
-  from datasets import devices as devices_lib
-  from datasets.graph import Graph
+  from regal_datasets import devices as devices_lib
+  from regal_datasets.graph import Graph
   graph = Graph(op_names=["a", "b", "c"], op_types=["", "", ""], compute_cost=[1.0, 5.0, 1.0],
                 extra_memory=[0.0] * 3, tensor_producer=[0], tensor_size=[0.0],
                 data_edge_tensor=[0], data_edge_consumer=[2], control_edge_src=[],
@@ -87,8 +87,8 @@ def test_op_order_changes_the_makespan():
 
 
 def test_fitness_scores_the_delay_model_with_priorities_on_both_engines():
-  from datasets import devices as devices_lib
-  from datasets import synthetic
+  from regal_datasets import devices as devices_lib
+  from regal_datasets import synthetic
   rng = np.random.default_rng(3)
   graph = synthetic.generate(np.random.default_rng(0), synthetic.SyntheticSpec(
       min_nodes=30, max_nodes=30))

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datasets import analysis, devices, errors
+from regal_datasets import analysis, devices, errors
 
 
 def test_homogeneous_transfer_and_compute_times():

@@ -4,9 +4,9 @@ import re
 import numpy as np
 import pytest
 
-from datasets import errors
-from datasets import io as graph_io
-from datasets.formats import doppler
+from regal_datasets import errors
+from regal_datasets import io as graph_io
+from regal_datasets.formats import doppler
 
 # Counts and total compute costs as the Doppler repository's reader yields them
 # (simulated nodes, edges, sum of compute costs / 1e10 = the all-on-one-device makespan).

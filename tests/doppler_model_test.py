@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from datasets import devices as devices_lib
-from datasets import io as graph_io
-from datasets.formats import doppler
+from regal_datasets import devices as devices_lib
+from regal_datasets import io as graph_io
+from regal_datasets.formats import doppler
 from regal.scoring.doppler.reference import doppler_units, simulate_doppler
 
 ALL_ON_ONE = {"chain_mm_112nodes.txt": 4800.28, "ffnn_192nodes.txt": 226.783,

@@ -8,11 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from datasets import analysis
-from datasets import devices as devices_lib
-from datasets import errors
-from datasets.graph import Graph
-from datasets.synthetic import sized_graph
+from regal_datasets import analysis
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors
+from regal_datasets.graph import Graph
+from regal_datasets.synthetic import sized_graph
 from regal.app import methods, optimize_lib
 from regal.baselines import list_scheduling
 from regal.doppler_policy import episode as episode_lib

@@ -12,8 +12,8 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 
-from datasets import errors, sharded
-from datasets.graph import GraphBuilder
+from regal_datasets import errors, sharded
+from regal_datasets.graph import GraphBuilder
 from regal.execute import calibrate_lib, choose_program, executor
 from regal.execute import program as program_lib
 from regal.execute.sharded_program import sharded_program
@@ -196,7 +196,7 @@ def test_calibrate_cli(tmp_path):
   assert "Pearson" in result.stdout and "Spearman" in result.stdout
   data = json.loads(report.read_text())
   assert data["placements"] == 3 and len(data["rows"]) == 3
-  from datasets import devices
+  from regal_datasets import devices
   assert devices.load(str(spec)).num_devices == 2
   assert (tmp_path / "cal.png").stat().st_size > 0
   bad = run("regal.execute.calibrate", "--devices", "0")
@@ -208,7 +208,7 @@ def test_optimize_executes_and_runs_stage_three(tmp_path):
   single-device baseline on 2 host devices."""
   from cli_test import run
   graph = tmp_path / "ffnn.json"
-  assert run("datasets.sharded", "--workload", "ffnn", "--devices", "2", "--ffnn_batch", "32",
+  assert run("regal_datasets.sharded", "--workload", "ffnn", "--devices", "2", "--ffnn_batch", "32",
              "--ffnn_width", "32", "--out", str(graph)).returncode == 0
   out = tmp_path / "result.json"
   result = run("regal.optimize", "--graph", str(graph), "--devices", "2", "--method", "doppler",
@@ -252,8 +252,8 @@ def test_cost_only_graphs_execute_from_the_cli(tmp_path, shared_graphs):
   """`regal.optimize --execute` on a Doppler file, a DOT task graph and a JSON graph (stand-in
   kernels), in one process."""
   from bad_input_test import run_module
-  from datasets import io as graph_io
-  from datasets.synthetic import sized_graph
+  from regal_datasets import io as graph_io
+  from regal_datasets.synthetic import sized_graph
   graph_io.save_graph(sized_graph(12, seed=1), str(tmp_path / "g.json"))
   graphs = {"doppler": str(shared_graphs / "doppler" / "chain_mm_112nodes.txt"),
             "dot": str(next((shared_graphs / "sinnen").glob("*Nodes_10_*.dot"))),
@@ -273,7 +273,7 @@ def test_cost_only_graphs_execute_from_the_cli(tmp_path, shared_graphs):
 def test_a_cost_only_graph_calibrates_in_the_units_it_ran(shared_graphs):
   """The predictions read the bytes the stand-ins moved: the Doppler file's own sizes are ~1e12
   and made every prediction ~1e5 times too long."""
-  from datasets import io as graph_io
+  from regal_datasets import io as graph_io
   graph = graph_io.load_graph(str(shared_graphs / "doppler" / "chain_mm_112nodes.txt"))
   program = choose_program.program_for(graph, standin_seconds=0.05)
   devices = executor.available_devices(2)

@@ -9,7 +9,7 @@ from bad_input_test import run_module
 
 UNWRITABLE = "/proc/regal_out"  # A folder no one can create: refused before the work.
 EXPERIMENT_CASES = {
-    "experiments.profiled_table": [
+    "regal_experiments.profiled_table": [
         ("profiled_cpsat_seconds_nan", ["--cpsat_seconds", "nan"],
          "--cpsat_seconds must be a finite number, got nan"),
         ("profiled_dp_seconds_negative", ["--dp_seconds=-1"], "flag --dp_seconds=-1"),
@@ -21,7 +21,7 @@ EXPERIMENT_CASES = {
         ("profiled_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
         ("profiled_stray_argument", ["extra"], "unexpected arguments: extra"),
     ],
-    "experiments.latency_rounds": [
+    "regal_experiments.latency_rounds": [
         ("latency_rounds_zero_seconds", ["--seconds", "0"],
          "flag --seconds=0: 0.0 is not a number in the range [0.01, 3600.0]"),
         ("latency_rounds_quick_with_seconds", ["--quick", "--seconds", "7"],
@@ -30,14 +30,14 @@ EXPERIMENT_CASES = {
          "--workloads: unknown 'nope'"),
         ("latency_rounds_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
     ],
-    "experiments.search_targets": [
+    "regal_experiments.search_targets": [
         ("search_targets_unknown_section", ["--sections", "nope"], "--sections: unknown 'nope'"),
         ("search_targets_no_graphs", ["--synthetic_graphs", "0"], "flag --synthetic_graphs=0"),
         ("search_targets_quick_with_graphs", ["--quick", "--synthetic_graphs", "4"],
          "--synthetic_graphs would do nothing here"),
         ("search_targets_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
     ],
-    "experiments.group_island": [
+    "regal_experiments.group_island": [
         ("group_island_unknown_arm", ["--arms", "default,oracle"], "--arms"),
         ("group_island_quick_with_workloads", ["--quick", "--workloads", "ffnn"],
          "--workloads would do nothing here: --quick sets its own value"),
@@ -46,7 +46,7 @@ EXPERIMENT_CASES = {
          "--seed_spread /nonexistent.json does not read"),
         ("group_island_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
     ],
-    "experiments.seed_spread": [
+    "regal_experiments.seed_spread": [
         ("seed_spread_negative_seed", ["--seeds=-1"], "take seeds from 0 to 4294967295"),
         ("seed_spread_quick_with_reference_evals", ["--quick", "--reference_evals", "500"],
          "--reference_evals would do nothing here"),
@@ -54,7 +54,7 @@ EXPERIMENT_CASES = {
          "--tolerance_pct must be a finite number"),
         ("seed_spread_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
     ],
-    "experiments.task_graph_table": [
+    "regal_experiments.task_graph_table": [
         ("task_graph_quick_with_sample", ["--quick", "--sample", "3"],
          "--sample would do nothing here"),
         ("task_graph_time_limit_inf", ["--time_limit", "inf"], "flag --time_limit=inf"),
@@ -63,59 +63,59 @@ EXPERIMENT_CASES = {
         ("task_graph_unknown_set", ["--sets", "sinnen,constructed"],
          "unknown set 'constructed'; known: sinnen, stg, constructed_train, constructed_test"),
     ],
-    "experiments.baselines_table": [
+    "regal_experiments.baselines_table": [
         ("baselines_zero_budget", ["--evals", "0"], "flag --evals=0"),
         ("baselines_seed_past_32_bits", ["--seed", str(2 ** 40)], "flag --seed="),
         ("baselines_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
     ],
-    "experiments.scaling": [
+    "regal_experiments.scaling": [
         ("scaling_zero_population", ["--populations", "0"],
          "--populations takes one or more integers from 1 to 1,000,000, got '0'"),
         ("scaling_zero_devices", ["--devices", "0"], "flag --devices=0"),
         ("scaling_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
     ],
-    "experiments.regal_table": [
+    "regal_experiments.regal_table": [
         ("regal_table_limits_not_integers", ["--limits", "1000,x"], "--limits takes integers"),
         ("regal_table_time_limit_nan", ["--time_limit", "nan"],
          "--time_limit must be a finite number"),
     ],
-    "experiments.doppler_table": [
+    "regal_experiments.doppler_table": [
         ("doppler_table_zero_repeats", ["--repeats", "0"], "flag --repeats=0"),
         ("doppler_table_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
     ],
-    "experiments.learning_table": [
+    "regal_experiments.learning_table": [
         ("learning_table_max_graphs_huge", ["--max_graphs", str(10 ** 12)],
          "flag --max_graphs="),
     ],
-    "experiments.portfolio_thresholds": [
+    "regal_experiments.portfolio_thresholds": [
         ("portfolio_thresholds_stray_argument", ["extra"], "unexpected arguments: extra"),
         ("portfolio_thresholds_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
     ],
-    "experiments.headlines": [
+    "regal_experiments.headlines": [
         ("headlines_stray_argument", ["extra"], "unexpected arguments: extra"),
     ],
-    "experiments.bench.doppler_scorer": [
+    "regal_experiments.bench.doppler_scorer": [
         ("doppler_scorer_quick_with_checked", ["--quick", "--checked", "50"],
          "--checked would do nothing here"),
     ],
-    "experiments.bench.doppler_episodes": [
+    "regal_experiments.bench.doppler_episodes": [
         ("doppler_episodes_quick_with_batch", ["--quick", "--batch", "4"],
          "--batch would do nothing here"),
         ("doppler_episodes_a_million_devices", ["--devices", "1000000"], "flag --devices="),
     ],
-    "experiments.bench.perf_model": [
+    "regal_experiments.bench.perf_model": [
         ("perf_model_sizes_not_integers", ["--sizes", "x"], "--sizes takes integers, got 'x'"),
         ("perf_model_unknown_engine", ["--engines", "gpu"], "--engines: unknown 'gpu'"),
         ("perf_model_json_unwritable", ["--json", UNWRITABLE + "/x.json"], "cannot write there"),
     ],
-    "experiments.bench.brkga": [
+    "regal_experiments.bench.brkga": [
         ("bench_brkga_unknown_engine", ["--engines", "gpu"], "--engines: unknown 'gpu'"),
         ("bench_brkga_zero_budget", ["--evals", "0"], "flag --evals=0"),
     ],
-    "experiments.bench.profile_wc": [
+    "regal_experiments.bench.profile_wc": [
         ("profile_wc_one_op", ["--ops", "1"], "flag --ops=1"),
     ],
-    "experiments.bench.compare_wc": [
+    "regal_experiments.bench.compare_wc": [
         ("compare_wc_zero_rounds", ["--rounds", "0"], "flag --rounds=0"),
     ],
 }

@@ -34,7 +34,7 @@ def read_report(out: str, name: str) -> tuple[str, dict]:
 
 def test_regal_table_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.regal_table", out)
+  run_quick("regal_experiments.regal_table", out)
   markdown, data = read_report(out, "regal_table")
   methods = [r["method"] for r in data["rows"]]
   assert {"cpsat", "gp_dfs", "local_search", "hill_climb", "brkga", "idrs", "regal", "search",
@@ -62,7 +62,7 @@ def test_regal_table_quick(tmp_path):
 
 def test_doppler_table_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.doppler_table", out)
+  run_quick("regal_experiments.doppler_table", out)
   _, data = read_report(out, "doppler_table")
   (suite,) = data["suites"]
   assert suite["suite"] == "measured4" and [r["graph"] for r in suite["rows"]] == [
@@ -80,7 +80,7 @@ def test_doppler_table_quick(tmp_path):
 
 def test_scaling_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.scaling", out)
+  run_quick("regal_experiments.scaling", out)
   markdown, data = read_report(out, "scaling")
   sizes = sorted({(r["family"], r["coarsen"]) for r in data["optimize"]})
   assert sizes == [("synthetic", "auto"), ("synthetic", "off"), ("zoo", "auto"), ("zoo", "off")]
@@ -95,7 +95,7 @@ def test_scaling_quick(tmp_path):
 
 def test_brkga_tuning_quick_saves_a_preset(tmp_path):
   presets = tmp_path / "presets.json"
-  completed = run_quick("experiments.sweep", str(tmp_path), "--sweep", "brkga_tuning",
+  completed = run_quick("regal_experiments.sweep", str(tmp_path), "--sweep", "brkga_tuning",
                         "--local", "--save_preset", "tuned", "--presets_file", str(presets))
   assert "saved BRKGA preset 'tuned'" in completed.stdout
   saved = json.loads(presets.read_text())["tuned"]
@@ -112,7 +112,7 @@ def test_brkga_tuning_quick_saves_a_preset(tmp_path):
 
 def test_task_graph_table_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.task_graph_table", out, "--methods",
+  run_quick("regal_experiments.task_graph_table", out, "--methods",
             "critical_path,heft,hill_climb,cpsat,brkga,saga:Heft,saga:Cpop")
   markdown, data = read_report(out, "task_graph_table")
   for set_name in ("sinnen", "stg"):
@@ -130,7 +130,7 @@ def test_task_graph_table_quick(tmp_path):
 
 def test_polish_oracle_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.polish_oracle", out)
+  run_quick("regal_experiments.polish_oracle", out)
   markdown, data = read_report(out, "polish_oracle")
   rows = data["rows"]
   assert [r["share"] for r in rows] == [0.02, 0.05, 0.1]
@@ -143,7 +143,7 @@ def test_polish_oracle_quick(tmp_path):
 
 def test_real_models_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.real_models", out)
+  run_quick("regal_experiments.real_models", out)
   markdown, data = read_report(out, "real_models")
   (row,) = data["summary"]
   assert row["devices"] == 4 and row["auto_seeds"] == 1
@@ -154,13 +154,13 @@ def test_real_models_quick(tmp_path):
   assert "one device" in markdown and os.path.exists(os.path.join(out, "real_models.png"))
   # A killed run resumes: nothing is measured again.
   lines = open(os.path.join(out, "real_models-quick.jsonl")).read().splitlines()
-  run_quick("experiments.real_models", out)
+  run_quick("regal_experiments.real_models", out)
   assert open(os.path.join(out, "real_models-quick.jsonl")).read().splitlines() == lines
 
 
 def test_accelerator_check_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.bench.accelerator", out)
+  run_quick("regal_experiments.bench.accelerator", out)
   markdown, data = read_report(out, "accelerator-cpu")
   (rate,) = data["rates"]
   assert rate["jax"]["evals_per_second"] > 0 and rate["native"]["evals_per_second"] > 0
@@ -172,7 +172,7 @@ def test_accelerator_check_quick(tmp_path):
 
 def test_doppler_scorer_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.bench.doppler_scorer", out)
+  run_quick("regal_experiments.bench.doppler_scorer", out)
   _, data = read_report(out, "doppler_scorer")
   assert len(data["rows"]) == 5 and all(r["mismatches"] == 0 for r in data["rows"])
   assert all(r["plain_loop_evals_per_second"] > 0 for r in data["rows"])
@@ -183,7 +183,7 @@ def test_doppler_scorer_quick(tmp_path):
 def test_search_profile_quick(tmp_path):
   """Both buckets searched, every second accounted for, the inert genes' bucket the larger."""
   out = str(tmp_path)
-  run_quick("experiments.bench.search_profile", out)
+  run_quick("regal_experiments.bench.search_profile", out)
   markdown, data = read_report(out, "search_profile")
   default, kept = (data["runs"][label] for label in (
       "default (no transfer genes)", "inert transfer genes kept"))
@@ -196,7 +196,7 @@ def test_search_profile_quick(tmp_path):
 
 def test_doppler_episodes_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.bench.doppler_episodes", out)
+  run_quick("regal_experiments.bench.doppler_episodes", out)
   markdown, data = read_report(out, "doppler_episodes")
   assert data["ops"] == 182 and data["batch"] == 16
   assert data["episodes_per_second"] > data["episodes_per_second_stage_two_step"] > 0
@@ -210,7 +210,7 @@ def test_doppler_episodes_quick(tmp_path):
 
 def test_search_targets_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.search_targets", out)
+  run_quick("regal_experiments.search_targets", out)
   markdown, data = read_report(out, "search_targets")
   assert len(data["doppler"]) == 2 and len(data["synthetic"]) == 3
   assert len(data["wc"]) == 8  # Two Doppler files and two sharded workloads, 4 and 8 devices.
@@ -230,7 +230,7 @@ def test_learning_table_quick(tmp_path):
       timeout=1200)
   assert completed.returncode == 0, completed.stderr[-3000:]
   out = str(tmp_path / "table")
-  run_quick("experiments.learning_table", out, "--policy", workdir, "--evals", "500")
+  run_quick("regal_experiments.learning_table", out, "--policy", workdir, "--evals", "500")
   markdown, data = read_report(out, "learning_table")
   result = data["results"]["500"]
   rows, summary = result["rows"], result["summary"]
@@ -247,7 +247,7 @@ def test_profiled_table_quick(tmp_path):
   """Every shared profiled workload, both objectives: the search never above the best
   contiguous split known (throughput) nor the best reference (latency), every answer feasible."""
   out = str(tmp_path)
-  run_quick("experiments.profiled_table", out)
+  run_quick("regal_experiments.profiled_table", out)
   markdown, data = read_report(out, "profiled_table")
   assert len(data["throughput"]) == 12 and len(data["latency"]) == 6
   for row in data["throughput"]:
@@ -267,7 +267,7 @@ def test_latency_rounds_quick(tmp_path):
   """Every variant of the latency search's rounds, on one workload: contiguous answers (the
   command asserts it), no worse than the start, and each variant paired with the default."""
   out = str(tmp_path)
-  run_quick("experiments.latency_rounds", out, "--workloads", "layer_bert24_inference")
+  run_quick("regal_experiments.latency_rounds", out, "--workloads", "layer_bert24_inference")
   markdown, data = read_report(out, "latency_rounds")
   (row,) = data["rows"]
   assert row["workload"] == "layer_bert24_inference"
@@ -282,7 +282,7 @@ def test_baselines_table_small(tmp_path, shared_graphs):
   # No --quick mode: the Doppler files only, two cheap methods.
   out = str(tmp_path / "baselines")
   completed = subprocess.run(
-      [sys.executable, "-m", "experiments.baselines_table", "--synthetic", "0", "--methods",
+      [sys.executable, "-m", "regal_experiments.baselines_table", "--synthetic", "0", "--methods",
        "critical_path,heft", "--doppler_dir", str(shared_graphs / "doppler"), "--out", out],
       cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200)
   assert completed.returncode == 0, completed.stderr[-3000:]
@@ -298,7 +298,7 @@ def test_baselines_table_small(tmp_path, shared_graphs):
 
 def test_search_ab_quick_and_resumed(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.search_ab", out, "--variant", "relabel_fraction=0.1")
+  run_quick("regal_experiments.search_ab", out, "--variant", "relabel_fraction=0.1")
   markdown, data = read_report(out, "search_ab-relabel_fraction_0.1")
   rows_path = os.path.join(out, data["rows_file"])
   with open(rows_path) as f:
@@ -310,7 +310,7 @@ def test_search_ab_quick_and_resumed(tmp_path):
   stale = rows[0] if rows[0]["arm"] == "default" else rows[1]
   with open(rows_path, "w") as f:
     f.writelines(json.dumps(row) + "\n" for row in rows)
-  run_quick("experiments.search_ab", out, "--variant", "relabel_fraction=0.1")
+  run_quick("regal_experiments.search_ab", out, "--variant", "relabel_fraction=0.1")
   with open(rows_path) as f:
     again = [json.loads(line) for line in f]
   # Every other run was recorded and none runs again; the stale one runs under today's.
@@ -322,7 +322,7 @@ def test_search_ab_quick_and_resumed(tmp_path):
 
 def test_prior_table_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.prior_table", out, "--oracle", "3000")
+  run_quick("regal_experiments.prior_table", out, "--oracle", "3000")
   markdown, data = read_report(out, "prior_table_oracle3000")
   assert [r["arm"] for r in data["rows"]] == ["q=0.3", "oracle order q=0.3",
                                               "oracle all q=0.3"]
@@ -333,7 +333,7 @@ def test_prior_table_quick(tmp_path):
 
 def test_learned_prior_table_quick(tmp_path):
   out = str(tmp_path / "table")
-  run_quick("experiments.learned_prior_table", out, "--workdir", str(tmp_path / "labels"),
+  run_quick("regal_experiments.learned_prior_table", out, "--workdir", str(tmp_path / "labels"),
             "--decompose")
   markdown, data = read_report(out, "learned_prior_table_valid_decompose")
   assert [r["arm"] for r in data["rows"]] == [
@@ -347,7 +347,7 @@ def test_learned_prior_table_quick(tmp_path):
 
 def test_startup_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.bench.startup", out)
+  run_quick("regal_experiments.bench.startup", out)
   _, data = read_report(out, "startup")
   assert data["answers_agree"] and set(data["mistakes"]) == {"missing graph file",
                                                              "unknown flag"}
@@ -357,14 +357,14 @@ def test_startup_quick(tmp_path):
 
 def test_compare_runs_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.bench.compare_runs", out, "--baseline", "HEAD")
+  run_quick("regal_experiments.bench.compare_runs", out, "--baseline", "HEAD")
   _, data = read_report(out, "compare_runs")
   assert data["answers_agree"] and set(data["runs"]) == {"default"}
 
 
 def test_group_island_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.group_island", out)
+  run_quick("regal_experiments.group_island", out)
   _, data = read_report(out, "group_island-quick")
   arms = {entry["arm"]: entry for entry in data["summary"]}
   assert set(arms) == {"default", "stage_balanced"}
@@ -377,7 +377,7 @@ def test_group_island_quick(tmp_path):
 
 def test_problem_route_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("experiments.problem_route", out, "--baseline", "HEAD")
+  run_quick("regal_experiments.problem_route", out, "--baseline", "HEAD")
   _, data = read_report(out, "problem_route-quick")
   assert set(data["rows"]) == {"this tree", "baseline HEAD"}
   assert all(row["stops"] > 0 for row in data["rows"].values())

@@ -4,8 +4,8 @@ import signal
 import numpy as np
 import pytest
 
-from datasets import devices as devices_lib
-from datasets.graph import GraphBuilder
+from regal_datasets import devices as devices_lib
+from regal_datasets.graph import GraphBuilder
 from regal.app import gantt
 from regal.scoring.wc import reference as wc_reference
 from regal.scoring.schedule import Schedule
@@ -113,7 +113,7 @@ def test_chart_names_every_mark_and_the_units(tmp_path):
 def test_a_coarsened_zoo_model_is_charted(tmp_path):
   """The reported case in small: a coarsened BERT layer's answer holds groups of zero-cost ops
   sharing a device and a start time; its chart is drawn (the walk through them ends)."""
-  from datasets import zoo
+  from regal_datasets import zoo
   from regal.app import methods, optimize_lib
   graph = zoo.model_graph("bert_base", layers=1, seq_len=16)
   report = optimize_lib.run(graph, devices_lib.homogeneous(4),

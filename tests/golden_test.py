@@ -50,7 +50,7 @@ _CASES = (
 
 
 def _graph(spec):
-  from datasets import io, synthetic
+  from regal_datasets import io, synthetic
   if spec[0] == "synthetic":
     _, num_ops, seed = spec
     return synthetic.generate(np.random.default_rng(seed),
@@ -61,7 +61,7 @@ def _graph(spec):
 
 
 def _method_result(case) -> dict:
-  from datasets import devices as devices_lib
+  from regal_datasets import devices as devices_lib
   from regal.app import methods, optimize_lib
   from regal.baselines import exact
   from regal.scoring import performance

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from datasets import devices as devices_lib
-from datasets.graph import Graph
+from regal_datasets import devices as devices_lib
+from regal_datasets.graph import Graph
 
 
 @st.composite

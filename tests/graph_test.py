@@ -8,8 +8,8 @@ from graph_strategies import dags, shuffled
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datasets import errors
-from datasets.graph import Graph, GraphBuilder, find_cycle
+from regal_datasets import errors
+from regal_datasets.graph import Graph, GraphBuilder, find_cycle
 
 
 def to_networkx(graph: Graph):

@@ -9,10 +9,10 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 
-import brkga
-from datasets import devices as devices_lib
-from datasets import errors, sharded
-from datasets.synthetic import sized_graph
+import regal_brkga as brkga
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors, sharded
+from regal_datasets.synthetic import sized_graph
 from regal.baselines import enumerative, partition
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance

@@ -7,9 +7,9 @@ import jax
 import numpy as np
 import pytest
 
-from datasets import devices as devices_lib
-from datasets import errors
-from datasets.synthetic import sized_graph
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors
+from regal_datasets.synthetic import sized_graph
 from regal.app import methods, optimize_lib
 from regal.learning import checkpoint, policy_runner, reinforce
 from regal.learning import workdir as workdir_lib
@@ -115,7 +115,7 @@ def test_a_group_split_keeps_each_ops_group_and_draws_the_device_inside_it():
 
 
 def test_the_bottom_level_prior_steers_priority_genes_only_toward_the_upward_rank():
-  from datasets import analysis
+  from regal_datasets import analysis
   problem = performance.Problem(sized_graph(30, seed=2), devices_lib.homogeneous(2),
                                 model="wc")
   layout = problem.layout

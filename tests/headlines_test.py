@@ -1,10 +1,10 @@
 """The headline numbers: both READMEs quote, verbatim, the table computed from the committed
-reports (`python -m experiments.headlines --write` after regenerating a report)."""
+reports (`python -m regal_experiments.headlines --write` after regenerating a report)."""
 import copy
 
 import pytest
 
-from experiments import headlines
+from regal_experiments import headlines
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def test_readme_quotes_the_reports(readme, reports):
     quoted = headlines.quoted(f.read())
   assert quoted is not None, f"{readme} lost its headline markers"
   assert quoted == headlines.headline_table(reports), (
-      f"{readme} disagrees with the committed reports: run python -m experiments.headlines "
+      f"{readme} disagrees with the committed reports: run python -m regal_experiments.headlines "
       f"--write")
 
 
@@ -39,7 +39,7 @@ def test_the_table_reads_the_reports(reports):
 def test_write_changes_no_readme_when_one_lacks_its_markers(tmp_path, monkeypatch):
   """`--write` checks every target before it writes any: the first README was once rewritten
   before the second was found without its markers (exit 2 with one file changed)."""
-  from datasets import errors
+  from regal_datasets import errors
   first, second = tmp_path / "README.md", tmp_path / "other.md"
   first.write_text(f"intro\n{headlines.BEGIN}\nold table\n{headlines.END}\n")
   second.write_text("no markers here\n")

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import brkga
-from datasets import synthetic
+import regal_brkga as brkga
+from regal_datasets import synthetic
 from regal.scoring import chromosome as chromosome_lib
 from regal.search import local_moves
 

@@ -1,11 +1,11 @@
-"""datasets.jax_import and datasets.zoo: FLOPs against analytic counts, valid graphs."""
+"""regal_datasets.jax_import and regal_datasets.zoo: FLOPs against analytic counts, valid graphs."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from datasets import errors, jax_import, zoo
-from datasets.graph import validate
+from regal_datasets import errors, jax_import, zoo
+from regal_datasets.graph import validate
 
 S = jax.ShapeDtypeStruct
 

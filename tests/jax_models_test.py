@@ -6,9 +6,9 @@ from graph_strategies import dags, device_sets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datasets import devices as devices_lib
-from datasets import io as graph_io
-from datasets import synthetic
+from regal_datasets import devices as devices_lib
+from regal_datasets import io as graph_io
+from regal_datasets import synthetic
 from regal.scoring.sync import reference as sync_reference
 from regal.scoring.wc import reference as wc_reference
 from regal.scoring.sync import batched as sync_model

@@ -1,22 +1,23 @@
-"""Imports run one way (WORKSPACE.md): datasets -> scoring -> execute -> baselines -> search ->
-learning -> doppler_policy -> app -> the CLIs -> experiments; brkga and regal.startup (what a
+"""Imports run one way (WORKSPACE.md): regal_datasets -> scoring -> execute -> baselines -> search ->
+learning -> doppler_policy -> app -> the CLIs -> regal_experiments; regal_brkga and regal.startup (what a
 process sets before JAX loads) import nothing of ours; and no modules import each other round
 a loop. Every import statement counts, function-local ones included."""
 import ast
 import pathlib
 
 import pytest
+import source_tree
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+REPO_ROOT = source_tree.REPO_ROOT
 # Lower number = lower layer; a module may import its own layer and those below.
 LAYERS = {
-    "brkga": 0, "datasets": 0, "regal.startup": 0,
+    "regal_brkga": 0, "regal_datasets": 0, "regal.startup": 0,
     "regal.scoring": 1, "regal.execute": 2, "regal.baselines": 3, "regal.search": 4,
     "regal.learning": 5, "regal.doppler_policy": 6, "regal.app": 7,
     "regal.optimize": 8, "regal.train": 8, "regal": 8,
-    "experiments": 9,
+    "regal_experiments": 9,
 }
-OURS = ("brkga", "datasets", "regal", "experiments")
+OURS = tuple(source_tree.import_names().values())
 
 
 def layer_of(module: str) -> tuple[str, int]:
@@ -48,10 +49,7 @@ def imported_modules(path: pathlib.Path, module: str) -> list[tuple[int, str]]:
 
 
 def _modules():
-  for top in OURS:
-    for path in sorted((REPO_ROOT / top).rglob("*.py")):
-      parts = path.relative_to(REPO_ROOT).with_suffix("").parts
-      yield path, ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+  return source_tree.modules()
 
 
 def upward_imports() -> list[str]:
@@ -63,7 +61,7 @@ def upward_imports() -> list[str]:
         target_name, target = layer_of(name)
       except KeyError:  # `from regal import x` where x is a name, not a module: its package.
         target_name, target = layer_of(name.rsplit(".", 1)[0])
-      if target > own or (own_name in ("brkga", "datasets") and target_name != own_name):
+      if target > own or (own_name in ("regal_brkga", "regal_datasets") and target_name != own_name):
         problems.append(f"{path.relative_to(REPO_ROOT)}:{line}: {own_name} imports {name}")
   return problems
 

@@ -8,8 +8,8 @@ from graph_strategies import dags, device_sets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import brkga
-from datasets import devices as devices_lib
+import regal_brkga as brkga
+from regal_datasets import devices as devices_lib
 from regal import search
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import list_decoder, moves, performance
@@ -237,7 +237,7 @@ def test_cluster_exchanges_match_a_slow_reference(graph, num_devices, seed):
 def test_neighbour_device_moves_go_to_a_neighbours_device():
   """With neighbour_device = 1 and no swaps, an op moves to a device one of its neighbours
   is on (when one is elsewhere)."""
-  from datasets.graph import Graph
+  from regal_datasets.graph import Graph
   graph = Graph(op_names=list("abc"), op_types=[""] * 3, compute_cost=[1.0] * 3,
                 extra_memory=[0.0] * 3, tensor_producer=[0, 1], tensor_size=[1.0, 1.0],
                 data_edge_tensor=[0, 1], data_edge_consumer=[1, 2], control_edge_src=[],
@@ -325,7 +325,7 @@ def test_cluster_moves_match_a_slow_reference(graph, num_devices, seed, size, ki
 def test_the_two_cluster_kinds_differ_where_a_heavy_chain_leaves_a_fan():
   """Op 0 feeds ops 1 and 2 (medium tensors) and op 1 feeds op 3 (a heavy one): breadth first
   takes 0's neighbours 1 and 2 first; best first follows 1's heavy tensor to 3 before 2."""
-  from datasets.graph import Graph
+  from regal_datasets.graph import Graph
   graph = Graph(op_names=list("abcd"), op_types=[""] * 4, compute_cost=[1.0] * 4,
                 extra_memory=[0.0] * 4, tensor_producer=[0, 1], tensor_size=[10.0, 100.0],
                 data_edge_tensor=[0, 0, 1], data_edge_consumer=[1, 2, 3], control_edge_src=[],
@@ -337,7 +337,7 @@ def test_the_two_cluster_kinds_differ_where_a_heavy_chain_leaves_a_fan():
 def test_cluster_proposals_take_the_heavy_consumer_along():
   """With every move a cluster move, an op whose tensor is far heavier than its others moves
   with that tensor's consumer whenever they share a device and the cluster holds two."""
-  from datasets.graph import Graph
+  from regal_datasets.graph import Graph
   graph = Graph(op_names=list("abc"), op_types=[""] * 3, compute_cost=[1.0] * 3,
                 extra_memory=[0.0] * 3, tensor_producer=[0, 1], tensor_size=[100.0, 1.0],
                 data_edge_tensor=[0, 1], data_edge_consumer=[1, 2], control_edge_src=[],
@@ -357,7 +357,7 @@ def test_cluster_proposals_take_the_heavy_consumer_along():
 
 
 def test_climb_never_worsens_and_reports_true_values():
-  from datasets import synthetic
+  from regal_datasets import synthetic
   graph = synthetic.generate(np.random.default_rng(3),
                              synthetic.SyntheticSpec(min_nodes=20, max_nodes=20))
   problem = performance.Problem(graph, devices_lib.homogeneous(3), model="delay")
@@ -389,7 +389,7 @@ def test_a_climber_pool_polishes_the_best_and_drawn_elites_only():
   # plateau: exactly the climbers change. With a pool, they are the best and the drawn ranks;
   # without one, the best `climbers`. Over many draws, every rank of the pool (and none
   # beyond) climbs.
-  from datasets import synthetic
+  from regal_datasets import synthetic
   graph = synthetic.generate(np.random.default_rng(3),
                              synthetic.SyntheticSpec(min_nodes=12, max_nodes=12))
   layout = chromosome_lib.Layout(graph.num_ops, graph.num_tensors, 3)
@@ -425,7 +425,7 @@ def test_climbers_leave_a_strict_minimum_only_within_accept_worse():
   # Every move from c0 is worse (by 0.1%, and more the farther it goes), by less than 1%: a
   # climb that never accepts worse stays at c0; one accepting 1% worse walks away, never above
   # the threshold of the value it stood on.
-  from datasets import synthetic
+  from regal_datasets import synthetic
   graph = synthetic.generate(np.random.default_rng(3),
                              synthetic.SyntheticSpec(min_nodes=20, max_nodes=20))
   layout = chromosome_lib.Layout(graph.num_ops, graph.num_tensors, 3)
@@ -488,7 +488,7 @@ def test_list_decoder_matches_its_reference_and_yields_valid_schedules(graph, de
 def test_list_decoder_bias_zero_is_earliest_finish_time():
   """Two independent unit ops on two devices: EFT puts them on different devices whatever
   the keys say; a large bias follows the device keys (both on device 0)."""
-  from datasets.graph import Graph
+  from regal_datasets.graph import Graph
   graph = Graph(op_names=["a", "b"], op_types=["", ""], compute_cost=[1.0, 1.0],
                 extra_memory=[0.0, 0.0], tensor_producer=[], tensor_size=[],
                 data_edge_tensor=[], data_edge_consumer=[], control_edge_src=[],
@@ -522,7 +522,7 @@ def test_list_decoder_keeps_an_encoded_seeds_placement(graph, devices, seed):
 
 # ----- the search with its settings -------------------------------------------------------
 def _doppler_like_problem(model="delay", devices=3, ops=24):
-  from datasets import synthetic
+  from regal_datasets import synthetic
   graph = synthetic.generate(np.random.default_rng(7),
                              synthetic.SyntheticSpec(min_nodes=ops, max_nodes=ops))
   return performance.Problem(graph, devices_lib.homogeneous(devices), model=model)
@@ -581,7 +581,7 @@ def test_default_budget_is_sized_from_the_graph():
   the graph; beyond that it stays within what ~8 s of native scoring buys on the project's
   CPU (an evaluation costs ~0.02 us per op-device and per 2.5 edges), so larger graphs get
   fewer; the JAX engines, ~40x slower on a CPU, get a 40th (never below the floor)."""
-  from datasets.synthetic import sized_graph
+  from regal_datasets.synthetic import sized_graph
   seconds_per_unit = 0.02e-6
 
   def budget(size, devices, **kwargs):
@@ -614,7 +614,7 @@ def test_default_budget_is_sized_from_the_graph():
 def test_only_a_default_budget_run_is_bounded_by_the_default_search_seconds(monkeypatch):
   """Without `evals` the run stops after `DEFAULT_SEARCH_SECONDS` of search (here ~0: it stops
   before its first generation); a budget the user gives, or a time limit, is theirs alone."""
-  from datasets.synthetic import sized_graph
+  from regal_datasets.synthetic import sized_graph
   from regal.app import methods, optimize_lib
   monkeypatch.setattr(brkga_search, "DEFAULT_SEARCH_SECONDS", 1e-9)
   graph, devices = sized_graph(12, seed=2), devices_lib.homogeneous(2)
@@ -668,7 +668,7 @@ def test_cost_draws_follow_the_cumulated_compute_cost(graph, seed):
 def test_cost_bias_mixes_cost_and_uniform_draws_from_one_number():
   # 0: the uniform draw, bit for bit (the default search unchanged); 1: the cost draw; in
   # between, each op's share of a fine grid of draws is the mixture of the two.
-  from datasets import synthetic
+  from regal_datasets import synthetic
   graph = synthetic.generate(np.random.default_rng(5),
                              synthetic.SyntheticSpec(min_nodes=15, max_nodes=15))
   table = local_moves.move_table(graph, graph.num_ops + 2)
@@ -688,7 +688,7 @@ def test_cost_bias_mixes_cost_and_uniform_draws_from_one_number():
 def test_a_cost_biased_climb_moves_only_ops_that_compute():
   # Device moves only (no clusters, exchanges or swaps): with cost_bias 1 every proposal
   # moves an op that computes; uniform draws also move the ones that do not.
-  from datasets import synthetic
+  from regal_datasets import synthetic
   graph = synthetic.generate(np.random.default_rng(4),
                              synthetic.SyntheticSpec(min_nodes=20, max_nodes=20))
   cost = np.array(graph.compute_cost)

@@ -3,8 +3,8 @@ this file, no other edit), is checked, scored and optimized by `regal.optimize`'
 import numpy as np
 import pytest
 
-from datasets import devices as devices_lib
-from datasets import errors, synthetic
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors, synthetic
 from regal.app import methods, optimize_lib
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import models, performance

@@ -111,7 +111,7 @@ def test_numbered_moves_are_every_single_op_move_once(num_ops, num_devices):
 def test_cluster_moves_are_the_same_with_numpy_and_jnp():
   """What `memetic_test` checks against the slow cluster walks with numpy, jnp writes too:
   every op of a random chromosome to another device, clusters of every size and kind."""
-  from datasets import synthetic
+  from regal_datasets import synthetic
   from regal.search import local_moves
   graph = synthetic.sized_graph(10, seed=4)
   layout = chromosome_lib.Layout(graph.num_ops + 2, graph.num_tensors, 3)

@@ -12,7 +12,7 @@ jax.config.update("jax_num_cpu_devices", 4)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from datasets import jax_import, sharded, synthetic  # noqa: E402
+from regal_datasets import jax_import, sharded, synthetic  # noqa: E402
 from regal.execute import calibrate_lib, choose_program, executor  # noqa: E402
 from regal.execute import jax_program as jax_program_lib  # noqa: E402
 from regal.execute.measured import MeasuredReward  # noqa: E402

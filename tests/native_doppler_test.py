@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datasets import devices as devices_lib
-from datasets import io as graph_io
-from datasets.graph import Graph
+from regal_datasets import devices as devices_lib
+from regal_datasets import io as graph_io
+from regal_datasets.graph import Graph
 from regal.baselines import list_scheduling, partition
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance

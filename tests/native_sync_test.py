@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from native_wc_test import random_inputs
 
-from datasets import devices as devices_lib
-from datasets import synthetic
+from regal_datasets import devices as devices_lib
+from regal_datasets import synthetic
 from regal.scoring import performance
 from regal.scoring.sync import native as native_sync
 from regal.scoring.wc import native as native_wc

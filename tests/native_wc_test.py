@@ -9,11 +9,11 @@ from graph_strategies import dags, device_sets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datasets import devices as devices_lib
-from datasets import errors
-from datasets import io as graph_io
-from datasets import synthetic
-from datasets.graph import Graph
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors
+from regal_datasets import io as graph_io
+from regal_datasets import synthetic
+from regal_datasets.graph import Graph
 from regal.scoring import performance
 from regal.scoring.wc import native as native_wc
 from regal.scoring.wc import reference as wc_reference

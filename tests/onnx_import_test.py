@@ -1,13 +1,13 @@
-"""datasets.onnx_import: ONNX models built here with onnx.helper (nothing downloaded) import with
+"""regal_datasets.onnx_import: ONNX models built here with onnx.helper (nothing downloaded) import with
 FLOPs equal to a hand count, weights as parameter ops with their bytes, edges as the model
-wires them; `.onnx` files load through `datasets.io`; bad files are one-line errors."""
+wires them; `.onnx` files load through `regal_datasets.io`; bad files are one-line errors."""
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from datasets import errors, onnx_import
-from datasets import io as graph_io
+from regal_datasets import errors, onnx_import
+from regal_datasets import io as graph_io
 
 B, I, H, O = 4, 16, 32, 8  # batch, input, hidden, output
 
@@ -155,8 +155,8 @@ def test_onnx_models_shard_and_optimize_end_to_end(tmp_path):
   """An MLP and a transformer block: FLOPs by hand, every op with FLOPs split on the batch,
   and `regal.optimize --device_preset h100 --shard auto` beats one device and is no worse
   than data parallelism."""
-  from datasets import op_dims, shard_imported
-  from datasets import devices as devices_lib
+  from regal_datasets import op_dims, shard_imported
+  from regal_datasets import devices as devices_lib
   from regal.app import methods, optimize_lib
   batch, seq, dim = 4, 6, 8
   block = onnx_import.from_model(_batched_transformer_block(batch, seq, dim), "block")

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from cli_test import assert_one_line_error, run
 
-from datasets import devices as devices_lib
-from datasets import io as graph_io
-from datasets import jax_import
-from datasets.graph import GraphBuilder
-from datasets.synthetic import sized_graph
+from regal_datasets import devices as devices_lib
+from regal_datasets import io as graph_io
+from regal_datasets import jax_import
+from regal_datasets.graph import GraphBuilder
+from regal_datasets.synthetic import sized_graph
 from regal import baselines, search
 from regal.app import methods, optimize_lib
 from regal.app import report as report_lib
@@ -279,7 +279,7 @@ def test_many_graphs_check_each_graphs_device_count(tmp_path, capsys):
 def _chain_and_a_speck(speck: float):
   """Ten ops of 10 in a chain, and one independent op of `speck`: a second device gains at
   most `speck` / 100 of the makespan."""
-  from datasets.graph import GraphBuilder
+  from regal_datasets.graph import GraphBuilder
   builder = GraphBuilder("chain_and_a_speck")
   for i in range(10):
     builder.add_op(f"c{i}", 10.0)
@@ -294,7 +294,7 @@ def test_an_answer_no_better_than_one_device_stays_on_one_device(speck, expect_o
   """The search moves the speck to the second device (1e-5 better): equal, to a user, to
   keeping everything on one, which is what comes back, with the reason; a speck of 5 (5%) is
   a real gain and stays spread."""
-  from datasets import devices as devices_lib
+  from regal_datasets import devices as devices_lib
   from regal.app import methods, optimize_lib
   data = optimize_lib.run(_chain_and_a_speck(speck), devices_lib.homogeneous(2),
                           methods.RunConfig(evals=2000)).result
@@ -316,7 +316,7 @@ def test_a_zoo_model_sharded_on_h100s_beats_one_device_and_data_parallelism(tmp_
   in ms, a split chosen by measured benefit, and an objective no worse than
   `--method data_parallel` with the same flags; the plan names every op's shards."""
   graph_file = tmp_path / "gpt2.json"
-  made = run("datasets.zoo", "--model", "gpt2_small", "--batch", "8", "--seq_len", "64",
+  made = run("regal_datasets.zoo", "--model", "gpt2_small", "--batch", "8", "--seq_len", "64",
              "--layers", "1", "--out", str(graph_file))
   assert made.returncode == 0, made.stderr
   results = {}

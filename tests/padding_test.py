@@ -2,7 +2,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datasets import padding
+from regal_datasets import padding
 
 
 @given(st.integers(1, 100_000))

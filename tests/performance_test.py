@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from datasets import devices as devices_lib
-from datasets import errors, synthetic
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors, synthetic
 from regal.scoring import chromosome as ch
 from regal.scoring import performance
 

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from datasets import devices as devices_lib
-from datasets.graph import Graph
-from datasets.synthetic import sized_graph
+from regal_datasets import devices as devices_lib
+from regal_datasets.graph import Graph
+from regal_datasets.synthetic import sized_graph
 from regal.learning import features, policy, reinforce
 from regal.scoring import performance
 
@@ -303,7 +303,7 @@ def test_imitation_moves_the_most_likely_actions_to_the_targets():
 
 
 def test_learning_table_statistics_by_hand():
-  from experiments import paired_stats
+  from regal_experiments import paired_stats
   rng = np.random.default_rng(0)
   constant = np.full((4, 3), 2.5)
   assert paired_stats.bootstrap_interval(constant, rng) == (2.5, 2.5)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from datasets import analysis, benchmarks
-from datasets import devices as devices_lib
-from datasets import io as graph_io
-from datasets.synthetic import sized_graph
+from regal_datasets import analysis, benchmarks
+from regal_datasets import devices as devices_lib
+from regal_datasets import io as graph_io
+from regal_datasets.synthetic import sized_graph
 from regal.app import methods, optimize_lib
 from regal.scoring import performance
 from regal.search import portfolio

@@ -8,9 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import brkga
-from datasets import devices as devices_lib
-from datasets.synthetic import sized_graph
+import regal_brkga as brkga
+from regal_datasets import devices as devices_lib
+from regal_datasets.synthetic import sized_graph
 from regal.learning import policy as policy_lib
 from regal.learning import prior_net, prior_policy
 from regal.scoring import chromosome as chromosome_lib

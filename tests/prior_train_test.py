@@ -9,9 +9,9 @@ import shutil
 import numpy as np
 import pytest
 
-from datasets import devices as devices_lib
-from datasets import errors
-from datasets.synthetic import sized_graph
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors
+from regal_datasets.synthetic import sized_graph
 from regal.app import methods, optimize_lib
 from regal.learning import checkpoint, prior_train
 from regal.learning.configs import default as default_config

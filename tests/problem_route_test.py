@@ -1,7 +1,7 @@
 """The search asks the scoring layer about a problem once (issue 71): following the problem
-through a default BRKGA run (`experiments.problem_route`) climbs back up from scoring at most
+through a default BRKGA run (`regal_experiments.problem_route`) climbs back up from scoring at most
 five times, and the counting itself is checked on a route written by hand."""
-from experiments import problem_route_lib
+from regal_experiments import problem_route_lib
 
 
 def test_the_route_figures_count_climbs_and_crossings():

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datasets import devices, errors
-from datasets import io as graph_io
-from datasets.formats import profiled
+from regal_datasets import devices, errors
+from regal_datasets import io as graph_io
+from regal_datasets.formats import profiled
 from regal.app.result import SplitResult
 from regal.baselines import (pipeline_cpsat, pipeline_dp, pipeline_linear, pipeline_local_search,
                              pipeline_methods)
@@ -520,7 +520,7 @@ def test_the_lower_bound_never_exceeds_a_feasible_split(text, seed):
 
 
 def test_a_workload_survives_the_projects_json_and_back(shared_graphs):
-  """datasets.convert's path: the format, the project's JSON (the profile in the metadata),
+  """regal_datasets.convert's path: the format, the project's JSON (the profile in the metadata),
   the format again; every field the objectives read is the same."""
   path = shared_graphs / "profiled" / "throughput" / "op_bert_l-3_training.json"
   original = graph_io.load_workload(str(path))

@@ -5,8 +5,8 @@ from graph_strategies import dags
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datasets import devices as devices_lib
-from datasets.graph import GraphBuilder
+from regal_datasets import devices as devices_lib
+from regal_datasets.graph import GraphBuilder
 from regal.scoring import performance
 from regal.scoring.sync import reference as sync_reference
 from regal.scoring.wc import reference as wc_reference

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
-from datasets import devices as devices_lib
-from datasets import synthetic
+from regal_datasets import devices as devices_lib
+from regal_datasets import synthetic
 from regal.app import methods, optimize_lib
 from regal.app import report as report_lib
 from regal.app import result as result_lib

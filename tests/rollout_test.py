@@ -4,8 +4,8 @@ shape the drawn genes."""
 import numpy as np
 import pytest
 
-from datasets import devices as devices_lib
-from datasets.synthetic import sized_graph
+from regal_datasets import devices as devices_lib
+from regal_datasets.synthetic import sized_graph
 from regal.learning import rollout
 from regal.scoring import performance
 from regal.search import guides

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import graph_strategies
-from datasets import analysis, constructed, errors
-from datasets import devices as devices_lib
+from regal_datasets import analysis, constructed, errors
+from regal_datasets import devices as devices_lib
 from regal.app import methods, optimize_lib
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance

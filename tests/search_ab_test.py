@@ -1,4 +1,4 @@
-"""`experiments.search_ab_lib` (`experiments.search_ab`): the variant arm changes only the
+"""`regal_experiments.search_ab_lib` (`regal_experiments.search_ab`): the variant arm changes only the
 settings it names, bad settings fail before any run, and the paired summary matches a plain
 reference."""
 import dataclasses
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datasets import devices as devices_lib
-from datasets import errors, sharded
-from experiments import search_ab_lib
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors, sharded
+from regal_experiments import search_ab_lib
 from regal.scoring import performance
 from regal.search import brkga_presets
 

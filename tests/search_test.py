@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-import brkga
-from datasets import devices as devices_lib
-from datasets import synthetic
-from datasets.graph import GraphBuilder
+import regal_brkga as brkga
+from regal_datasets import devices as devices_lib
+from regal_datasets import synthetic
+from regal_datasets.graph import GraphBuilder
 from regal import search
 from regal.search import brkga_search, guides
 from regal.scoring import chromosome as chromosome_lib
@@ -155,8 +155,8 @@ def test_the_live_line_is_rewritten_on_a_terminal_and_periodic_in_a_log():
 @pytest.mark.parametrize("config, reason", [
     (dict(evals=400), "budget"), (dict(evals=10 ** 8, time_limit=0.5), "time_limit")])
 def test_the_result_says_why_the_search_stopped(config, reason):
-  from datasets import devices as devices_lib
-  from datasets.synthetic import sized_graph
+  from regal_datasets import devices as devices_lib
+  from regal_datasets.synthetic import sized_graph
   from regal.app import methods, optimize_lib, report
   data = optimize_lib.run(sized_graph(30), devices_lib.homogeneous(2),
                           methods.RunConfig(**config)).result
@@ -170,8 +170,8 @@ def test_the_result_says_why_the_search_stopped(config, reason):
 def test_a_stop_asked_by_the_caller_is_its_stop_reason():
   """`should_stop` (the exact solver's proof beside the search) ends it at a generation
   boundary, and the result says so; a search left alone spends its budget."""
-  from datasets import devices as devices_lib
-  from datasets.synthetic import sized_graph
+  from regal_datasets import devices as devices_lib
+  from regal_datasets.synthetic import sized_graph
   from regal.scoring import performance
   from regal.search import brkga_search
   problem = performance.Problem(sized_graph(30), devices_lib.homogeneous(2))

@@ -1,9 +1,9 @@
-"""experiments.seed_spread's summary (`paired_stats.spread_summary`): the best known is the
+"""regal_experiments.seed_spread's summary (`paired_stats.spread_summary`): the best known is the
 lowest objective of any run, each default seed's gap is measured against it, and a graph passes
 only if every seed is within the tolerance."""
 import pytest
 
-from experiments import paired_stats
+from regal_experiments import paired_stats
 
 
 def _row(graph, kind, seed, objective, evals=1000):

@@ -8,9 +8,9 @@ from graph_strategies import dags
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datasets import errors
-from datasets import io as graph_io
-from datasets import serialization
+from regal_datasets import errors
+from regal_datasets import io as graph_io
+from regal_datasets import serialization
 
 
 @given(dags(integer=False))
@@ -113,7 +113,7 @@ def test_save_is_atomic_and_leaves_no_partial_file(tmp_path):
 
 def test_a_tensors_consumers_are_its_data_edges():
   """The shorthand for hand-written files reads as the written form does."""
-  from datasets import serialization
+  from regal_datasets import serialization
   ops = [{"name": name, "compute_cost": 1.0} for name in "abc"]
   short = {"format": "regal.graph", "version": 1, "ops": ops,
            "tensors": [{"producer": "a", "size": 2.0, "consumers": ["b", "c"]}]}
@@ -129,7 +129,7 @@ def test_a_tensors_consumers_are_its_data_edges():
 def test_a_key_the_format_lacks_is_refused_not_dropped(where, key):
   """A misspelt key once vanished: `"consumer"` on a tensor gave a graph without its edges,
   and a confident plan for the wrong graph."""
-  from datasets import errors, serialization
+  from regal_datasets import errors, serialization
   data = {"format": "regal.graph", "version": 1,
           "ops": [{"name": "a", "compute_cost": 1.0}, {"name": "b", "compute_cost": 1.0}],
           "tensors": [{"producer": "a", "size": 2.0}]}

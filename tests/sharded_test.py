@@ -1,10 +1,10 @@
-"""datasets.sharded: valid graphs, meta-op groups, FLOPs that add up to the unsharded work."""
+"""regal_datasets.sharded: valid graphs, meta-op groups, FLOPs that add up to the unsharded work."""
 import collections
 
 import pytest
 
-from datasets import errors, sharded
-from datasets.graph import validate
+from regal_datasets import errors, sharded
+from regal_datasets.graph import validate
 
 
 @pytest.mark.parametrize("workload", sharded.WORKLOADS)
@@ -58,7 +58,7 @@ def test_bad_parameters():
 def test_cli_writes_a_graph(tmp_path):
   from cli_test import run
   out = tmp_path / "ffnn.json"
-  result = run("datasets.sharded", "--workload", "ffnn", "--devices", "2", "--out", str(out))
+  result = run("regal_datasets.sharded", "--workload", "ffnn", "--devices", "2", "--out", str(out))
   assert result.returncode == 0, result.stderr
-  from datasets import io as graph_io
+  from regal_datasets import io as graph_io
   assert graph_io.load_graph(str(out)).metadata["workload"] == "ffnn"

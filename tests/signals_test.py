@@ -12,13 +12,13 @@ import time
 import pytest
 from conftest import REPO_ROOT
 
-from datasets import io as graph_io
-from datasets.synthetic import sized_graph
+from regal_datasets import io as graph_io
+from regal_datasets.synthetic import sized_graph
 
 # Max-cut of a dense random graph: CP-SAT takes far longer than a test to prove it.
 HARD_MODEL = """
 import os, random, signal, sys, threading, time
-from datasets import cli
+from regal_datasets import cli
 cli.watch_signals()
 from ortools.sat.python import cp_model
 from regal.baselines import cpsat_solve
@@ -138,14 +138,14 @@ def test_sigint_after_the_solver_beside_the_search_stops_the_search(tmp_path):
 
 
 def test_latency_rounds_stops_in_one_line_and_writes_no_report(tmp_path):
-  code, _, stderr = _signalled("experiments.latency_rounds", ["--quick", "--out", "out"],
+  code, _, stderr = _signalled("regal_experiments.latency_rounds", ["--quick", "--out", "out"],
                                tmp_path, signal.SIGINT, after_seconds=5.0)
   assert code == 130 and _error_lines(stderr) == ["error: interrupted by SIGINT"], stderr
   assert not (tmp_path / "out").exists()
 
 
 def test_sigterm_while_an_experiment_loads_is_one_line(tmp_path):
-  code, _, stderr = _signalled("experiments.search_ab", ["--quick", "--variant", "climbers=1",
+  code, _, stderr = _signalled("regal_experiments.search_ab", ["--quick", "--variant", "climbers=1",
                                                          "--out", "ab"], tmp_path,
                                signal.SIGTERM, after_seconds=0.0)
   assert code == 143 and _error_lines(stderr) == ["error: interrupted by SIGTERM"], stderr
@@ -159,9 +159,9 @@ def _json_files(folder):
 RANDOM_INSTANT_COMMANDS = [
     ("regal.optimize", ["--graph", "g.json", "--model", "delay", "--devices", "4", "--out",
                         "out/r.json", "--gantt", "out/r.png"], 5.0),
-    ("experiments.latency_rounds", ["--quick", "--workloads", "op_bert_l-3_inference",
+    ("regal_experiments.latency_rounds", ["--quick", "--workloads", "op_bert_l-3_inference",
                                     "--out", "out"], 7.0),
-    ("experiments.sweep", ["--sweep", "selftest", "--local", "--out", "out"], 3.0),
+    ("regal_experiments.sweep", ["--sweep", "selftest", "--local", "--out", "out"], 3.0),
 ]
 
 
@@ -195,7 +195,7 @@ def test_sigint_at_random_instants_leaves_nothing_half_written(tmp_path, module,
 
 FINISHED_THEN_SIGNALLED = """
 import atexit, os, signal, time
-from datasets import cli
+from regal_datasets import cli
 cli.watch_signals()
 atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(1.0)))
 cli.run_cli(lambda argv: print("done"), ["command"])
@@ -213,7 +213,7 @@ def test_a_signal_during_teardown_does_not_undo_a_finished_command():
 
 SIGNAL_MID_WRITE = """
 import os, signal, sys, time
-from datasets import atomic, cli
+from regal_datasets import atomic, cli
 cli.watch_signals()
 with atomic.open_for_write(sys.argv[1]) as f:
   f.write("half")

@@ -1,4 +1,4 @@
-"""`python -m experiments.sweep` as a user runs it: every sweep's --quick mode on a local Ray
+"""`python -m regal_experiments.sweep` as a user runs it: every sweep's --quick mode on a local Ray
 cluster the command starts (a trial that crashes in every task once went unnoticed, reported
 as "0 trials finished, 2 failed" with exit 0), the same answers in this process as on Ray,
 and the exit status of a sweep whose trials failed."""
@@ -9,11 +9,11 @@ import sys
 import pytest
 from conftest import REPO_ROOT
 
-from experiments import sweep_lib, sweeps
+from regal_experiments import sweep_lib, sweeps
 
 
 def _sweep(tmp_path, *args):
-  run = subprocess.run([sys.executable, "-m", "experiments.sweep", *args, "--out",
+  run = subprocess.run([sys.executable, "-m", "regal_experiments.sweep", *args, "--out",
                         str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True,
                        timeout=600)
   assert "Traceback" not in run.stderr, run.stderr[-3000:]
@@ -52,8 +52,8 @@ def test_brkga_tuning_gives_the_same_scores_in_this_process_as_on_ray(tmp_path):
 
 ALL_FAIL = """
 import dataclasses, sys
-from datasets import cli
-from experiments import sweep, sweeps
+from regal_datasets import cli
+from regal_experiments import sweep, sweeps
 sweeps.SWEEPS["selftest"] = dataclasses.replace(sweeps.SWEEPS["selftest"], name="allfail",
                                                  grid={"x": [-1, -2]}, quick_grid={"x": [-1]})
 cli.run_cli(sweep.main, ["sweep", "--sweep", "selftest", "--local", "--out", sys.argv[1]])

@@ -1,4 +1,4 @@
-"""experiments.sweep: grid / random expansion, failed trials recorded, a sweep killed halfway
+"""regal_experiments.sweep: grid / random expansion, failed trials recorded, a sweep killed halfway
 finishes only its missing trials, Ray tasks agree with local runs."""
 import dataclasses
 import json
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from datasets import atomic
-from experiments import sweep_lib, sweeps
+from regal_datasets import atomic
+from regal_experiments import sweep_lib, sweeps
 
 REPO_ROOT = sweeps.__file__.rsplit("/experiments/", 1)[0]
 SLOW_SELFTEST = ("from experiments import sweep_lib, sweeps; import dataclasses, sys; "
@@ -75,7 +75,7 @@ def test_ray_tasks_match_local_runs(tmp_path, ray_cluster):
 
 def test_cli_unknown_sweep_is_one_line():
   from cli_test import assert_one_line_error, run
-  assert_one_line_error(run("experiments.sweep", "--sweep", "nope"), "unknown sweep 'nope'")
+  assert_one_line_error(run("regal_experiments.sweep", "--sweep", "nope"), "unknown sweep 'nope'")
 
 
 def test_subsample_draws_a_fixed_subset_and_the_summary_ranks_it(tmp_path):
@@ -98,7 +98,7 @@ def test_subsample_draws_a_fixed_subset_and_the_summary_ranks_it(tmp_path):
 
 
 def test_search_preset_takes_each_models_decoder_from_its_training_group():
-  from experiments import sweeps
+  from regal_experiments import sweeps
 
   def record(decoder, climbers, doppler, sinnen, synthetic):
     return {"params": {"decoder": decoder, "climbers": climbers, "improve_interval": 1},

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datasets import synthetic
+from regal_datasets import synthetic
 
 
 @settings(max_examples=60)

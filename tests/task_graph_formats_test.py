@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from cli_test import assert_one_line_error, run
 
-from datasets import devices as devices_lib
-from datasets import errors
-from datasets.formats import dot
-from datasets import io as graph_io
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors
+from regal_datasets.formats import dot
+from regal_datasets import io as graph_io
 from regal.baselines import exact
 from regal.scoring import performance
 from regal.scoring.delay import reference as delay_reference
@@ -119,8 +119,8 @@ def test_formats_are_sniffed_from_content():
 def test_convert_dot_to_json_and_back(tmp_path, shared_graphs):
   source = next(iter(sorted((shared_graphs / "sinnen").glob("*.dot"))))
   json_file, dot_file = tmp_path / "g.json", tmp_path / "g.dot"
-  assert run("datasets.convert", "--graph", str(source), "--out", str(json_file)).returncode == 0
-  result = run("datasets.convert", "--graph", str(json_file), "--out", str(dot_file))
+  assert run("regal_datasets.convert", "--graph", str(source), "--out", str(json_file)).returncode == 0
+  result = run("regal_datasets.convert", "--graph", str(json_file), "--out", str(dot_file))
   assert result.returncode == 0, result.stderr
   original, back = graph_io.load_graph(str(source)), graph_io.load_graph(str(dot_file))
   assert back.op_names == original.op_names
@@ -128,7 +128,7 @@ def test_convert_dot_to_json_and_back(tmp_path, shared_graphs):
   np.testing.assert_array_equal(back.compute_cost, original.compute_cost)
   bad = tmp_path / "bad.dot"
   bad.write_text("digraph { a [Weight=1]; b [Weight=1]; a -> b; }")
-  assert_one_line_error(run("datasets.convert", "--graph", str(bad)), "has no Weight")
+  assert_one_line_error(run("regal_datasets.convert", "--graph", str(bad)), "has no Weight")
 
 
 def test_every_shared_task_graph_loads(shared_graphs):
@@ -148,7 +148,7 @@ def optimal_rows(shared_graphs):
 
 
 def test_cpsat_reproduces_proven_optima_of_ten_task_graphs(shared_graphs):
-  """A sample of the 10-task graphs (all of them run in experiments.task_graph_table): CP-SAT,
+  """A sample of the 10-task graphs (all of them run in regal_experiments.task_graph_table): CP-SAT,
   run to proven optimality on the ordered delay model, finds exactly the A* optimum."""
   rows = [row for row in optimal_rows(shared_graphs) if row["tasks"] == "10"]
   sample = [rows[k] for k in np.random.default_rng(0).choice(len(rows), 6, replace=False)]

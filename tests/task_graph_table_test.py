@@ -1,10 +1,10 @@
-"""experiments.task_graph_table's independent checker and file reader: they must catch every
+"""regal_experiments.task_graph_table's independent checker and file reader: they must catch every
 way a schedule can break the delay model, and read the shared files like the importers."""
 import numpy as np
 import pytest
 
-from datasets import io as graph_io
-from experiments import task_graph_table as table
+from regal_datasets import io as graph_io
+from regal_experiments import task_graph_table as table
 
 TASKS = {"a": 2.0, "b": 3.0, "c": 1.0}
 EDGES = [("a", "b", 4.0), ("a", "c", 1.0)]
@@ -73,7 +73,7 @@ def test_constructed_sets_are_written_read_back_and_their_certificates_pass(tmp_
   """Each split: 60 instances (5 sizes x 4 processor counts x 3 ratios), train and test
   graphs differ, the DOT files read back by the independent reader as generated, and each
   certificate passes the checker at its optimum."""
-  from datasets import benchmarks, constructed
+  from regal_datasets import benchmarks, constructed
   train = benchmarks.constructed_instances(str(tmp_path / "c"), "constructed_train")
   test = benchmarks.constructed_instances(str(tmp_path / "c"), "constructed_test")
   assert len(train) == len(test) == 60 and not {i["file"] for i in train} & {

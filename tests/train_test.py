@@ -16,10 +16,10 @@ import pytest
 from conftest import REPO_ROOT
 from golden_test import stored_state
 
-from datasets import atomic
-from datasets import devices as devices_lib
-from datasets import errors
-from datasets.synthetic import sized_graph
+from regal_datasets import atomic
+from regal_datasets import devices as devices_lib
+from regal_datasets import errors
+from regal_datasets.synthetic import sized_graph
 from regal.app import methods, optimize_lib
 from regal.learning import checkpoint, references, train_lib
 from regal.learning import workdir as workdir_files

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from datasets import errors
-from datasets.formats import pbtxt
-from datasets.graph import Graph, GraphBuilder
+from regal_datasets import errors
+from regal_datasets.formats import pbtxt
+from regal_datasets.graph import Graph, GraphBuilder
 
 FORMAT_NAME = "costgraph"
 

@@ -16,8 +16,8 @@ import re
 
 import numpy as np
 
-from datasets import errors
-from datasets.graph import Graph
+from regal_datasets import errors
+from regal_datasets.graph import Graph
 
 _NODE_LINE = re.compile(r"^\s*(\d+)\s*,\s*(\d+)\s*(?:[,\s]\s*([A-Za-z_]+))?\s*,?\s*$")
 FORMAT_NAME = "doppler"

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 import re
 
-from datasets import errors
-from datasets.graph import Graph
+from regal_datasets import errors
+from regal_datasets.graph import Graph
 
 FORMAT_NAME = "dot"
 _TOKEN = re.compile(r'''

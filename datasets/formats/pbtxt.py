@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from datasets import errors
+from regal_datasets import errors
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+|\#[^\n]*)

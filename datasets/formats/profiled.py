@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from datasets import errors
-from datasets.devices import MAX_DEVICES, DeviceSpec
-from datasets.graph import Graph, GraphBuilder
+from regal_datasets import errors
+from regal_datasets.devices import MAX_DEVICES, DeviceSpec
+from regal_datasets.graph import Graph, GraphBuilder
 
 FORMAT_NAME = "profiled"
 PROFILE_KEY = "profiled"  # The graph metadata's key for what the graph's arrays do not hold.
@@ -337,7 +337,7 @@ def workload_from_graph(graph: Graph, source: str = "<graph>") -> Workload:
 
 
 def parse_graph(text: str, source: str = "<text>") -> Graph:
-  """`datasets.io`'s parser: the workload's graph, its profile in the metadata."""
+  """`regal_datasets.io`'s parser: the workload's graph, its profile in the metadata."""
   return parse_workload(text, source).graph
 
 

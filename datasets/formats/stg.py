@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
-from datasets import errors
-from datasets.graph import Graph
+from regal_datasets import errors
+from regal_datasets.graph import Graph
 
 FORMAT_NAME = "stg"
 _TASK_LINE = re.compile(r"^\s*\d+\s+\S+\s+\d+(\s+\d+)*\s*$")

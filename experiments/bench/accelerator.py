@@ -2,8 +2,8 @@ r"""One command for an accelerator check (issue 70): on whatever accelerator JAX
 batched JAX search's evaluations per second beside the CPU engine's, and a split zoo model
 executed with measured against predicted step time.
 
-  python -m experiments.bench.accelerator            # ~1 minute on a 2-core CPU
-  python -m experiments.bench.accelerator --quick    # seconds (the suite runs it)
+  python -m regal_experiments.bench.accelerator            # ~1 minute on a 2-core CPU
+  python -m regal_experiments.bench.accelerator --quick    # seconds (the suite runs it)
 
 Part 1: the WC model's batched fitness (`performance.make_fitness_fn`, compilation timed
 apart) with the `jax` engine on JAX's default backend (a GPU or TPU when there is one) and the
@@ -17,7 +17,7 @@ to `experiments/results/accelerator/accelerator-<backend>.md` (and .json).
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -33,8 +33,8 @@ from typing import Sequence  # noqa: E402
 import jax  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import devices as devices_lib  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 
 _QUICK = flags.DEFINE_bool("quick", False, "One 50-op graph, population 64, a tiny GPT-2.")
 _POPULATIONS = flags.DEFINE_list("populations", ["256", "1024"], "Batch sizes to time.")
@@ -53,7 +53,7 @@ def preset_for_backend() -> str:
 
 def evaluation_rates(graphs: dict, populations: list[int]) -> list[dict]:
   """Part 1: evaluations per second of each engine, per graph and population."""
-  from experiments.bench.model_timing import time_batched
+  from regal_experiments.bench.model_timing import time_batched
   from regal.scoring import performance
   rows = []
   for label, (graph, spec) in graphs.items():
@@ -75,7 +75,7 @@ def evaluation_rates(graphs: dict, populations: list[int]) -> list[dict]:
 
 def executed(layers: int, batch: int, seq_len: int) -> dict:
   """Part 2: the split GPT-2 run on JAX's devices, predicted against measured."""
-  from datasets import zoo
+  from regal_datasets import zoo
   from regal.app import methods, optimize_lib
   from regal.execute import choose_program, compare, executor
   count = min(2, len(jax.devices()))
@@ -103,8 +103,8 @@ def main(argv: Sequence[str]) -> None:
   command.check(argv, quick_overrides=("populations", "layers"))
   populations = [64] if _QUICK.value else command.integers("populations", _POPULATIONS.value,
                                                            1, 1_000_000)
-  from datasets import shard_imported, zoo
-  from datasets.synthetic import sized_graph
+  from regal_datasets import shard_imported, zoo
+  from regal_datasets.synthetic import sized_graph
   block = zoo.model_graph("gpt2_small", batch=8, seq_len=64, layers=1)
   split = shard_imported.shard(block, 4, shard_imported.data_parallel_choice(block, 4))
   graphs = {"synthetic": (sized_graph(50 if _QUICK.value else 1000),
@@ -115,7 +115,7 @@ def main(argv: Sequence[str]) -> None:
   run = (executed(1, 2, 16) if _QUICK.value else executed(_LAYERS.value, 4, 128))
   backend = jax.default_backend()
   header, facts = report.header(f"Accelerator check on {backend}",
-                                "experiments.bench.accelerator",
+                                "regal_experiments.bench.accelerator",
                                 "quick" if _QUICK.value else "full")
   body = ["Part 1: the WC model's batched fitness, evaluations per second (compilation "
           f"apart): the `jax` engine on {backend} against the `native` engine (the compiled "

@@ -1,7 +1,7 @@
 r"""Our JAX BRKGA against brkga-mp-ipr on one 200-op synthetic graph, 5000 evaluations.
 
   pip install brkga-mp-ipr==0.9.1   # the reference library (not a regal dependency)
-  python -m experiments.bench.brkga [--seeds 5] [--evals 5000] [--engines native,jax]
+  python -m regal_experiments.bench.brkga [--seeds 5] [--evals 5000] [--engines native,jax]
 
 Both search the same chromosomes with the same budget and the same hyperparameters (Goncalves &
 Resende defaults, rho = 0.7, one population), scored by the same WC model: ours under `jit` with
@@ -17,7 +17,7 @@ draws, and hence its best, differ from the JAX engine's.
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -33,10 +33,10 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import atomic, errors  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from datasets.synthetic import sized_graph  # noqa: E402
-from experiments import command  # noqa: E402
+from regal_datasets import atomic, errors  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets.synthetic import sized_graph  # noqa: E402
+from regal_experiments import command  # noqa: E402
 from regal import search  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 

@@ -1,7 +1,7 @@
 r"""Whole `regal.optimize` runs of a git revision against the working tree, in turns.
 
-  python -m experiments.bench.compare_runs --baseline 214f833      # 4 rounds of each job
-  python -m experiments.bench.compare_runs --baseline HEAD --quick   # the default job once
+  python -m regal_experiments.bench.compare_runs --baseline 214f833      # 4 rounds of each job
+  python -m regal_experiments.bench.compare_runs --baseline HEAD --quick   # the default job once
 
 The revision is checked out in a temporary git worktree and run with it first on
 `PYTHONPATH`, one process per run, alternating with the working tree so both meet the same
@@ -13,7 +13,7 @@ means to keep the search the same must keep them equal).
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -26,9 +26,9 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from datasets import errors, sharded  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import errors, sharded  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 
 _BASELINE = flags.DEFINE_string("baseline", None, "The git revision to compare with.",
                                 required=True)
@@ -101,7 +101,7 @@ def main(argv: Sequence[str]) -> None:
   same = all(len({r["objective"] for side in by_side.values() for r in side}) == 1
              for by_side in rows.values())
   lines, facts = report.header("A revision's regal.optimize runs against the working tree's",
-                               "experiments.bench.compare_runs",
+                               "regal_experiments.bench.compare_runs",
                                "quick" if _QUICK.value else "full")
   body = [f"One process per run, the two sides in turns (which goes first alternating by "
           f"round), medians of {1 if _QUICK.value else _ROUNDS.value} run(s); search ratio: "

@@ -1,7 +1,7 @@
 r"""Two versions of the JAX WC model, timed alternately in one process: a fair A/B on a noisy CPU.
 
-  python -m experiments.bench.compare_wc --baseline HEAD~1          # that revision vs the tree
-  python -m experiments.bench.compare_wc --baseline HEAD --baseline_memory --memory
+  python -m regal_experiments.bench.compare_wc --baseline HEAD~1          # that revision vs the tree
+  python -m regal_experiments.bench.compare_wc --baseline HEAD --baseline_memory --memory
 
 Timings on a shared 2-core machine drift by up to ±30% between runs, more than most changes
 to the model are worth; timing the two versions in turns within one process puts both under
@@ -13,7 +13,7 @@ each, alternating; the ratio printed is the median of the per-round speed ratios
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -35,9 +35,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import devices as devices_lib  # noqa: E402
-from datasets.synthetic import sized_graph  # noqa: E402
-from experiments import command  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets.synthetic import sized_graph  # noqa: E402
+from regal_experiments import command  # noqa: E402
 from regal.scoring import chromosome as chromosome_lib  # noqa: E402
 from regal.scoring import performance, sim_graph  # noqa: E402
 

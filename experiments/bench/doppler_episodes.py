@@ -1,6 +1,6 @@
 r"""Doppler episodes per second: our batched JAX episodes against the Doppler simulator.
 
-  python -m experiments.bench.doppler_episodes [--graph ../shared/graphs/doppler/transformer_block_215nodes.txt]
+  python -m regal_experiments.bench.doppler_episodes [--graph ../shared/graphs/doppler/transformer_block_215nodes.txt]
 
 One run measures, on one graph with 4 devices:
 * our episodes: `jit(vmap(run_episode))` over a batch of sampled episodes (SEL + PLC networks,
@@ -17,12 +17,12 @@ whole policy training `--method doppler` runs (stages I and II,
 times, against the target of 5,000 episodes on a 300-op graph in at most 20 s. The report
 (Markdown and JSON) goes to `--out`.
 
-  python -m experiments.bench.doppler_episodes           # ~3 minutes on 2 cores
-  python -m experiments.bench.doppler_episodes --quick   # a smoke run
+  python -m regal_experiments.bench.doppler_episodes           # ~3 minutes on 2 cores
+  python -m regal_experiments.bench.doppler_episodes --quick   # a smoke run
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -43,11 +43,11 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import benchmarks, cli, errors  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
-from datasets.synthetic import sized_graph  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import benchmarks, cli, errors  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
+from regal_datasets.synthetic import sized_graph  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 from regal.doppler_policy import episode as episode_lib  # noqa: E402
 from regal.doppler_policy import method  # noqa: E402
 from regal.doppler_policy import training  # noqa: E402
@@ -105,7 +105,7 @@ def time_training(num_ops: int, devices, episodes: int) -> dict:
 def time_training_fresh(num_ops: int, num_devices: int, episodes: int) -> dict:
   """`time_training` in a new process, so that every run pays its own compilation."""
   completed = subprocess.run(
-      [sys.executable, "-m", "experiments.bench.doppler_episodes", "--training_only",
+      [sys.executable, "-m", "regal_experiments.bench.doppler_episodes", "--training_only",
        f"--train_ops={num_ops}", f"--devices={num_devices}", f"--train_episodes={episodes}"],
       capture_output=True, text=True, check=False, cwd=_REPO_ROOT)
   if completed.returncode != 0:
@@ -222,7 +222,7 @@ def main(argv: Sequence[str]) -> None:
     figures["training"] = runs
     body += _training_lines(runs, train_ops, train_episodes, _DEVICES.value)
   lines, facts = report.header("Doppler policy episodes and training time",
-                               "experiments.bench.doppler_episodes",
+                               "regal_experiments.bench.doppler_episodes",
                                "quick" if quick else "full")
   report.publish(_OUT_DIR.value, "doppler_episodes", lines, body, {**facts, **figures})
 

@@ -1,7 +1,7 @@
 r"""The exact Doppler scorer against the SimPy model: equal on every assignment, and how fast.
 
-  python -m experiments.bench.doppler_scorer                  # the report in experiments/results
-  python -m experiments.bench.doppler_scorer --quick          # a few hundred assignments
+  python -m regal_experiments.bench.doppler_scorer                  # the report in experiments/results
+  python -m regal_experiments.bench.doppler_scorer --quick          # a few hundred assignments
 
 For each of the four shared Doppler graphs (4 devices) and a 367-op REGAL synthetic graph, it
 draws assignments (random ones, the heuristics' — critical path both ways, HEFT, GP + DFS, one
@@ -17,7 +17,7 @@ it on a quiet machine.
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -32,12 +32,12 @@ from typing import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import benchmarks  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from datasets import cli, errors  # noqa: E402
-from datasets import io as graph_io  # noqa: E402
-from datasets.synthetic import sized_graph  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import benchmarks  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets import cli, errors  # noqa: E402
+from regal_datasets import io as graph_io  # noqa: E402
+from regal_datasets.synthetic import sized_graph  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 from regal.baselines import list_scheduling, partition  # noqa: E402
 from regal import search  # noqa: E402
 from regal.scoring import performance  # noqa: E402
@@ -263,7 +263,7 @@ def main(argv: Sequence[str]) -> None:
         f"evals/s, {searched['speedup_vs_plain_loop']:.0f}x the plain loop "
         f"({searched['plain_loop_evals_per_second']:.0f}/s)", flush=True)
   lines, facts = report.header("Exact Doppler scorer vs the SimPy model",
-                               "experiments.bench.doppler_scorer",
+                               "regal_experiments.bench.doppler_scorer",
                                "quick" if _QUICK.value else "full")
   body = ["| graph | ops | edges | assignments checked | differing | SimPy evals/s | "
            "plain loop evals/s | native evals/s | native / SimPy | native / plain loop |",

@@ -1,6 +1,6 @@
 """Timing the performance models: the batched fitness (whichever engine the problem picks:
-JAX or native) against the pure-Python reference (shared by `experiments.bench.perf_model` and
-`experiments.scaling`)."""
+JAX or native) against the pure-Python reference (shared by `regal_experiments.bench.perf_model` and
+`regal_experiments.scaling`)."""
 from __future__ import annotations
 
 import time

@@ -1,7 +1,7 @@
 r"""Evaluations per second of the performance models: batched against the references.
 
-  python -m experiments.bench.perf_model                 # 50/200/1000 nodes, P = 64..1024
-  python -m experiments.bench.perf_model --sizes 200 --populations 1024 --json out.json
+  python -m regal_experiments.bench.perf_model                 # 50/200/1000 nodes, P = 64..1024
+  python -m regal_experiments.bench.perf_model --sizes 200 --populations 1024 --json out.json
 
 For each REGAL synthetic graph size (2 devices), it times the batched WC and synchronous
 models (compilation excluded, reported separately; the population spread over every CPU core)
@@ -13,7 +13,7 @@ as the runtime objective scores it, makespan only (no memory tracking).
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -30,11 +30,11 @@ from typing import Sequence  # noqa: E402
 import jax  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import atomic  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from datasets.synthetic import sized_graph  # noqa: E402
-from experiments import command  # noqa: E402
-from experiments.bench.model_timing import time_batched, time_reference  # noqa: E402
+from regal_datasets import atomic  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets.synthetic import sized_graph  # noqa: E402
+from regal_experiments import command  # noqa: E402
+from regal_experiments.bench.model_timing import time_batched, time_reference  # noqa: E402
 from regal.scoring import models, performance  # noqa: E402
 
 _SIZES = flags.DEFINE_list("sizes", ["50", "200", "1000"], "Graph sizes (ops).")

@@ -1,6 +1,6 @@
 r"""Where the batched JAX WC model spends its time on a CPU: a reproducible profile.
 
-  python -m experiments.bench.profile_wc [--ops 200] [--population 512] [--top 15]
+  python -m regal_experiments.bench.profile_wc [--ops 200] [--population 512] [--top 15]
 
 On one CPU device (no per-core sharding, so the figures are per core) it prints:
 * the loop's shape: lockstep steps per call and steps per chromosome (one step propagates up
@@ -13,7 +13,7 @@ On one CPU device (no per-core sharding, so the figures are per core) it prints:
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -32,9 +32,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import devices as devices_lib  # noqa: E402
-from datasets.synthetic import sized_graph  # noqa: E402
-from experiments import command  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_datasets.synthetic import sized_graph  # noqa: E402
+from regal_experiments import command  # noqa: E402
 from regal.scoring import performance, sim_graph  # noqa: E402
 from regal.scoring.wc import batched as wc_model  # noqa: E402
 

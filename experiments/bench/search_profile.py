@@ -1,9 +1,9 @@
 r"""Where the default WC search's seconds go, and what its chromosome's size costs: a profile.
 
-  python -m experiments.bench.search_profile            # sharded Llama layer x8, 100K evals
-  python -m experiments.bench.search_profile --quick    # a small graph, a few thousand evals
+  python -m regal_experiments.bench.search_profile            # sharded Llama layer x8, 100K evals
+  python -m regal_experiments.bench.search_profile --quick    # a small graph, a few thousand evals
 
-The default run on the sharded workloads is cut by its time limit (`experiments.seed_spread`),
+The default run on the sharded workloads is cut by its time limit (`regal_experiments.seed_spread`),
 so every second the search spends outside the scorer is evaluations it does not make. For one
 graph (the WC model, the default consumer decoder, `--evals` evaluations, compilation excluded)
 and each of `--seeds`, in one process and alternating, it runs the default search (its bucket
@@ -20,7 +20,7 @@ answers differ (other random draws, the same search in distribution).
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -40,16 +40,16 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from datasets import cli, errors, sharded  # noqa: E402
-from datasets import devices as devices_lib  # noqa: E402
-from experiments import command, report, search_ab_lib  # noqa: E402
+from regal_datasets import cli, errors, sharded  # noqa: E402
+from regal_datasets import devices as devices_lib  # noqa: E402
+from regal_experiments import command, report, search_ab_lib  # noqa: E402
 from regal.scoring import native_common, performance  # noqa: E402
 from regal.search import brkga_search, guides  # noqa: E402
 
 _QUICK = flags.DEFINE_bool("quick", False, "Sharded ChainMM x4, 5,000 evaluations, seed 0.")
 _WORKLOAD = flags.DEFINE_enum("workload", "llama_layer", sharded.WORKLOADS, "Sharded workload.")
 _DEVICES = flags.DEFINE_enum("devices", "8", ["4", "8"], "4 identical devices, or 8 in two "
-                             "NVLink groups of 4 (as experiments.seed_spread places them).")
+                             "NVLink groups of 4 (as regal_experiments.seed_spread places them).")
 _EVALS = flags.DEFINE_integer("evals", 100_000, "Evaluations of each search.",
                               lower_bound=2000, upper_bound=1_000_000_000)
 _SEEDS = flags.DEFINE_string("seeds", "0-2", "Seeds (FIRST-LAST or a,b,c); each runs both arms.")
@@ -155,7 +155,7 @@ def main(argv: Sequence[str]) -> None:
   (default, _), (kept, _) = ARMS
   ratio = _median(runs[kept], "search_seconds") / _median(runs[default], "search_seconds")
   lines, facts = report.header("Where the default WC search's seconds go",
-                               "experiments.bench.search_profile",
+                               "regal_experiments.bench.search_profile",
                                "quick" if _QUICK.value else "full")
   body = [f"Sharded {workload} x{count} ({problem.graph.num_ops} ops), WC model, consumer "
           f"decoder, {evals:,} evaluations per search (compilation excluded), seeds "

@@ -1,8 +1,8 @@
 r"""How soon `regal.optimize` answers: compile seconds of a first and a second identical run
 (what the persistent caches save), and the seconds to refuse a mistake.
 
-  python -m experiments.bench.startup              # 3 repeats of each job, 5 of each mistake
-  python -m experiments.bench.startup --quick      # the default job once, each mistake once
+  python -m regal_experiments.bench.startup              # 3 repeats of each job, 5 of each mistake
+  python -m regal_experiments.bench.startup --quick      # the default job once, each mistake once
 
 Each job is a `python -m regal.optimize` command run as a user runs it, one process per run,
 with its caches under a fresh `REGAL_CACHE_DIR` per repeat (`regal.startup`). A repeat runs it
@@ -18,7 +18,7 @@ mistake is answered in at most `MISTAKE_SECONDS`.
 """
 from __future__ import annotations
 
-from datasets import cli
+from regal_datasets import cli
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
@@ -34,8 +34,8 @@ from typing import Sequence  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from datasets import errors  # noqa: E402
-from experiments import command, report  # noqa: E402
+from regal_datasets import errors  # noqa: E402
+from regal_experiments import command, report  # noqa: E402
 from regal.app.result import Result  # noqa: E402
 
 _QUICK = flags.DEFINE_bool("quick", False, "The default job only, one repeat.")
@@ -146,7 +146,7 @@ def main(argv: Sequence[str]) -> None:
   meets = second["default"] <= TARGET_SECONDS
   same = all(len(values) == 1 for values in answers.values())
   lines, facts = report.header("How soon regal.optimize answers: compiling, and mistakes",
-                               "experiments.bench.startup",
+                               "regal_experiments.bench.startup",
                                "quick" if _QUICK.value else "full")
   body = [f"`python -m regal.optimize` jobs, one process per run, caches under a fresh "
           f"`REGAL_CACHE_DIR` per repeat; medians of {repeats} repeat(s), seconds:", ""]

@@ -14,8 +14,8 @@ import os
 
 import numpy as np
 
-from datasets import atomic, errors
-from datasets.graph import Graph
+from regal_datasets import atomic, errors
+from regal_datasets.graph import Graph
 from regal.app import units
 from regal.scoring.schedule import Schedule
 

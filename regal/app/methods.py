@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from datasets import errors
-from datasets.registry import Registry
+from regal_datasets import errors
+from regal_datasets.registry import Registry
 from regal import baselines
 from regal.app import choices
 from regal.baselines import (data_parallel, enumerative, exact, heuristics, list_scheduling,

@@ -12,10 +12,10 @@ from typing import Callable, Sequence
 
 from absl import flags
 
-from datasets import atomic, cli, errors
-from datasets import dataset as dataset_lib
-from datasets import devices as devices_lib
-from datasets import io as graph_io
+from regal_datasets import atomic, cli, errors
+from regal_datasets import dataset as dataset_lib
+from regal_datasets import devices as devices_lib
+from regal_datasets import io as graph_io
 from regal.app import gantt, methods, optimize_lib, pipeline_lib, units
 from regal.app import report as report_lib
 from regal.baselines import pipeline_methods
@@ -210,7 +210,7 @@ def split_config(flag_groups) -> pipeline_methods.SplitConfig:
 
 def main_split(flag_groups) -> None:
   """A profiled workload's split: report, write, exit 3 if infeasible."""
-  from datasets.formats import profiled
+  from regal_datasets.formats import profiled
   from regal.app import split_chart
   config = split_config(flag_groups)
   check_outputs()

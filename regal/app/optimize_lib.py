@@ -14,11 +14,11 @@ import jax
 import numba
 import numpy as np
 
-from datasets import atomic, cli, coarsen, errors
-from datasets import devices as devices_lib
-from datasets import io as graph_io
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets import atomic, cli, coarsen, errors
+from regal_datasets import devices as devices_lib
+from regal_datasets import io as graph_io
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal import baselines, search
 from regal.app import methods, sharding, units
 from regal.app import result as result_lib
@@ -49,7 +49,7 @@ def _refine(problem: performance.Problem, candidates: dict[str, np.ndarray], met
   and adjacent priority swaps on the exact native scorer, `search.REFINE_BATCH` a step) from
   the best expanded candidate, for `search.refine_evals` evaluations or until `deadline`
   (perf_counter) or a signal. Groups run whole on the group graph, so its best answers idle
-  where their members need not (what the climb gains is in `experiments.scaling`'s report).
+  where their members need not (what the climb gains is in `regal_experiments.scaling`'s report).
   The climb's answer becomes the method's. Without the native scorer (the JAX engines would score the
   original graph one compiled call at a time, too slowly) the step is skipped."""
   if not search.bucketed(problem):
@@ -297,7 +297,7 @@ def run_many(paths: list[str], devices: DeviceSpec,
   (`regal.search`), so the first graph of each bucket pays for compiling."""
   import sys
 
-  from datasets import io as graph_io
+  from regal_datasets import io as graph_io
   from regal.app import gantt
   outputs = output_paths(paths, out_dir, chart_format)
   for result_path, chart_path in outputs:

@@ -1,5 +1,5 @@
 """The library behind `python -m regal.optimize --objective throughput` and `--model blocks`:
-a split of a profiled workload (`datasets.formats.profiled`) over its accelerators and CPU
+a split of a profiled workload (`regal_datasets.formats.profiled`) over its accelerators and CPU
 side, for pipeline max-load (`regal.scoring.throughput`) or single-sample latency with
 contiguous blocks (`regal.scoring.blocks`), by a split method of `regal.app.methods`
 (`baselines.pipeline_methods`), reported as JSON with the split in the format's own shape.
@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from datasets import cli
-from datasets.formats import profiled
-from datasets.formats.profiled import CPU, Workload
+from regal_datasets import cli
+from regal_datasets.formats import profiled
+from regal_datasets.formats.profiled import CPU, Workload
 from regal.app import methods, units
 from regal.app import report as report_lib
 from regal.app.result import SplitResult

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from datasets import analysis, atomic
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets import analysis, atomic
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.app import units
 from regal.app.result import Result
 from regal.scoring import performance

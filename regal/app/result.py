@@ -59,7 +59,7 @@ class Result(_ResultFile):
   FORMAT: ClassVar[str] = FORMAT
   OMITTED_WHEN_NONE: ClassVar[tuple[str, ...]] = ("memory_excess", "execution")
   graph: dict = _field("{name, num_ops, num_tensors, source}")
-  devices: dict = _field("the device description (datasets.devices JSON form)")
+  devices: dict = _field("the device description (regal_datasets.devices JSON form)")
   settings: dict = _field(
       "method, model, search_model (what batched search scored), engine (how: native or jax), "
       "objective, memory_limit, evals, seed, BRKGA parameters and their preset name (for brkga), "

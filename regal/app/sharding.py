@@ -1,7 +1,7 @@
 """How `regal.optimize` splits an imported graph before placing it (issue 70's `--shard`), and
 the plan it hands back per original op.
 
-`--shard K` splits ops into K blocks (`datasets.shard_imported`), `--shard auto` chooses K
+`--shard K` splits ops into K blocks (`regal_datasets.shard_imported`), `--shard auto` chooses K
 among the divisors of the device count (and of the count of the first accelerator kind, so a
 GPU + host mix can leave the host out), or no split. For each K three strategies are measured:
 `batch` (every op on its batch dimension, as data parallelism), `batch+largest` (an op
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from datasets import accelerators, errors, op_dims, shard_imported
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets import accelerators, errors, op_dims, shard_imported
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.baselines import data_parallel
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance

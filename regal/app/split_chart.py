@@ -10,8 +10,8 @@ import os
 
 import numpy as np
 
-from datasets import atomic, errors
-from datasets.formats.profiled import CPU, Workload
+from regal_datasets import atomic, errors
+from regal_datasets.formats.profiled import CPU, Workload
 from regal.app.result import SplitResult
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from datasets.graph import Graph
-from datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND
+from regal_datasets.graph import Graph
+from regal_datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND
 from regal.scoring import models
 
 SECONDS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))

@@ -4,7 +4,7 @@ OR-Tools catches SIGINT itself by default (`catch_sigint_signal`): it then takes
 from the command (which went on and reported the solver's partial answer as a finished one,
 `interrupted: false`, exit 0), and on leaving it resets SIGINT to the default action (a later
 signal killed the process with nothing written). Here OR-Tools' handler is off, the command's
-signal watcher (`datasets.cli`) takes the signal, and inside a `cli.stoppable` block a
+signal watcher (`regal_datasets.cli`) takes the signal, and inside a `cli.stoppable` block a
 thread stops the solver (`StopSearch`, asked until Solve returns: a stop asked before the
 search starts would be lost); outside one, the process ends at once, as for any other work.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from datasets import cli
+from regal_datasets import cli
 
 POLL_SECONDS = 0.02
 

@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from datasets import analysis
-from datasets.analysis import Dependencies
-from datasets.graph import Graph
+from regal_datasets import analysis
+from regal_datasets.analysis import Dependencies
+from regal_datasets.graph import Graph
 from regal.baselines.common import MethodResult, finish
 from regal.scoring import performance
 from regal.scoring.delay import reference as delay_reference

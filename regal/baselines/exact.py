@@ -27,10 +27,10 @@ import time
 
 import numpy as np
 
-from datasets import analysis, errors
-from datasets import graph as graph_lib
-from datasets.analysis import CONTROL_ONLY, Dependencies
-from datasets.devices import DeviceSpec
+from regal_datasets import analysis, errors
+from regal_datasets import graph as graph_lib
+from regal_datasets.analysis import CONTROL_ONLY, Dependencies
+from regal_datasets.devices import DeviceSpec
 from regal.baselines import cpsat_solve, fusion, list_scheduling
 from regal.baselines.common import MethodResult, finish
 from regal.scoring import performance

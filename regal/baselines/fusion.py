@@ -3,7 +3,7 @@
 QuickP ("Efficient Device Placement for Distributed DNN Training", 2025) makes exact placement
 affordable on large graphs by solving a smaller model:
 
-* **Fusion** (its Algorithm 1, `datasets.coarsen.quickp_fusion`): straight-line edges and
+* **Fusion** (its Algorithm 1, `regal_datasets.coarsen.quickp_fusion`): straight-line edges and
   edges between cheap ops (at most alpha, by default the 90th percentile of the non-zero
   compute costs) are contracted, never an edge from a fan-out to a fan-in, and never one that
   would close a cycle. Fused ops run back to back on one device in topological order.
@@ -19,11 +19,11 @@ import dataclasses
 
 import numpy as np
 
-from datasets import analysis
-from datasets.analysis import CONTROL_ONLY, Dependencies, mean_transfer_time
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
-from datasets import coarsen
+from regal_datasets import analysis
+from regal_datasets.analysis import CONTROL_ONLY, Dependencies, mean_transfer_time
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
+from regal_datasets import coarsen
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Fused:
 
 
 def fuse(graph: Graph, alpha: float | None = None) -> Fused:
-  """QuickP's operator fusion (`datasets.coarsen.quickp_fusion`) as a node-level model."""
+  """QuickP's operator fusion (`regal_datasets.coarsen.quickp_fusion`) as a node-level model."""
   coarsening = coarsen.quickp_fusion(graph, alpha)
   node_of = coarsening.group_of
   deps = Dependencies.of(graph)

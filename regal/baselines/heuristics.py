@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets import errors
+from regal_datasets import errors
 from regal.baselines import list_scheduling, partition
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance

@@ -20,10 +20,10 @@ import time
 
 import numpy as np
 
-from datasets import analysis
-from datasets.analysis import Dependencies
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets import analysis
+from regal_datasets.analysis import Dependencies
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.baselines.common import MethodResult, finish
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance

@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from datasets.analysis import Dependencies
-from datasets.graph import Graph
+from regal_datasets.analysis import Dependencies
+from regal_datasets.graph import Graph
 from regal.baselines.common import MethodResult, finish
 from regal.scoring import performance
 

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from datasets.formats.profiled import CPU, Workload
+from regal_datasets.formats.profiled import CPU, Workload
 from regal.baselines import cpsat_solve
 from regal.scoring.throughput import reference as pipeline
 

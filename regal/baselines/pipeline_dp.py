@@ -32,8 +32,8 @@ import networkx
 import numba
 import numpy as np
 
-from datasets import errors
-from datasets.formats.profiled import CPU, Workload
+from regal_datasets import errors
+from regal_datasets.formats.profiled import CPU, Workload
 from regal.scoring.throughput import reference as pipeline
 
 

@@ -24,7 +24,7 @@ import time
 import numba
 import numpy as np
 
-from datasets.formats.profiled import CPU, Workload
+from regal_datasets.formats.profiled import CPU, Workload
 from regal.baselines import pipeline_dp
 from regal.scoring.throughput import reference as pipeline
 

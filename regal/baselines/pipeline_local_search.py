@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from datasets.formats.profiled import Workload
+from regal_datasets.formats.profiled import Workload
 from regal.baselines import pipeline_linear
 from regal.scoring.blocks import reference as blocks
 from regal.scoring.blocks import native as native_blocks
@@ -54,7 +54,7 @@ def _native(perturb):
 # ResNet-50 (2 of 3), where class moves alone stayed at 1350.14 and 1183.93; never worse.
 # A repair in place of the decoder (random moves anywhere, then the smaller part of each
 # non-contiguous block to the CPU side) lost to this on 4 of 18 runs, up to 2.6%, and won none
-# (`experiments.latency_rounds`, 3 s a run); the decoder alone won 1 and lost 1 (Inception-v3,
+# (`regal_experiments.latency_rounds`, 3 s a run); the decoder alone won 1 and lost 1 (Inception-v3,
 # mean ratio 0.9994), so the mix stays.
 KERNELS = {"throughput": (native_pipeline.descend,
                           (_native(native_pipeline.perturb),
@@ -64,7 +64,7 @@ KERNELS = {"throughput": (native_pipeline.descend,
                       native_blocks.key)}
 
 
-# The latency search's rounds, and the alternatives `experiments.latency_rounds` measures:
+# The latency search's rounds, and the alternatives `regal_experiments.latency_rounds` measures:
 # class moves that keep blocks contiguous, the cut of a random topological order (a decoder
 # that yields contiguous blocks), and random class moves anywhere followed by a repair
 # (`native_blocks.repair`).

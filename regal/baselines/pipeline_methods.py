@@ -1,4 +1,4 @@
-"""The methods that split a profiled workload (`datasets.formats.profiled.Workload`) over its
+"""The methods that split a profiled workload (`regal_datasets.formats.profiled.Workload`) over its
 accelerators and CPU side: each is `(workload, SplitConfig, deadline) -> (device [o], details)`,
 registered by name in `regal.app.methods` beside the schedule methods (`Method.split`), and run
 by `regal.app.pipeline_lib.run`, which scores and checks what it returns.
@@ -10,8 +10,8 @@ import functools
 
 import numpy as np
 
-from datasets import cli, errors
-from datasets.formats.profiled import CPU, Workload
+from regal_datasets import cli, errors
+from regal_datasets.formats.profiled import CPU, Workload
 from regal.baselines import pipeline_cpsat, pipeline_dp, pipeline_linear, pipeline_local_search
 from regal.scoring import models
 from regal.scoring.throughput import reference as pipeline

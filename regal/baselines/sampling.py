@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import brkga
+import regal_brkga as brkga
 from regal.baselines.common import MethodResult, finish
 from regal.scoring import performance
 

@@ -11,7 +11,7 @@ successor that attains the b-level, down to an exit) and its t-level path (the o
 predecessor that attains the t-level, up to an entry); they are 0/1 membership matrices here,
 so a path sum is one matrix product per episode.
 
-Everything is padded to a size bucket (`datasets.padding.bucket_size`) so graphs of similar size
+Everything is padded to a size bucket (`regal_datasets.padding.bucket_size`) so graphs of similar size
 share one compilation; padding ops are never ready and carry zero cost.
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from datasets import analysis
-from datasets.analysis import Dependencies, mean_transfer_time
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
-from datasets.padding import bucket_size
+from regal_datasets import analysis
+from regal_datasets.analysis import Dependencies, mean_transfer_time
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
+from regal_datasets.padding import bucket_size
 
 NUM_NODE_FEATURES = 5
 NUM_DEVICE_FEATURES = 5

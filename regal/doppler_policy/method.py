@@ -24,7 +24,7 @@ import time
 import jax
 import numpy as np
 
-from datasets import errors
+from regal_datasets import errors
 from regal.baselines.common import MethodResult, finish, score
 from regal.doppler_policy import training
 from regal.learning import checkpoint

@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from datasets import cli, errors
+from regal_datasets import cli, errors
 
 if __name__ == "__main__":  # A command: an interrupt while the libraries load is one line.
   cli.watch_signals()
 
 from absl import flags  # noqa: E402
 
-from datasets import atomic  # noqa: E402
+from regal_datasets import atomic  # noqa: E402
 from regal.scoring import parallel  # noqa: E402  (JAX is imported, not yet started)
 
 _WORKLOAD = flags.DEFINE_enum("workload", "chain_mm", ["chain_mm", "ffnn", "llama_block",
@@ -49,7 +49,7 @@ _PLOT = flags.DEFINE_string("plot", None, "Write predicted-vs-measured scatter (
 
 
 def workload_graph(workload: str, size: int, num_devices: int):
-  from datasets import sharded
+  from regal_datasets import sharded
   return sharded.generate(workload, num_devices, size=size, ffnn_batch=4 * size,
                           ffnn_width=4 * size, seq_len=max(size // 4, 8),
                           hidden=max(size // 2, 64), heads=8, mlp=size)
@@ -60,7 +60,7 @@ def plot(report: dict, path: str) -> None:
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
 
-  from datasets import atomic
+  from regal_datasets import atomic
   rows = report["rows"]
   fig, ax = plt.subplots(figsize=(5, 5))
   used = [r["devices_used"] for r in rows]
@@ -94,9 +94,9 @@ def main(argv: Sequence[str]) -> None:
         raise errors.ConfigError(f"--{name} would do nothing here: --graph names the graph")
   check_outputs()
   parallel.use_host_devices(_DEVICES.value)  # Before JAX starts.
-  from datasets import atomic
-  from datasets import devices as devices_lib
-  from datasets import io as graph_io
+  from regal_datasets import atomic
+  from regal_datasets import devices as devices_lib
+  from regal_datasets import io as graph_io
   from regal.execute import calibrate_lib, choose_program, executor
   devices = executor.available_devices(_DEVICES.value)
   graph = (graph_io.load_graph(_GRAPH.value) if _GRAPH.value

@@ -21,10 +21,10 @@ import time
 import jax
 import numpy as np
 
-from datasets import errors
-from datasets import analysis
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets import errors
+from regal_datasets import analysis
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.execute.executor import Executor
 from regal.execute.program import Program
 from regal.scoring import chromosome as chromosome_lib

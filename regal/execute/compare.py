@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets.graph import Graph
+from regal_datasets.graph import Graph
 from regal.execute import calibrate_lib
 from regal.execute.executor import Executor
 from regal.execute.program import Program

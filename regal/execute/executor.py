@@ -27,8 +27,8 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from datasets import errors
-from datasets.graph import Graph
+from regal_datasets import errors
+from regal_datasets.graph import Graph
 from regal.execute.program import Program, check, op_inputs, op_tensors
 from regal.scoring.schedule import validate_placement
 

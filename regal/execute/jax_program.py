@@ -1,4 +1,4 @@
-"""Real data for a JAX function imported by `datasets.jax_import.trace`: every op binds its
+"""Real data for a JAX function imported by `regal_datasets.jax_import.trace`: every op binds its
 equation's primitive (jitted per op), inputs are random arrays of the traced shapes and
 captured constants keep their values, so executing the graph under any placement computes
 `fn(*inputs)`."""
@@ -9,8 +9,8 @@ import functools
 import jax
 import numpy as np
 
-from datasets import errors
-from datasets.jax_import import Traced
+from regal_datasets import errors
+from regal_datasets.jax_import import Traced
 from regal.execute.program import Kernel, Program, op_tensors
 
 

@@ -12,7 +12,7 @@ import hashlib
 
 import numpy as np
 
-from datasets.graph import Graph
+from regal_datasets.graph import Graph
 from regal.execute.executor import Executor
 from regal.execute.program import Program
 

@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from datasets import errors
-from datasets.graph import Graph
+from regal_datasets import errors
+from regal_datasets.graph import Graph
 
 
 @dataclasses.dataclass(frozen=True)

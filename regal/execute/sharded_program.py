@@ -1,4 +1,4 @@
-"""Real data for the sharded workloads (`datasets.sharded`): every op's recorded semantics as
+"""Real data for the sharded workloads (`regal_datasets.sharded`): every op's recorded semantics as
 a jitted function.
 
 An operand is a region of a logical matrix and the blocks (tensors) that cover it; the kernel
@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from datasets import errors
-from datasets.graph import Graph
+from regal_datasets import errors
+from regal_datasets.graph import Graph
 from regal.execute.program import Kernel, Program, sink_tensors
 
 _ELEMENTWISE = ("elementwise", "add", "bias", "bias_relu", "softmax", "rmsnorm", "rotary",
@@ -34,7 +34,7 @@ def sharded_program(graph: Graph, seed: int = 0) -> Program:
   semantics = graph.metadata.get("semantics")
   if not isinstance(semantics, list) or len(semantics) != graph.num_ops:
     raise errors.ConfigError(f"graph {graph.name!r} records no per-op semantics (only graphs "
-                             f"from datasets.sharded do); run it with stand-in kernels")
+                             f"from regal_datasets.sharded do); run it with stand-in kernels")
   kernels = []
   for op, spec in enumerate(semantics):
     if spec["kind"] == "input":

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from datasets.graph import Graph
+from regal_datasets.graph import Graph
 from regal.execute.program import Kernel, Program, op_inputs, op_tensors, sink_tensors
 
 _TILE = 32  # The spin loop's matrix side: small enough for fine-grained time steps.

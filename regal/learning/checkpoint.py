@@ -16,7 +16,7 @@ from typing import Any
 
 from flax import serialization
 
-from datasets import atomic, errors
+from regal_datasets import atomic, errors
 
 FORMAT = "regal.checkpoint"
 WORKDIR_FILE = "checkpoint.msgpack"  # A training workdir's checkpoint.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import jraph
 import numpy as np
 
-from datasets.graph import Graph
+from regal_datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 from regal.scoring.delay import reference as delay_reference

@@ -14,8 +14,8 @@ import jax
 import ml_collections
 import numpy as np
 
-from datasets import errors
-from datasets.padding import bucket_size
+from regal_datasets import errors
+from regal_datasets.padding import bucket_size
 from regal.learning import checkpoint
 from regal.learning import features as features_lib
 from regal.learning import policy as policy_lib

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
-from datasets import devices as devices_lib
+from regal_datasets import devices as devices_lib
 from regal.learning import policy as policy_lib
 
 MAX_ENUMERATED = 4  # Up to 4! = 24 relabellings are enumerated; beyond, the Hungarian method.

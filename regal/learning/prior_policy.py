@@ -23,7 +23,7 @@ import jax
 import numpy as np
 import optax
 
-from datasets.padding import bucket_size
+from regal_datasets.padding import bucket_size
 from regal.learning import features as features_lib
 from regal.learning import prior_net
 from regal.learning import policy as policy_lib

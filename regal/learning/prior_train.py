@@ -33,8 +33,8 @@ import jax
 import ml_collections
 import numpy as np
 
-from datasets import atomic, errors
-from datasets import devices as devices_lib
+from regal_datasets import atomic, errors
+from regal_datasets import devices as devices_lib
 from regal.learning import checkpoint
 from regal.learning import policy as policy_lib
 from regal.learning import policy_runner, prior_net, prior_policy, stats, train_lib

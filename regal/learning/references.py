@@ -12,7 +12,7 @@ from typing import Any
 import ml_collections
 import numpy as np
 
-from datasets import errors
+from regal_datasets import errors
 from regal.learning import workdir
 from regal.learning.rollout import Task
 from regal.learning.rollout_pool import RolloutPool

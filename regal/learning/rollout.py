@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-import brkga
+import regal_brkga as brkga
 from regal.baselines import heuristics
 from regal.scoring import performance
 from regal.search import brkga_presets

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from absl import logging
 
-from datasets import cli
+from regal_datasets import cli
 
 from regal.learning.rollout import RolloutWorker, Task
 from regal.scoring import performance

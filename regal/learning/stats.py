@@ -1,6 +1,6 @@
 """The paired interval every claim about a guide rests on: a 95% bootstrap interval of the mean
 over graphs of per-graph means of (graph, seed) values, graphs resampled, then seeds within
-each (training's test verdict, `experiments.paired_stats`, the search A/Bs)."""
+each (training's test verdict, `regal_experiments.paired_stats`, the search A/Bs)."""
 from __future__ import annotations
 
 import numpy as np

@@ -39,12 +39,12 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from datasets import atomic
-from datasets import dataset as dataset_lib
-from datasets import devices as devices_lib
-from datasets import cli, errors
-from datasets import synthetic
-from datasets.padding import bucket_size
+from regal_datasets import atomic
+from regal_datasets import dataset as dataset_lib
+from regal_datasets import devices as devices_lib
+from regal_datasets import cli, errors
+from regal_datasets import synthetic
+from regal_datasets.padding import bucket_size
 from regal.learning import checkpoint
 from regal.learning import features as features_lib
 from regal.learning import policy as policy_lib

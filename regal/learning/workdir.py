@@ -19,7 +19,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from datasets import atomic, cli
+from regal_datasets import atomic, cli
 from regal.search import brkga_presets
 from regal.search import progress as search_progress
 

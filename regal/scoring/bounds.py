@@ -2,7 +2,7 @@
 they say about an answer: its gap and whether it is proven optimal.
 
 Every model runs one op at a time per device, each for cost / speed (transfers only add time),
-so a makespan is at least the structural bound of `datasets.analysis.makespan_lower_bound`.
+so a makespan is at least the structural bound of `regal_datasets.analysis.makespan_lower_bound`.
 Under the models that track memory (`models.Model.memory`), an op's outputs and extra memory
 are allocated on its device when it starts, while each tensor it reads is still there (a
 tensor leaves a device only after its last use there ends), so some device's peak is at least
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets import analysis
-from datasets.graph import Graph
+from regal_datasets import analysis
+from regal_datasets.graph import Graph
 from regal.scoring import models
 
 # Scores are float32 sums: one may round a hair below the real-valued bound of the schedule it

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from datasets import errors
+from regal_datasets import errors
 
 
 UNSET_TRANSFER = 0.5  # Every transfer priority equal: lower tensor ids first.

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from datasets.graph import Graph
+from regal_datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
 
 

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from datasets.registry import Registry
+from regal_datasets.registry import Registry
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import consumer_transfers, list_decoder
 from regal.scoring.delay import native as native_delay

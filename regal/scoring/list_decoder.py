@@ -30,7 +30,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from datasets import analysis
+from regal_datasets import analysis
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import native_common
 from regal.scoring.native_common import heap_key, heap_pop, heap_push, link_time

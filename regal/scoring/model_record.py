@@ -27,8 +27,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.scoring.schedule import Schedule
 
 HostSimulate = Callable[[np.ndarray, np.ndarray, np.ndarray],
@@ -72,7 +72,7 @@ class Model:
 
 @dataclasses.dataclass(frozen=True)
 class SplitModel:
-  """A model of a profiled workload's split (`datasets.formats.profiled.Workload`: each op on
+  """A model of a profiled workload's split (`regal_datasets.formats.profiled.Workload`: each op on
   an accelerator or on the CPU side) rather than of a schedule on a DeviceSpec. A profile's
   per-kind costs (accelerator and CPU latencies, ops only a CPU runs), co-location classes and
   memory cap are the workload's, so these functions take a workload and a split [o]."""

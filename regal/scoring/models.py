@@ -4,7 +4,7 @@ that scores, checks or describes a model reads its record here. A model is its o
 plus its name in the tuple at the end; nothing else branches on a model's name."""
 from __future__ import annotations
 
-from datasets import errors
+from regal_datasets import errors
 from regal.scoring import blocks, delay, doppler, sync, throughput, wc
 from regal.scoring.model_record import Model, SplitModel
 

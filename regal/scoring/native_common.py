@@ -64,7 +64,7 @@ def makespan_callback(score: Callable[..., np.ndarray], *operands):
 @numba.njit(inline="always")
 def link_time(latency, bandwidth, num_bytes, src, dst):
   """A message's time between two different devices, in the arrays' dtype: the compiled
-  loops' form of `datasets.analysis.link_time` (whose callers here skip same-device and
+  loops' form of `regal_datasets.analysis.link_time` (whose callers here skip same-device and
   control dependencies first, as that rule does)."""
   return latency[src, dst] + num_bytes / bandwidth[src, dst]
 

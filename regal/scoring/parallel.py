@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from datasets import errors
+from regal_datasets import errors
 
 from regal.startup import use_all_cpu_cores  # noqa: F401  (the commands call it from here)
 

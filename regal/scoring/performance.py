@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from datasets import errors, padding
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets import errors, padding
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import decoders, models, native_common, parallel
 from regal.scoring.schedule import Schedule

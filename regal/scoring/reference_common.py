@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 
 
 class Adjacency:

@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from datasets import errors
+from regal_datasets import errors
 
 
 class Schedule(NamedTuple):

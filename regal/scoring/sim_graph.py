@@ -19,7 +19,7 @@ Without memory (`memory=False`, for objectives that need only the makespan) the 
 no USE or SENDER entries: they exist only to release memory, and dropping them shortens every
 walk.
 
-Shapes are bucketed (datasets.padding.bucket_size), so graphs of similar size share one
+Shapes are bucketed (regal_datasets.padding.bucket_size), so graphs of similar size share one
 compilation. Padding ops never become ready (they wait on an edge that never comes).
 """
 from __future__ import annotations
@@ -31,9 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
-from datasets.padding import bucket_size
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
+from regal_datasets.padding import bucket_size
 
 USE, REQ, SENDER = 0, 1, 2
 WC_CHUNK = 8  # Work entries per loop step of the JAX event models: fewer steps beat narrower.

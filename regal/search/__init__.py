@@ -1,7 +1,7 @@
 """Search over a graph: BRKGA with local improvement (`brkga_search`), the guides that steer
 it (`guides`: seeds and mutant distributions; `guides.run_guided` is the one search), tuned
 parameter presets (`brkga_presets`) and local moves (`local_moves`); graphs too large to
-search whole are coarsened first (`datasets.coarsen`).
+search whole are coarsened first (`regal_datasets.coarsen`).
 
 `regal.search.optimize(problem, ...)` is the search `regal.optimize --method brkga` runs.
 """

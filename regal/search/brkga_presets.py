@@ -5,13 +5,13 @@
            20% elites, 15% mutants, rho 0.7, uniform mutants), restarted on stagnation:
            `brkga_search.default_brkga_params`;
            its search settings (decoder, local improvement: `SEARCH_KEYS`) are the best of
-           `python -m experiments.sweep --sweep search_tuning --save_preset default`, tuned
+           `python -m regal_experiments.sweep --sweep search_tuning --save_preset default`, tuned
            on training graphs only and saved with their provenance; but the WC model's
            decoder, `consumer` (`regal.scoring.consumer_transfers`), set by hand from
-           `python -m experiments.search_ab --variant decoder=consumer --seeds 50-69`
+           `python -m regal_experiments.search_ab --variant decoder=consumer --seeds 50-69`
            (provenance `wc_decoder`): a sweep that saves the default rewrites it, so its grid
            should hold that decoder.
-  others   written by `python -m experiments.sweep --sweep brkga_tuning --save_preset NAME`
+  others   written by `python -m regal_experiments.sweep --sweep brkga_tuning --save_preset NAME`
            into `brkga_presets.json` beside this file: the best setting of the sweep (REGAL
            5.2's tuned BRKGA), with where it came from (sweep file, command, date, score).
            Search settings they lack come from the default preset.
@@ -25,8 +25,8 @@ import json
 import os
 from typing import Any
 
-import brkga
-from datasets import atomic, errors
+import regal_brkga as brkga
+from regal_datasets import atomic, errors
 from regal.search import brkga_search
 
 PRESETS_FILE = os.path.join(os.path.dirname(__file__), "brkga_presets.json")

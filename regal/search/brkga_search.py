@@ -38,8 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import brkga
-from datasets import cli
+import regal_brkga as brkga
+from regal_datasets import cli
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import decoders, performance
 from regal.search import compile_clock, local_moves
@@ -202,7 +202,7 @@ MIN_REFINE_EVALS = 2_000
 MAX_REFINE_EVALS = 20_000
 # Moves the refining climb scores per step: fewer moves per step take more steps for the
 # same evaluations and gained more on 20,000-op graphs (chosen by measurement; see
-# `experiments.scaling`); two keep both of a 2-core machine's cores busy.
+# `regal_experiments.scaling`); two keep both of a 2-core machine's cores busy.
 REFINE_BATCH = 2
 
 
@@ -274,7 +274,7 @@ def _time_up(token, generation, evaluations, best) -> np.ndarray:
 
 def _stop_fn(token):
   """`brkga.run`'s stop: whether the deadline registered under `token` has passed, or SIGINT
-  or SIGTERM asked the search to stop (`datasets.cli.stoppable`)."""
+  or SIGTERM asked the search to stop (`regal_datasets.cli.stoppable`)."""
   return lambda state: jax.pure_callback(_time_up, jax.ShapeDtypeStruct((), jnp.bool_), token,
                                          state.generation, state.evaluations,
                                          state.best_fitness)

@@ -25,9 +25,9 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-import brkga
-from datasets import analysis, cli, errors
-from datasets import devices as devices_lib
+import regal_brkga as brkga
+from regal_datasets import analysis, cli, errors
+from regal_datasets import devices as devices_lib
 from regal.baselines import data_parallel, heuristics
 from regal.baselines import partition
 from regal.scoring import chromosome as chromosome_lib

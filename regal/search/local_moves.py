@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from datasets.graph import Graph
+from regal_datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import moves
 

@@ -21,7 +21,7 @@ from regal.baselines import exact
 from regal.scoring import bounds, models, performance
 from regal.scoring import chromosome as chromosome_lib
 
-# The thresholds, read off `experiments.portfolio_thresholds` (synthetic training graphs of
+# The thresholds, read off `regal_experiments.portfolio_thresholds` (synthetic training graphs of
 # 10-200 ops, 2 and 4 devices, communication 0-10x computation; its committed report): within
 # 5 s the solver proved optimal 16/16 graphs of 10-20 ops, 4/8 of 30 and 2/8 of 50 (its answer
 # beating the search's on 10 of the 40 graphs up to 50 ops), none of 100 or 200 ops, where its

@@ -38,7 +38,7 @@ from typing import Callable
 import numba
 import numpy as np
 
-from datasets import cli
+from regal_datasets import cli
 from regal.scoring import bounds, models, performance
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring.delay import reference as delay_reference

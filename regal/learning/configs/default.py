@@ -11,7 +11,7 @@
   --config.reward=measured --config.finetune_from=runs/regal   fine-tunes a trained policy
                                                      on measured run times (regal.execute)
   --dataset synthetic | DATASET_DIR | GRAPH_FOLDER   what to train on (config.dataset; see
-                                                     `datasets.dataset.for_training`)
+                                                     `regal_datasets.dataset.for_training`)
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import networkx
 import numpy as np
 
-from datasets.formats.profiled import CPU, Workload
+from regal_datasets.formats.profiled import CPU, Workload
 from regal.scoring.throughput import reference as pipeline
 
 

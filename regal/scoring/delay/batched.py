@@ -12,7 +12,7 @@ placement-only model of the list schedulers (`regal.baselines.list_scheduling.si
 with that order).
 
 This is the classic model of the task-scheduling literature (Sinnen's and Kasahara's benchmark
-sets, whose optima `experiments.task_graph_table` compares against). One `lax.scan` over the
+sets, whose optima `regal_experiments.task_graph_table` compares against). One `lax.scan` over the
 schedule's steps (each picks the next op and times it), `vmap`ped over the population:
 O(o * (o + K + D)) per chromosome.
 """
@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from datasets import analysis
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets import analysis
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 
 
 @struct.dataclass

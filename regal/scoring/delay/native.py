@@ -14,8 +14,8 @@ import dataclasses
 import numba
 import numpy as np
 
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.scoring import native_common
 from regal.scoring.delay.batched import build_delay_graph
 from regal.scoring.native_common import heap_key, heap_pop, heap_push, link_time

@@ -6,9 +6,9 @@ import heapq
 
 import numpy as np
 
-from datasets import analysis
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets import analysis
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.scoring.reference_common import compute_time
 from regal.scoring.schedule import Schedule
 

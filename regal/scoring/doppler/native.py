@@ -44,8 +44,8 @@ import dataclasses
 import numba
 import numpy as np
 
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.scoring import native_common
 from regal.scoring.native_common import link_time
 from regal.scoring.doppler.reference import networkx_edge_order

@@ -26,9 +26,9 @@ import collections
 import numpy as np
 import simpy
 
-from datasets import analysis
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets import analysis
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.scoring.schedule import Schedule, validate_placement
 
 DOPPLER_TIME_SCALE = 1e10

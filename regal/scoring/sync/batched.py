@@ -14,7 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from datasets import analysis
+from regal_datasets import analysis
 from regal.scoring.ranked_sets import (WORD_BITS, add_small, bit, first_set, gather_flat,
                                        gather_rows, ranks, scatter_rows, set_flat)
 from regal.scoring.sim_graph import SimGraph

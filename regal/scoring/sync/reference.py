@@ -15,9 +15,9 @@ import heapq
 
 import numpy as np
 
-from datasets import analysis
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets import analysis
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.scoring.reference_common import (Adjacency, Memory, compute_time, op_finished,
                                             transfers_needed)
 from regal.scoring.schedule import Schedule, validate_placement

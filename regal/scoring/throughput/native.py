@@ -21,7 +21,7 @@ import functools
 import numba
 import numpy as np
 
-from datasets.formats.profiled import CPU, Workload
+from regal_datasets.formats.profiled import CPU, Workload
 
 _RELATIVE = 1e-12  # A score must beat another by more than this (relative) to count.
 

@@ -1,6 +1,6 @@
 """Pipeline throughput of a split (Tarnawski et al., NeurIPS 2020, the max-load objective).
 
-A split puts each op of a profiled workload (`datasets.formats.profiled.Workload`) on an
+A split puts each op of a profiled workload (`regal_datasets.formats.profiled.Workload`) on an
 accelerator 0..maxFPGAs-1 or on the CPU side (`profiled.CPU`). In a pipeline every device works
 on a different sample at once, so the time per sample is the largest load:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets.formats.profiled import CPU, Workload
+from regal_datasets.formats.profiled import CPU, Workload
 
 
 def loads(workload: Workload, device: np.ndarray) -> tuple[np.ndarray, float]:

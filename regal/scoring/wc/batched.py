@@ -37,10 +37,10 @@ How the JAX models stay fast (read before changing them):
   ops left", a counter, since every transfer serves a consumer); the step must change no
   result for a finished chromosome (never rely on `vmap` of `while_loop`, which selects the
   whole carry).
-- Profile before and after: `python -m experiments.bench.profile_wc` prints ns per chromosome
+- Profile before and after: `python -m regal_experiments.bench.profile_wc` prints ns per chromosome
   and step and the loop body's fusions by time with their source lines. Timings on the 2-core
   machines vary by up to ±30% between runs: compare versions with
-  `python -m experiments.bench.compare_wc --baseline REV`, which times both in turns in one
+  `python -m regal_experiments.bench.compare_wc --baseline REV`, which times both in turns in one
   process and checks they agree.
 - What XLA's CPU backend did with the WC step (JAX 0.10, 200 ops, P = 512 per core, ~410
   steps per makespan-only evaluation at ~450 ns per chromosome and step, ~4,800 evaluations/s
@@ -76,7 +76,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from datasets import analysis
+from regal_datasets import analysis
 from regal.scoring.ranked_sets import WORD_BITS, bit, first_set, gather_rows, ranks, scatter_rows
 from regal.scoring.sim_graph import SimGraph
 from regal.scoring.sim_shared import memory_plan, read_chunk, release_uses, satisfy

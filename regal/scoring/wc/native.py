@@ -23,8 +23,8 @@ from typing import Callable
 import numba
 import numpy as np
 
-from datasets.devices import DeviceSpec
-from datasets.graph import Graph
+from regal_datasets.devices import DeviceSpec
+from regal_datasets.graph import Graph
 from regal.scoring import native_common
 from regal.scoring.native_common import heap_key, heap_pop, heap_push, link_time
 
