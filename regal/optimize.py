@@ -42,7 +42,6 @@ if __name__ == "__main__":  # A command: an interrupt while the libraries load i
 
 # Only what the flags need loads before they are checked: a mistyped flag or a missing file is
 # refused at once; JAX, numba and the scorers load with `regal.app.optimize_cli`.
-import os  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 from absl import flags  # noqa: E402
@@ -51,7 +50,7 @@ from regal_datasets import dataset as dataset_lib  # noqa: E402
 from regal_datasets import devices as devices_lib  # noqa: E402
 from regal_datasets import io as graph_io  # noqa: E402
 from regal import startup  # noqa: E402
-from regal.app import choices  # noqa: E402
+from regal.app import choices, optimize_inputs  # noqa: E402
 
 startup.use_all_cpu_cores()  # Before JAX starts.
 
@@ -178,20 +177,11 @@ FLAG_GROUPS = (
 )
 
 
-def check_inputs() -> None:
-  """The graph and device files the flags name exist (else one line, before anything loads):
-  each of --graph's (a file, a,b,c or a folder) and --device_spec. (A --policy or
-  --doppler_checkpoint is checked with the flags that read it, `optimize_cli.check_flags`.)"""
-  named = [path.strip() for path in (flags.FLAGS.graph or "").split(",") if path.strip()]
-  for path in named + [p for p in [flags.FLAGS.device_spec] if p]:
-    if not os.path.exists(path):
-      raise errors.ConfigError(f"{path}: no such file")
-
-
 def main(argv: Sequence[str]) -> None:
-  check_inputs()
+  # The flags' values, the devices and the graph, read and checked before the libraries load.
+  inputs = optimize_inputs.read(argv)
   from regal.app import optimize_cli  # Deferred: see the imports above.
-  optimize_cli.run(argv, FLAG_GROUPS)
+  optimize_cli.run(inputs, FLAG_GROUPS)
 
 
 if __name__ == "__main__":

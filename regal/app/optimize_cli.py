@@ -1,22 +1,19 @@
-"""What `python -m regal.optimize` does once its flags parsed and its input files exist
-(`regal/optimize.py` defines the flags and checks those before this module, and with it JAX
-and the scorers, loads): the remaining checks, then one graph, many graphs or a profiled
-workload's split, reported and written."""
+"""What `python -m regal.optimize` does once `regal.app.optimize_inputs` read and checked its
+inputs (before this module, and with it JAX and the scorers, loads): the checks that need the
+method registry, then one graph, many graphs or a profiled workload's split, reported and
+written."""
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
-from typing import Callable, Sequence
+from typing import Callable
 
 from absl import flags
 
 from regal_datasets import atomic, cli, errors
-from regal_datasets import dataset as dataset_lib
 from regal_datasets import devices as devices_lib
-from regal_datasets import io as graph_io
-from regal.app import gantt, methods, optimize_lib, pipeline_lib, units
+from regal.app import gantt, methods, optimize_inputs, optimize_lib, pipeline_lib, units
 from regal.app import report as report_lib
 from regal.baselines import pipeline_methods
 from regal.doppler_policy import method as doppler_method
@@ -24,31 +21,6 @@ from regal.scoring import models
 from regal.search import portfolio
 
 FLAGS = flags.FLAGS
-
-
-def load_graph():
-  """--graph, or a dataset graph; with neither, the default synthetic dataset's test graph."""
-  if FLAGS.graph and FLAGS.dataset:
-    raise errors.ConfigError("give only one of --graph and --dataset")
-  if FLAGS.graph:
-    return graph_io.load_graph(FLAGS.graph, FLAGS.format), FLAGS.graph
-  dataset = dataset_lib.load_or_build_synthetic(data_dir=FLAGS.data_dir)
-  graphs = dataset[FLAGS.split]
-  if not 0 <= FLAGS.index < len(graphs):
-    raise errors.ConfigError(f"--index {FLAGS.index} is outside split {FLAGS.split!r} "
-                             f"(0..{len(graphs) - 1})")
-  return graphs[FLAGS.index], f"synthetic/{FLAGS.split}/{FLAGS.index}"
-
-
-def check_outputs() -> None:
-  """Output paths are refused before any search: clobbering an input, an unwritable place,
-  a chart extension that is not a chart format."""
-  inputs = [p for p in (FLAGS.graph or "").split(",") + [
-      FLAGS.device_spec, FLAGS.policy, FLAGS.doppler_checkpoint] if p]
-  several = FLAGS.out_dir or len(inputs) > 1 or (FLAGS.graph and os.path.isdir(FLAGS.graph))
-  atomic.check_outputs([("--out", FLAGS.out, ()), ("--doppler_save", FLAGS.doppler_save, ()),
-                        ("--gantt", None if several else FLAGS.gantt, atomic.CHART_EXTENSIONS)],
-                       inputs)
 
 
 def _given(name: str) -> bool:
@@ -130,19 +102,9 @@ def _named(readers_of: list[str]) -> str:
 
 
 def check_flags() -> None:
-  """Values out of range, and flags that the other flags would make do nothing, refused
-  before any work (absl cannot tell a flag given from one left at its default)."""
-  if FLAGS.out_dir and (not FLAGS.graph or FLAGS.dataset):
-    raise errors.ConfigError("--out_dir keeps the results of --graph files (a directory or "
-                             "a,b,c); one graph's result goes to --out")
-  for name, value in (("time_limit", FLAGS.time_limit), ("memory_limit", FLAGS.memory_limit)):
-    if value is not None and not (math.isfinite(value) and value > 0):
-      raise errors.ConfigError(f"--{name} must be a positive finite number, got {value}")
-  for name, value, lowest in (("evals", FLAGS.evals, 1), ("doppler_evals", FLAGS.doppler_evals,
-                                                            0)):
-    if value is not None and not lowest <= value <= methods.MAX_EVALS:
-      raise errors.ConfigError(f"--{name} must be between {lowest} and "
-                               f"{methods.MAX_EVALS:,}, got {errors.brief(value)}")
+  """Flags that the other flags would make do nothing, refused before any work (absl cannot
+  tell a flag given from one left at its default; values out of range were refused by
+  `optimize_inputs`)."""
   # The library's checks of the run (methods.RunConfig.validate), before any work.
   run_config(measured=object() if FLAGS.reward == "measured" else None).validate()
   unread = _unread(readers())
@@ -155,10 +117,6 @@ def check_flags() -> None:
   if _given("shard") and FLAGS.reward == "measured":
     raise errors.ConfigError("--shard would do nothing here: --reward measured trains on the "
                              "graph as given (drop --shard)")
-  for name, path, kind in (("doppler_checkpoint", FLAGS.doppler_checkpoint, "file"),
-                           ("policy", FLAGS.policy, "directory")):
-    if path and not (os.path.isfile(path) if kind == "file" else os.path.isdir(path)):
-      raise errors.ConfigError(f"--{name} {path}: no such {kind}")
 
 
 _SPLIT_FLAGS = ("graph", "format", "objective", "model", "method", "evals", "time_limit", "seed",
@@ -193,13 +151,6 @@ def split_config(flag_groups) -> pipeline_methods.SplitConfig:
                                         "throughput", evals=FLAGS.evals, seed=FLAGS.seed,
                                         time_limit=FLAGS.time_limit)
   reads = methods.get_split(method, config.objective).reads
-  if FLAGS.time_limit is not None and not (math.isfinite(FLAGS.time_limit) and
-                                           FLAGS.time_limit > 0):
-    raise errors.ConfigError(f"--time_limit must be a positive finite number, got "
-                             f"{FLAGS.time_limit}")
-  if FLAGS.evals is not None and not 1 <= FLAGS.evals <= methods.MAX_EVALS:
-    raise errors.ConfigError(f"--evals must be between 1 and {methods.MAX_EVALS:,}, got "
-                             f"{errors.brief(FLAGS.evals)}")
   for name in ("evals", "time_limit", "seed"):
     if _given(name) and name not in reads:
       readers = [m for m in methods.split_names() if name in methods.get(m).reads]
@@ -208,13 +159,12 @@ def split_config(flag_groups) -> pipeline_methods.SplitConfig:
   return config
 
 
-def main_split(flag_groups) -> None:
+def main_split(inputs: optimize_inputs.Inputs, flag_groups) -> None:
   """A profiled workload's split: report, write, exit 3 if infeasible."""
   from regal_datasets.formats import profiled
   from regal.app import split_chart
   config = split_config(flag_groups)
-  check_outputs()
-  workload = graph_io.load_workload(FLAGS.graph, FLAGS.format)
+  workload = inputs.workload
   spec = FLAGS.device_spec
   if spec:
     workload = profiled.with_devices(workload, devices_lib.load(spec), f"--device_spec {spec}")
@@ -231,25 +181,21 @@ def main_split(flag_groups) -> None:
                         "contiguity (the result says feasible: false, with the violations)")
 
 
-def run(argv: Sequence[str], flag_groups) -> None:
-  """`regal.optimize`'s main once its inputs exist (`flag_groups`: its --help groups)."""
-  if len(argv) > 1:
-    raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
-  if FLAGS.objective == pipeline_lib.OBJECTIVE or FLAGS.model in models.split_names():
-    return main_split(flag_groups)
+def run(inputs: optimize_inputs.Inputs, flag_groups) -> None:
+  """`regal.optimize`'s main once `optimize_inputs` read its inputs (`flag_groups`: its --help
+  groups)."""
+  if optimize_inputs.splits_a_workload():
+    return main_split(inputs, flag_groups)
   methods.get_schedule(FLAGS.method)  # A split method needs a profiled workload.
   check_flags()
-  check_outputs()
-  devices = devices_lib.from_flags()
+  devices = inputs.devices
   on_devices = FLAGS.execute or FLAGS.reward == "measured"
   if on_devices:
     from regal.scoring import parallel as parallel_lib
     parallel_lib.use_host_devices(devices.num_devices)  # Before JAX starts.
-  if FLAGS.graph and not FLAGS.dataset:
-    paths = optimize_lib.graph_paths(FLAGS.graph)
-    if len(paths) > 1 or FLAGS.out_dir:
-      return run_many(paths, devices)
-  graph, source = load_graph()
+  if inputs.paths:
+    return run_many(list(inputs.paths), devices)
+  graph, source = inputs.graph, inputs.source
   program = measured = None
   if on_devices:
     from regal.execute import choose_program, executor

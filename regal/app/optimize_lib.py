@@ -241,22 +241,6 @@ def simplest_among_equals(problem: performance.Problem, candidates: dict[str, np
           "tolerance": SAME_OBJECTIVE}
 
 
-def graph_paths(spec: str) -> list[str]:
-  """The graph files of `--graph`: a comma-separated list of files, or a directory (its files
-  of a known graph extension, sorted; other files such as an optima table are skipped)."""
-  paths = []
-  for item in (part.strip() for part in spec.split(",")):
-    if not item:
-      continue
-    if os.path.isdir(item):
-      paths.extend(graph_io.graph_files(item))
-    else:
-      paths.append(item)
-  if not paths:
-    raise errors.ConfigError("--graph names no file")
-  return paths
-
-
 def output_paths(paths: list[str], out_dir: str | None, chart_format: str | None
                  ) -> list[tuple[str | None, str | None]]:
   """(result JSON, chart) per graph: `DIR/<file stem>.json` and `DIR/<stem>.<format>`;
