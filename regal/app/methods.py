@@ -25,6 +25,7 @@ from regal.learning import trained_guide
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import decoders, models, performance
 from regal.search import brkga_presets, brkga_search, guides, portfolio, schedule_polish
+from regal.search import progress as search_progress
 
 MAX_EVALS = choices.MAX_EVALS  # Evaluation counters are int32 inside the search.
 POLISH = ("auto", "insertions", "off")  # `RunConfig.polish`
@@ -61,7 +62,8 @@ class RunConfig:
   budget, which binds only on a CPU slower than the one it was sized on; else none), or the
   cpsat and quickp solvers' limit (default 10 s); `decoder`: BRKGA's decoder instead of the
   preset's; `measured`: a reward source of measured run times for Doppler's stage III
-  (`stage3_steps` batches of episodes); `progress(line)`: told when a BRKGA search starts."""
+  (`stage3_steps` batches of episodes); `progress`: where a BRKGA search says it starts and
+  shows its live line (`search.progress.Reporter`; None: silent)."""
   model: str = "wc"
   objective: str = "runtime"
   memory_limit: float | None = None
@@ -92,7 +94,7 @@ class RunConfig:
   # model's makespan) by insertion moves and exact window re-solves; "insertions": by the
   # insertion moves alone; "off": never.
   polish: str = "auto"
-  progress: Callable[[str], None] | None = dataclasses.field(default=None, compare=False)
+  progress: search_progress.Reporter | None = dataclasses.field(default=None, compare=False)
 
   def validate(self) -> "RunConfig":
     """One-line errors, before any work, for values out of range and options the method
@@ -162,7 +164,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   REGAL's policy with `policy_dir`. Every evaluation a guide spends is in the budget; the
   seeds come back as alternatives. `compare_unguided`: the same search without the policy
   runs beside it, reported in the details with its own evaluations (never the answer).
-  `progress(line)` hears when the search starts (from then on an interrupt keeps the best)."""
+  `config.progress` hears when the search starts (from then on an interrupt keeps the best)."""
   seed, policy_dir, brkga_preset = config.seed, config.policy_dir, config.brkga_preset
   decoder, time_limit = config.decoder, config.time_limit
   if time_limit is None and config.evals is None:

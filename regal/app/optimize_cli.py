@@ -19,6 +19,7 @@ from regal.baselines import pipeline_methods
 from regal.doppler_policy import method as doppler_method
 from regal.scoring import models
 from regal.search import portfolio
+from regal.search import progress as search_progress
 
 FLAGS = flags.FLAGS
 
@@ -206,7 +207,7 @@ def run(inputs: optimize_inputs.Inputs, flag_groups) -> None:
       from regal.execute.measured import MeasuredReward
       measured = MeasuredReward(graph, program, device_list, FLAGS.execute_mode)
   report = optimize_lib.run(graph, devices,
-                            run_config(measured, progress=lambda line: print(line, flush=True)),
+                            run_config(measured, progress=search_progress.Reporter()),
                             source=source)
   print(report_lib.summary(report))
   if FLAGS.execute:

@@ -95,7 +95,26 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
       problem, graph=coarsen.coarse_graph(graph, coarsening))
   evals = search.default_evals(solved) if config.evals is None else config.evals
   # Every candidate is scored once by the reference model, here or inside the method.
-  solved_scores = performance.ReferenceScores(solved)
+  problem_scores = performance.ReferenceScores(problem)
+  solved_scores = problem_scores if coarsening is None else performance.ReferenceScores(solved)
+  # Every reported number comes from the readable reference model (the exact Doppler
+  # simulator for --model doppler), so it can be checked independently. The one-device
+  # baseline first: it sizes the units, which the search's live line shows too.
+  seed_chromosome = search.single_device_seed(problem)
+  single_value, single_schedule = problem_scores(seed_chromosome)
+  memory_unit = units.memory_unit(max(float(np.nanmax(single_schedule.peak_memory, initial=0.0)),
+                                      memory_limit or 0.0))
+  if planned.details is not None:  # One device runs the model unsplit.
+    unsplit = performance.Problem(planned.original, planned.original_devices, model=model,
+                                  objective=objective, memory_limit=memory_limit)
+    single_value, single_schedule = performance.ReferenceScores(unsplit)(
+        search.single_device_seed(unsplit))
+  # One unit for every time of the run (sized to the single-device makespan) and one for
+  # every memory figure (sized to the largest on one device, or the limit).
+  time_unit = units.time_unit(model, graph, float(single_schedule.makespan))
+  if config.progress is not None:
+    config = dataclasses.replace(config, progress=dataclasses.replace(
+        config.progress, shown=units.objective_text(objective, time_unit, memory_unit)))
   with compile_clock.CompileClock() as compiling:
     result = methods.get_schedule(method).run(solved, config, evals, solved_scores)
   solved_scores.remember(result.chromosome, result.objective, result.schedule)
@@ -110,7 +129,7 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   if coarsening is not None:
     coarse_objective = min(solved_scores(c)[0] for c in candidates.values())
     candidates = _expand_candidates(solved, problem, coarsening, candidates)
-    scores = performance.ReferenceScores(problem)
+    scores = problem_scores
     coarse_details = {"spec": coarsen_spec, "original_ops": graph.num_ops,
                       "coarse_ops": coarsening.num_groups,
                       "coarse_tensors": solved.graph.num_tensors,
@@ -122,15 +141,6 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
       evaluations += coarse_details["refinement"].get("evaluations", 0)
       wall["search"] += coarse_details["refinement"].get("seconds", 0.0)
     details = {**details, "coarsening": coarse_details}
-  # Every reported number comes from the readable reference model (the exact Doppler
-  # simulator for --model doppler), so it can be checked independently.
-  seed_chromosome = search.single_device_seed(problem)
-  single_value, single_schedule = scores(seed_chromosome)
-  if planned.details is not None:  # One device runs the model unsplit.
-    unsplit = performance.Problem(planned.original, planned.original_devices, model=model,
-                                  objective=objective, memory_limit=memory_limit)
-    single_value, single_schedule = performance.ReferenceScores(unsplit)(
-        search.single_device_seed(unsplit))
   scored = {name: scores(c) for name, c in candidates.items()}
   best_name = min(scored, key=lambda name: scored[name][0])  # Ties: the method's own answer.
   simplest = simplest_among_equals(problem, candidates, scored, best_name)
@@ -145,11 +155,6 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   seed_scores = {name: value for name, (value, _) in scored.items() if name != method}
   placement, order = chromosome_lib.assignment(chosen, problem.layout)
   feasibility = report_lib.feasibility(problem, schedule)
-  # One unit for every time of the run (sized to the single-device makespan) and one for
-  # every memory figure (sized to the largest: a peak, or the limit).
-  time_unit = units.time_unit(model, graph, float(single_schedule.makespan))
-  memory_unit = units.memory_unit(max(float(np.nanmax(schedule.peak_memory, initial=0.0)),
-                                      memory_limit or 0.0))
   total = time.perf_counter() - start
   result = result_lib.Result(
       graph={"name": graph.name, "num_ops": graph.num_ops, "num_tensors": graph.num_tensors,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -95,3 +95,11 @@ def memory_unit(largest: float) -> MemoryUnit:
     if largest >= size:
       return MemoryUnit(1.0 / size, name)
   return MemoryUnit(1.0, "bytes")
+
+
+def objective_text(objective: str, time: TimeUnit, memory: MemoryUnit) -> Callable[[float], str]:
+  """An objective (the model's value) as people read it, with its unit: a time in `time`'s
+  unit, or, minimizing memory, bytes in `memory`'s (what the search's live line shows)."""
+  if objective == "memory":
+    return lambda value: f"{memory([value])[0]:.6g} {memory.name}"
+  return lambda value: f"{float(time(value)):.6g} {time.name}"

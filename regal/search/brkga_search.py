@@ -285,12 +285,15 @@ class _deadline:
   `deadline.token`, a wall-clock limit for a search, a predicate that ends it early (e.g. an
   exact solver's proof) and its live progress (`progress.SearchProgress`, or None); after
   the block `deadline.reason` says why it ended ("budget" unless `_time_up` stopped it) and
-  `deadline.compile_seconds` what JAX compiled in it (not counted against the limit)."""
+  `deadline.compile_seconds` what JAX compiled in it (not counted against the limit).
+  `objective_of(chromosome)`: the objective of the search's best where its score carries a
+  tie-breaker (the live line shows objectives)."""
   _next = 0
 
   def __init__(self, seconds: float | None, should_stop: Callable[[], bool] | None = None,
-               progress=None):
+               progress=None, objective_of: Callable[[np.ndarray], float] | None = None):
     self.seconds, self.should_stop, self.progress = seconds, should_stop, progress
+    self.objective_of = objective_of
     self.clock = compile_clock.CompileClock()
 
   def __enter__(self) -> "_deadline":
@@ -309,12 +312,22 @@ class _deadline:
     self.clock.__exit__(*exc)
     self.compile_seconds = self.clock.seconds
     self.reason = _STOPPED.pop(self.token, "budget")
-    if self.progress is not None:
-      self.progress.close()
+    if exc[0] is not None and self.progress is not None:
+      self.progress.close()  # Else the answer's line closes it (`_last_line`).
 
   def stop(self, state: brkga.State) -> bool:
     """`brkga.run_on_host`'s stop."""
-    return bool(_time_up(self.token, state.generation, state.evaluations, state.best_fitness))
+    best = state.best_fitness
+    if self.objective_of is not None and self.progress is not None and self.progress.due():
+      best = self.objective_of(np.asarray(state.best_chromosome))
+    return bool(_time_up(self.token, state.generation, state.evaluations, best))
+
+
+def _last_line(run: "_Run", outcome: "_Outcome") -> None:
+  """The live line's last word: the search's answer, as the summary will show it."""
+  if run.progress is not None:
+    run.progress.finished(int(outcome.result.evaluations), outcome.objective,
+                          outcome.search_seconds)
 
 
 def _search_fn(fitness, run: "_Run", layout: chromosome_lib.Layout):
@@ -433,9 +446,11 @@ def _optimize(run: _Run) -> SearchResult:
     result = jax.block_until_ready(compiled(jax.random.key(run.seed), seed_matrix, table,
                                             jnp.asarray(deadline.token, jnp.int32)))
     search_seconds = time.perf_counter() - start
-  return _result(run, _Outcome(result, np.asarray(result.best_chromosome), seed_values,
-                               float(result.best_fitness), compile_seconds, search_seconds,
-                               True, deadline.reason))
+  outcome = _Outcome(result, np.asarray(result.best_chromosome), seed_values,
+                     float(result.best_fitness), compile_seconds, search_seconds, True,
+                     deadline.reason)
+  _last_line(run, outcome)
+  return _result(run, outcome)
 
 
 def _optimize_bucketed(run: _Run, shape: PaddedShape) -> SearchResult:
@@ -460,7 +475,9 @@ def _optimize_bucketed(run: _Run, shape: PaddedShape) -> SearchResult:
     run.progress.compiling()
   # Scored on the host between jitted steps (`brkga.run_on_host`): no program holds a host
   # callback, so JAX's persistent cache keeps them for the next process.
-  with _deadline(run.time_limit, run.should_stop, run.progress) as deadline:
+  objective_of = ((lambda chromosome: float(scorer.objectives(chromosome[None])[0]))
+                  if evaluator.breaks_ties else None)
+  with _deadline(run.time_limit, run.should_stop, run.progress, objective_of) as deadline:
     start = time.perf_counter()
     result = jax.block_until_ready(brkga.run_on_host(
         scorer.search_scores, jax.random.key(run.seed), guided, run.evals, bucket.size,
@@ -481,8 +498,10 @@ def _optimize_bucketed(run: _Run, shape: PaddedShape) -> SearchResult:
   found = values[len(seed_matrix):]
   pick = int(np.argmin(found))  # The first of equals: the search's own best.
   best = chromosome_lib.from_bucket(own, bucket, searched[pick])
-  return _result(run, _Outcome(result, best, values[:len(seed_matrix)], float(found[pick]),
-                               compile_seconds, search_seconds, pick == 0, deadline.reason))
+  outcome = _Outcome(result, best, values[:len(seed_matrix)], float(found[pick]),
+                     compile_seconds, search_seconds, pick == 0, deadline.reason)
+  _last_line(run, outcome)
+  return _result(run, outcome)
 
 
 def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,

@@ -352,13 +352,14 @@ def search_params(evaluator: performance.Evaluator, evals: int,
 
 def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guidance,
                plan: SearchPlan | None = None, time_limit: float | None = None,
-               progress: Callable[[str], None] | None = None,
+               progress: search_progress.Reporter | None = None,
                shape: brkga_search.PaddedShape | None = None,
                should_stop: Callable[[], bool] | None = None) -> brkga_search.SearchResult:
   """The search with `evals` evaluations in all, the guidance's included, as `plan` says
   (default: the default preset's, `plan_search`). `shape`: a padded shape shared by many
   graphs (training: one compile), else the problem's own buckets; `should_stop()`: ends it
-  early at a generation boundary (an exact solver's proof)."""
+  early at a generation boundary (an exact solver's proof); `progress`: where the search says
+  it starts and shows its live line (None: silent)."""
   if plan is None:
     plan = plan_search(problem, evals)
   elif plan.evaluator.problem is not problem:
@@ -378,10 +379,11 @@ def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guid
                             prior_spread=np.asarray(guided.prior_spread, np.float32))
   with cli.stoppable():  # From the line on: a signal prompted by it stops the search.
     if progress is not None:
-      progress(f"searching: BRKGA on {problem.graph.num_ops} ops, {left} evaluations "
+      progress.say(f"searching: BRKGA on {problem.graph.num_ops} ops, {left} evaluations "
                f"(population {params.population_size}, {len(guided.seeds) + 1} seeds); SIGINT "
                f"(Ctrl-C) stops it and keeps the best found")
-    live = None if progress is None else search_progress.SearchProgress(left, time_limit)
+    live = None if progress is None else search_progress.SearchProgress(
+        left, time_limit, shown=progress.shown)
     try:
       result = brkga_search.optimize(plan.evaluator, evals=left, seed=seed, params=params,
                                      seeds=guided.seeds, settings=plan.settings,

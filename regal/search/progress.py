@@ -3,11 +3,14 @@ plain line now and then in a log (`LiveLine`); and, at the end, why a search sto
 
 The search tells the host once a generation (`brkga_search._time_up`, which
 also checks its time limit); `SearchProgress.generation` turns that into the line
-`  12,800 of 96,000 evaluations, best score 4907.5, 1.9 s of 10 s`. A terminal gets it at most
-`TTY_INTERVAL` apart; anything else (a file, a pipe, CI) a plain line every `LOG_INTERVAL`.
+`  12,800 of 96,000 evaluations, best objective 4907.5, 1.9 s of 10 s`, the best in the unit
+the summary prints it in (`Reporter.shown`: 2.7503 ms, 122.627 Doppler units), and a last line
+when the search ends. A terminal gets it at most `TTY_INTERVAL` apart; anything else (a file, a
+pipe, CI) a plain line every `LOG_INTERVAL`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -23,6 +26,23 @@ STOP_REASONS = {
     "signal": "SIGINT or SIGTERM stopped it",
     "caller": "the exact solver beside it proved its answer optimal",
 }
+
+
+def _plain(objective: float) -> str:
+  return f"{objective:.6g}"
+
+
+def _printed(line: str) -> None:
+  print(line, flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reporter:
+  """Where a run's progress goes: `say(line)` prints a lasting line (the search's start);
+  `shown(objective)` writes an objective (the model's own value) as the summary will, in its
+  unit (`regal.app.units`; the run sets it once the unit is known)."""
+  say: Callable[[str], None] = _printed
+  shown: Callable[[float], str] = _plain
 
 
 class LiveLine:
@@ -72,8 +92,9 @@ class SearchProgress:
   """The live line of one search of `total` evaluations (`time_limit` seconds, or None)."""
 
   def __init__(self, total: int, time_limit: float | None = None,
-               stream: TextIO | None = None, clock: Callable[[], float] = time.perf_counter):
-    self.total, self.time_limit = total, time_limit
+               stream: TextIO | None = None, clock: Callable[[], float] = time.perf_counter,
+               shown: Callable[[float], str] = _plain):
+    self.total, self.time_limit, self.shown = total, time_limit, shown
     self.line = LiveLine(stream, clock)
     self.clock = clock
     self.started = self.clock()
@@ -89,17 +110,29 @@ class SearchProgress:
     """The search itself starts: elapsed time counts from here, as its time limit does."""
     self.started = self.clock()
 
+  def due(self) -> bool:
+    """Whether a `generation` now would show (the caller may skip working out the best)."""
+    return self.line.due()
+
   def generation(self, generation: int, evaluations: int, best: float,
                  compiling: float = 0.0) -> None:
-    """After a generation; `compiling`: the seconds since `searching` spent compiling (not
+    """After a generation: `best` the best objective so far (not the search's score, which
+    may carry a tie-breaker); `compiling`: the seconds since `searching` spent compiling (not
     search time)."""
     del generation
-    if not self.line.due():
-      return
-    elapsed = self.clock() - self.started - compiling
+    if self.line.due():
+      self.line.update(self._text(evaluations, best, self.clock() - self.started - compiling))
+
+  def finished(self, evaluations: int, best: float, seconds: float) -> None:
+    """The last line, whenever the one before it showed: the search's answer (`best`, as the
+    summary reports it) after `seconds` of search."""
+    self.line.update(self._text(evaluations, best, seconds), force=True)
+    self.line.close()
+
+  def _text(self, evaluations: int, best: float, elapsed: float) -> str:
     limit = f" of {self.time_limit:g} s" if self.time_limit else ""
-    self.line.update(f"  {evaluations:,} of {self.total:,} evaluations, best score "
-                     f"{best:.6g}, {elapsed:.1f} s{limit}")
+    return (f"  {evaluations:,} of {self.total:,} evaluations, best objective "
+            f"{self.shown(best)}, {elapsed:.1f} s{limit}")
 
   def close(self) -> None:
     """Ends a line left open on a terminal."""
