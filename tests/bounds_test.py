@@ -90,3 +90,30 @@ def test_result_bounds_never_exceed_a_proven_optimum(method):
       assert d.bound_source == "solver" or d.lower_bound == d.objective
   if method == "cpsat":  # The solver proves these small graphs optimal.
     assert proven == len(_SINNEN)
+
+
+def test_proven_means_within_one_tolerance_of_the_bound():
+  """One rule for every method and model: within `PROVEN_TOLERANCE` (relative) of a lower
+  bound is proven, beyond it is not; the gap is then 0."""
+  for bound in (4.69987, 76417.910, 1e-3):
+    at = bounds.target(bound)
+    assert bounds.meets(at, bound) and bounds.proven_optimal(at, bound)
+    assert bounds.gap(at, bound) == 0.0
+    beyond = bound * (1 + 2 * bounds.PROVEN_TOLERANCE)
+    assert not bounds.meets(beyond, bound) and bounds.gap(beyond, bound) > 0
+  assert bounds.meets(76417.914, 76417.910) and bounds.meets(4.7, 4.69987)
+
+
+@pytest.mark.parametrize("engine", ["native", "jax"])
+def test_the_search_stops_when_its_best_meets_the_bound(engine):
+  """Four independent ops (1, 1, 2, 2) on two devices: 3 is the bound and the heuristic seeds
+  reach it, so the search stops at its first generation boundary, proven."""
+  from regal_datasets.graph import GraphBuilder
+  builder = GraphBuilder("pair")
+  for name, cost in (("a", 1.0), ("b", 1.0), ("c", 2.0), ("d", 2.0)):
+    builder.add_op(name, cost)
+  result = optimize_lib.run(builder.build(), devices_lib.homogeneous(2), methods.RunConfig(
+      evals=100_000, engine=engine)).result
+  assert result.proven_optimal and result.objective == 3.0
+  assert result.details["stopped"]["reason"] == "bound"
+  assert result.evaluations < 1000

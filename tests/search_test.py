@@ -158,7 +158,8 @@ def test_the_result_says_why_the_search_stopped(config, reason):
   from regal_datasets import devices as devices_lib
   from regal_datasets.synthetic import sized_graph
   from regal.app import methods, optimize_lib, report
-  data = optimize_lib.run(sized_graph(30), devices_lib.homogeneous(2),
+  # On 4 devices its best stays above the lower bound (on 2 it meets it: "bound").
+  data = optimize_lib.run(sized_graph(30), devices_lib.homogeneous(4),
                           methods.RunConfig(**config)).result
   stopped = data.details["stopped"]
   assert stopped["reason"] == reason and stopped["budget"] == config["evals"]

@@ -82,7 +82,9 @@ class Result(_ResultFile):
   gap: float | None = _field(
       "(objective - lower_bound) / lower_bound: at most this far from optimal (0: proven optimal; "
       "null: a zero bound under a positive objective)")
-  proven_optimal: bool = _field("the objective meets the lower bound")
+  proven_optimal: bool = _field(
+      "the objective is within 0.01% of the lower bound (regal.scoring.bounds.PROVEN_TOLERANCE, "
+      "one rule for every method and model; a search stops there)")
   feasible: bool = _field(
       "false when objective runtime_under_memory found no solution within the limit (the "
       "objective is then the penalty score; `regal.optimize` exits 3)")
@@ -154,8 +156,11 @@ class SplitResult(_ResultFile):
   lower_bound: float = _field(
       "no split's objective is below this: the structural bound, or CP-SAT's proven one")
   bound_source: str = _field("\"structure\" or \"solver\"")
-  gap: float | None = _field("(objective - lower_bound) / lower_bound; null if infeasible")
-  proven_optimal: bool = _field("the objective meets the lower bound, or CP-SAT proved it")
+  gap: float | None = _field("(objective - lower_bound) / lower_bound (0: proven optimal); "
+                             "null if infeasible")
+  proven_optimal: bool = _field(
+      "the objective is within 0.01% of the lower bound (regal.scoring.bounds.PROVEN_TOLERANCE, "
+      "as every result's)")
   blocks: list | None = _field(
       "(latency only) each accelerator's block: {accelerator, start, finish, receive, compute, "
       "send}", default=None)

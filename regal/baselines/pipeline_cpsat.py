@@ -28,12 +28,14 @@ import numpy as np
 
 from regal_datasets.formats.profiled import CPU, Workload
 from regal.baselines import cpsat_solve
+from regal.scoring import bounds
 from regal.scoring.throughput import reference as pipeline
 
 
-# The relative gap up to which an OPTIMAL answer of the rounded model counts as optimal (MIP
-# solvers' customary default): the rounding can leave a load that far below its true value.
-OPTIMALITY_TOLERANCE = 1e-4
+# The relative gap up to which an OPTIMAL answer of the rounded model counts as optimal: the
+# one tolerance of "proven" (`scoring.bounds.PROVEN_TOLERANCE`); the rounding can leave a load
+# that far below its true value.
+OPTIMALITY_TOLERANCE = bounds.PROVEN_TOLERANCE
 
 
 @dataclasses.dataclass(frozen=True)

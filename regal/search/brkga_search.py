@@ -31,6 +31,7 @@ program (`brkga.run`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Any, Callable
 
@@ -41,7 +42,7 @@ import numpy as np
 import regal_brkga as brkga
 from regal_datasets import cli
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import decoders, performance
+from regal.scoring import bounds, decoders, performance
 from regal.search import compile_clock, local_moves
 
 
@@ -251,22 +252,26 @@ def params_for(evaluator: performance.Evaluator, evals: int | None = None) -> br
                               restarts=restarts_for(evaluator.breaks_ties))
 
 
-# Token -> (deadline, should_stop, progress, compile clock) of a running search.
-_DEADLINES: dict[int, tuple[float, Callable[[], bool] | None, Any, compile_clock.CompileClock]] = {}
+# Token -> (deadline, should_stop, progress, compile clock, target) of a running search.
+_DEADLINES: dict[int, tuple[float, Callable[[], bool] | None, Any, compile_clock.CompileClock,
+                            float]] = {}
 _STOPPED: dict[int, str] = {}  # Stop token -> why `_time_up` stopped that search.
 
 
 def _time_up(token, generation, evaluations, best) -> np.ndarray:
   """Once a generation, on the host: shows the search's progress and says whether to stop
-  (and records why). The time limit counts search time: compiling does not use it up."""
+  (and records why): a signal, a best that meets the lower bound (`target`: proven optimal),
+  the time limit, the caller. The time limit counts search time: compiling does not use it
+  up."""
   token = int(token)
-  deadline, should_stop, progress, clock = _DEADLINES.get(token, (np.inf, None, None, None))
+  deadline, should_stop, progress, clock, target = _DEADLINES.get(
+      token, (np.inf, None, None, None, -np.inf))
   compiling = 0.0 if clock is None else clock.seconds
   if progress is not None:
     progress.generation(int(generation), int(evaluations), float(best), compiling)
-  reason = ("signal" if cli.stop_requested() else "time_limit" if time.perf_counter() -
-            compiling >= deadline else "caller" if should_stop is not None and should_stop()
-            else None)
+  reason = ("signal" if cli.stop_requested() else "bound" if float(best) <= target
+            else "time_limit" if time.perf_counter() - compiling >= deadline
+            else "caller" if should_stop is not None and should_stop() else None)
   if reason is not None:
     _STOPPED.setdefault(token, reason)
   return np.bool_(reason is not None)
@@ -281,18 +286,19 @@ def _stop_fn(token):
 
 
 class _deadline:
-  """`with _deadline(seconds, should_stop, progress) as deadline:` registers, under
-  `deadline.token`, a wall-clock limit for a search, a predicate that ends it early (e.g. an
-  exact solver's proof) and its live progress (`progress.SearchProgress`, or None); after
-  the block `deadline.reason` says why it ended ("budget" unless `_time_up` stopped it) and
-  `deadline.compile_seconds` what JAX compiled in it (not counted against the limit).
-  `objective_of(chromosome)`: the objective of the search's best where its score carries a
-  tie-breaker (the live line shows objectives)."""
+  """`with _deadline(run, objective_of) as deadline:` registers, under `deadline.token`, the
+  run's wall-clock limit, its predicate that ends it early (e.g. an exact solver's proof), its
+  live progress (`progress.SearchProgress`, or None) and the objective that proves its best
+  optimal (`_Run.target`); after the block `deadline.reason` says why it ended ("budget"
+  unless `_time_up` stopped it) and `deadline.compile_seconds` what JAX compiled in it (not
+  counted against the limit). `objective_of(chromosome)`: the objective of the search's best
+  where its score carries a tie-breaker (the live line and the bound read objectives)."""
   _next = 0
 
-  def __init__(self, seconds: float | None, should_stop: Callable[[], bool] | None = None,
-               progress=None, objective_of: Callable[[np.ndarray], float] | None = None):
-    self.seconds, self.should_stop, self.progress = seconds, should_stop, progress
+  def __init__(self, run: "_Run",
+               objective_of: Callable[[np.ndarray], float] | None = None):
+    self.seconds, self.should_stop, self.progress = run.time_limit, run.should_stop, run.progress
+    self.target = run.target
     self.objective_of = objective_of
     self.clock = compile_clock.CompileClock()
 
@@ -302,7 +308,7 @@ class _deadline:
     self.clock.__enter__()
     _DEADLINES[self.token] = (np.inf if self.seconds is None
                               else time.perf_counter() + self.seconds, self.should_stop,
-                              self.progress, self.clock)
+                              self.progress, self.clock, self.target)
     if self.progress is not None:
       self.progress.searching()
     return self
@@ -316,9 +322,13 @@ class _deadline:
       self.progress.close()  # Else the answer's line closes it (`_last_line`).
 
   def stop(self, state: brkga.State) -> bool:
-    """`brkga.run_on_host`'s stop."""
-    best = state.best_fitness
-    if self.objective_of is not None and self.progress is not None and self.progress.due():
+    """`brkga.run_on_host`'s stop. A score with the tie-breaker is at most `TIE_BREAK` above
+    its objective (a mean completion is at most the makespan): the objective is worked out
+    only where it could meet the target, or the live line shows it."""
+    best = float(state.best_fitness)
+    if self.objective_of is not None and (
+        best <= self.target * (1 + performance.TIE_BREAK) or
+        (self.progress is not None and self.progress.due())):
       best = self.objective_of(np.asarray(state.best_chromosome))
     return bool(_time_up(self.token, state.generation, state.evaluations, best))
 
@@ -405,6 +415,12 @@ class _Run:
   should_stop: Callable[[], bool] | None
   progress: Any
 
+  @functools.cached_property
+  def target(self) -> float:
+    """The objective at which the search stops: its best then meets the problem's lower bound
+    (`bounds.meets`: proven optimal)."""
+    return bounds.target(bounds.structural_lower_bound(self.evaluator.problem))
+
   @property
   def memetic(self) -> Memetic:
     """The climb as this problem runs it (swaps off where nothing reads priorities)."""
@@ -441,7 +457,7 @@ def _optimize(run: _Run) -> SearchResult:
   compiled = jax.jit(search).lower(jax.random.key(run.seed), seed_matrix, table,
                                    jnp.int32(0)).compile()
   compile_seconds = time.perf_counter() - start
-  with _deadline(run.time_limit, run.should_stop, run.progress) as deadline:
+  with _deadline(run) as deadline:
     start = time.perf_counter()
     result = jax.block_until_ready(compiled(jax.random.key(run.seed), seed_matrix, table,
                                             jnp.asarray(deadline.token, jnp.int32)))
@@ -477,7 +493,7 @@ def _optimize_bucketed(run: _Run, shape: PaddedShape) -> SearchResult:
   # callback, so JAX's persistent cache keeps them for the next process.
   objective_of = ((lambda chromosome: float(scorer.objectives(chromosome[None])[0]))
                   if evaluator.breaks_ties else None)
-  with _deadline(run.time_limit, run.should_stop, run.progress, objective_of) as deadline:
+  with _deadline(run, objective_of) as deadline:
     start = time.perf_counter()
     result = jax.block_until_ready(brkga.run_on_host(
         scorer.search_scores, jax.random.key(run.seed), guided, run.evals, bucket.size,

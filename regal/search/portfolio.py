@@ -83,7 +83,7 @@ class SolverRun:
     """Waits for the solver; stops it first when `best` already meets the structural bound
     (asked until it ends: a stop asked before its search starts would be lost). SIGINT and
     SIGTERM stop it through `cpsat_solve`, as they stop every CP-SAT run."""
-    met = best is not None and best <= bounds.structural_lower_bound(self.problem)
+    met = best is not None and bounds.meets(best, bounds.structural_lower_bound(self.problem))
     while self.thread.is_alive():
       if met:
         self.solver.StopSearch()

@@ -25,6 +25,7 @@ STOP_REASONS = {
     "time_limit": "its time limit was reached",
     "signal": "SIGINT or SIGTERM stopped it",
     "caller": "the exact solver beside it proved its answer optimal",
+    "bound": "its best met the lower bound (proven optimal)",
 }
 
 

@@ -328,7 +328,7 @@ def polish(problem: performance.Problem, placement: np.ndarray, order: np.ndarra
   free = np.zeros(num_devices, np.float32)
   scratch = (np.zeros(num_ops, np.float32), np.zeros(num_ops, np.int64),
              np.zeros(num_devices, np.int64))
-  bound = np.float32(bounds.structural_lower_bound(problem))
+  bound = np.float32(bounds.target(bounds.structural_lower_bound(problem)))  # Met: proven.
   arrays = _arrays(graph)
   links = (graph.preds_ptr, graph.preds, graph.succs_ptr, graph.succs)
   _seed(seed)
