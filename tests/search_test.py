@@ -165,7 +165,7 @@ def test_the_result_says_why_the_search_stopped(config, reason):
   assert stopped["reason"] == reason and stopped["budget"] == config["evals"]
   line = report.stop_line(stopped)
   assert line.startswith(report.search_progress.STOP_REASONS[reason])
-  assert (f"--time_limit 0.5 s" in line) == (reason == "time_limit")
+  assert ("--time_limit 0.5 s" in line) == (reason == "time_limit")
 
 
 def test_a_stop_asked_by_the_caller_is_its_stop_reason():
