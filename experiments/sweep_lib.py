@@ -152,8 +152,8 @@ def run(sweep: Sweep, out_dir: str, quick: bool = False, local: bool = False,
   else:
     import ray
     if not ray.is_initialized():
-      ray.init(address=address, num_cpus=num_cpus, include_dashboard=False,
-               log_to_driver=False, ignore_reinit_error=True)
+      cli.init_ray(address=address, num_cpus=num_cpus, include_dashboard=False,
+                   log_to_driver=False, ignore_reinit_error=True)
     remote = ray.remote(num_cpus=sweep.num_cpus, num_gpus=sweep.num_gpus,
                         max_retries=0)(run_trial)
     pending = {remote.remote(sweep.trial, p, quick): p for p in todo}

@@ -79,8 +79,7 @@ def main(argv: Sequence[str]) -> None:
   if _RAY_ADDRESS.value:
     import logging as std_logging
 
-    import ray
-    ray.init(address=_RAY_ADDRESS.value, logging_level=std_logging.ERROR)
+    cli.init_ray(address=_RAY_ADDRESS.value, logging_level=std_logging.ERROR)
   if config.learner == "prior":
     from regal.learning import prior_train
     report = prior_train.train_and_evaluate(config, _WORKDIR.value)

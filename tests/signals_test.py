@@ -229,3 +229,27 @@ def test_a_signal_mid_write_leaves_no_temp_file(tmp_path):
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
   assert run.returncode == 130 and _error_lines(run.stderr) == ["error: interrupted by SIGINT"]
   assert list(tmp_path.iterdir()) == []
+
+
+RAY_THEN_SIGTERM = """
+import os, signal, time
+from regal_datasets import cli
+cli.watch_signals()
+
+def main(argv):
+  cli.init_ray(num_cpus=1, include_dashboard=False, log_to_driver=False)
+  os.kill(os.getpid(), signal.SIGTERM)
+  time.sleep(30)
+
+cli.run_cli(main, ["command"])
+"""
+
+
+def test_sigterm_after_ray_starts_is_the_commands_one_line_and_143():
+  """Ray's init takes SIGTERM for itself (exit 15 on the main thread, a stack dump):
+  `cli.init_ray` gives it back to the command."""
+  run = subprocess.run([sys.executable, "-c", RAY_THEN_SIGTERM], cwd=REPO_ROOT,
+                       capture_output=True, text=True, timeout=120)
+  assert run.returncode == 143, run.stderr[-2000:]
+  assert _error_lines(run.stderr) == ["error: interrupted by SIGTERM"]
+  assert "SIGTERM received" not in run.stderr, run.stderr[-2000:]

@@ -44,9 +44,9 @@ class RolloutPool:
     if num_actors:
       import ray  # Only the pool needs Ray.
       if not ray.is_initialized():
-        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False,
-                 log_to_driver=False, ignore_reinit_error=True,
-                 logging_level=std_logging.ERROR)
+        cli.init_ray(address=address, num_cpus=num_cpus, include_dashboard=False,
+                     log_to_driver=False, ignore_reinit_error=True,
+                     logging_level=std_logging.ERROR)
         cli.at_interrupt(ray.shutdown)
       self._remote = ray.remote(num_cpus=0)(_Actor)
       self.actors = [self._new_actor() for _ in range(num_actors)]
