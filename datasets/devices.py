@@ -13,7 +13,8 @@ JSON form (all keys but `num_devices` optional; scalars broadcast to every devic
 `memory_capacity: null` means unlimited. The diagonal of bandwidth and latency is ignored: a
 tensor already on its device moves for free. An optional `"kinds": ["h100", ...]` names each
 device's accelerator (`regal_datasets.accelerators`): an imported graph's ops are then costed by
-their roofline on those kinds (`accelerators.recost`), in the importers' time unit.
+their roofline on those kinds (`accelerators.recost`), in the importers' time unit, and each
+device's speed is its kind's (a `speed` beside `kinds` is refused).
 """
 from __future__ import annotations
 
@@ -273,6 +274,11 @@ def from_json_dict(data: Any) -> DeviceSpec:
                          "latency", "kinds"}
   if unknown:
     raise errors.DeviceSpecError(f"device spec: unknown keys {sorted(unknown)}")
+  if data.get("kinds") and "speed" in data:
+    raise errors.DeviceSpecError(
+        "device spec: speed and kinds both given: with kinds, each device's speed is its "
+        "kind's roofline on the graph (accelerators.recost); give kinds (e.g. h100 and a100 "
+        "for unlike devices) or speeds without kinds")
   num = data.get("num_devices")
   if num is None:
     speed = data.get("speed")

@@ -20,13 +20,13 @@ from regal.scoring import performance
 from regal.search import guides
 
 
-@pytest.fixture(scope="module")
-def untrained_workdir(tmp_path_factory):
-  """A workdir holding an untrained policy's checkpoint (as a run's first step would start)."""
+def _untrained(workdir: str, model: str = "sync") -> str:
+  """`workdir`, holding an untrained policy's checkpoint for `model` (as a run's first step
+  would start)."""
   config = default_config.get_config("test")
-  workdir = str(tmp_path_factory.mktemp("untrained"))
+  config.model = model
   problem = performance.Problem(sized_graph(20, seed=1), devices_lib.homogeneous(2),
-                                model="sync")
+                                model=model)
   example = policy_runner.padded_graph(problem, policy_runner.feature_seeds(problem))
   state = reinforce.init_state(jax.random.key(0), example, config.num_devices,
                                policy_lib.PolicyConfig(**config.policy.to_dict()),
@@ -37,13 +37,19 @@ def untrained_workdir(tmp_path_factory):
   return workdir
 
 
+@pytest.fixture(scope="module")
+def untrained_workdir(tmp_path_factory):
+  """A workdir holding an untrained policy for the sync model."""
+  return _untrained(str(tmp_path_factory.mktemp("untrained")))
+
+
 @pytest.mark.parametrize("model", ["sync", "wc"])
-def test_an_untrained_policy_is_the_unguided_search_bit_for_bit(untrained_workdir, model):
+def test_an_untrained_policy_is_the_unguided_search_bit_for_bit(tmp_path, model):
   graph = sized_graph(40, seed=3)
   runs = [
       optimize_lib.run(graph, devices_lib.homogeneous(2), methods.RunConfig(
           model=model, evals=2000, seed=4, policy_dir=policy)).result
-      for policy in (None, untrained_workdir)
+      for policy in (None, _untrained(str(tmp_path), model))
   ]
   plain, guided = runs
   assert guided.details["steered_genes"] == 0
@@ -134,3 +140,13 @@ def test_the_bottom_level_prior_steers_priority_genes_only_toward_the_upward_ran
   prior = guides.run_guided(problem, 1000, 0, steered)
   assert prior.evaluations <= 1000 and plain.evaluations <= 1000
   assert not np.array_equal(plain.history, prior.history)
+
+
+def test_a_policy_trained_on_another_model_is_refused(untrained_workdir):
+  """A sync-trained policy does not steer a WC or delay search: its genes meant what the sync
+  model scores (one line, before the search)."""
+  for model in ("wc", "delay"):
+    with pytest.raises(errors.ConfigError, match=f"trained on the sync model; this search "
+                                                 f"scores with {model}"):
+      optimize_lib.run(sized_graph(20, seed=1), devices_lib.homogeneous(2), methods.RunConfig(
+          model=model, evals=500, policy_dir=untrained_workdir))

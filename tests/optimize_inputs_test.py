@@ -2,9 +2,11 @@
 refused before JAX, numba, Ray or the search load: one `error:` line, exit 2, and none of those
 libraries in the process (their import alone takes over a second; the timings are
 `regal_experiments.bench.mistakes`'s)."""
+import json
 import subprocess
 import sys
 
+import msgpack
 import pytest
 
 HEAVY = ("jax", "numba", "ray", "flax", "optax", "ortools")
@@ -23,6 +25,7 @@ GRAPHS = {
     "negative.json": '{"format": "regal.graph", "version": 1, "name": "neg", "ops": [{"name": '
                      '"a", "compute_cost": -1}]}',
     "empty.json": "",
+    "kinds_and_speed.json": '{"num_devices": 2, "kinds": ["h100", "h100"], "speed": [1.0, 0.1]}',
     "tiny.json": '{"format": "regal.graph", "version": 1, "name": "tiny", "ops": [{"name": '
                  '"a", "compute_cost": 1}, {"name": "b", "compute_cost": 1}], "tensors": []}',
 }
@@ -39,6 +42,13 @@ MISTAKES = [
     (["--graph", "tiny.json", "--out", "tiny.json"], "tiny.json"),
     (["--graph", "tiny.json", "--devices", "3", "--device_preset", "nvlink_two_groups"],
      "preset nvlink_two_groups needs an even device count"),
+    (["--graph", "tiny.json", "--device_spec", "kinds_and_speed.json"],
+     "speed and kinds both given"),
+    (["--graph", "tiny.json", "--policy", "sync_policy"],
+     "was trained on the sync model; this search scores with wc"),
+    (["--graph", "tiny.json", "--policy", "sync_policy", "--model", "sync", "--devices", "4"],
+     "was trained for 2 devices, the problem has 4"),
+    (["--graph", "tiny.json", "--policy", "."], "no trained policy in ."),
 ]
 
 
@@ -47,6 +57,12 @@ def folder(tmp_path_factory):
   path = tmp_path_factory.mktemp("mistakes")
   for name, text in GRAPHS.items():
     (path / name).write_text(text)
+  # A policy's checkpoint as training writes it, trained on the sync model for 2 devices (its
+  # metadata is all a check reads).
+  (path / "sync_policy").mkdir()
+  (path / "sync_policy" / "checkpoint.msgpack").write_bytes(msgpack.packb({
+      "format": "regal.checkpoint", "state": {}, "meta": json.dumps({"config_values": {
+          "model": "sync", "num_devices": 2, "objective": "runtime"}})}))
   return path
 
 

@@ -22,6 +22,7 @@ from regal_datasets import io as graph_io
 from regal_datasets.devices import DeviceSpec
 from regal_datasets.graph import Graph
 from regal.app import choices
+from regal.learning import checkpoint
 
 FLAGS = flags.FLAGS
 # A profiled workload's split: `--objective throughput` or `--model blocks`.
@@ -71,6 +72,20 @@ def check_values() -> None:
     if value is not None and not lowest <= value <= choices.MAX_EVALS:
       raise errors.ConfigError(f"--{name} must be between {lowest} and "
                                f"{choices.MAX_EVALS:,}, got {errors.brief(value)}")
+
+
+def check_policy(devices: DeviceSpec) -> None:
+  """A --policy workdir holds a trained policy or prior made for this run: its model, device
+  count and objective (read from the checkpoint's metadata alone)."""
+  if not FLAGS.policy:
+    return
+  found = [path for path in (os.path.join(FLAGS.policy, checkpoint.PRIOR_FILE),
+                             checkpoint.in_workdir(FLAGS.policy)) if os.path.exists(path)]
+  if not found:
+    raise errors.ConfigError(f"no trained policy in {FLAGS.policy} (neither "
+                             f"{checkpoint.PRIOR_FILE} nor {checkpoint.WORKDIR_FILE})")
+  checkpoint.check_trained_for(checkpoint.read_meta(found[0]), FLAGS.policy, FLAGS.model,
+                               devices.num_devices, FLAGS.objective)
 
 
 def check_outputs() -> None:
@@ -129,6 +144,7 @@ def read(argv) -> Inputs:
     return Inputs(workload=graph_io.load_workload(FLAGS.graph, FLAGS.format))
   check_outputs()
   devices = devices_lib.from_flags()
+  check_policy(devices)
   if FLAGS.graph and not FLAGS.dataset:
     paths = graph_paths(FLAGS.graph)
     if len(paths) > 1 or FLAGS.out_dir:

@@ -6,7 +6,8 @@ state dict. One file replaced by one rename means a reader (or a run resumed aft
 sees either the previous checkpoint or the new one, never parameters of one step with the
 metadata of another. REGAL's training (`regal.learning.train_lib`), `regal.optimize --policy`
 (`regal.learning.policy_runner`) and the Doppler policy (`regal.doppler_policy.method`) all
-read and write them here.
+read and write them here. Only `save` and reading a state load flax: a command checks a
+checkpoint's metadata (`check_trained_for`) before JAX loads.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import json
 import os
 from typing import Any
 
-from flax import serialization
+import msgpack
 
 from regal_datasets import atomic, errors
 
@@ -39,36 +40,78 @@ def best_in_workdir(workdir: str) -> str:
 
 def save(path: str, state: Any, meta: dict[str, Any]) -> None:
   """Writes `state` (any flax-serializable pytree) and `meta` (JSON-compatible) to `path`."""
+  from flax import serialization
   blob = serialization.msgpack_serialize({
       "format": FORMAT, "meta": json.dumps(meta),
       "state": serialization.to_state_dict(state)})
   atomic.write_bytes(path, blob)
 
 
-def _read(path: str) -> dict[str, Any]:
+def _blob(path: str) -> bytes:
   try:
     with open(path, "rb") as f:
-      blob = f.read()
+      return f.read()
   except OSError as error:
     raise errors.ConfigError(f"checkpoint {path}: unreadable ({error.strerror})") from None
-  try:
-    contents = serialization.msgpack_restore(blob)
-  except Exception as error:  # msgpack raises several unrelated types on corrupt input.
-    raise errors.ConfigError(f"checkpoint {path}: corrupt ({type(error).__name__})") from None
+
+
+def _checked(path: str, contents: Any) -> dict[str, Any]:
   if not isinstance(contents, dict) or contents.get("format") != FORMAT:
     raise errors.ConfigError(f"checkpoint {path}: not a regal checkpoint")
   return contents
 
 
-def read_meta(path: str) -> dict[str, Any]:
-  """The metadata of the checkpoint at `path`; a one-line error if missing or unreadable."""
+def _read(path: str) -> dict[str, Any]:
+  from flax import serialization
+  blob = _blob(path)
   try:
-    meta = json.loads(_read(path)["meta"])
+    contents = serialization.msgpack_restore(blob)
+  except Exception as error:  # msgpack raises several unrelated types on corrupt input.
+    raise errors.ConfigError(f"checkpoint {path}: corrupt ({type(error).__name__})") from None
+  return _checked(path, contents)
+
+
+def read_meta(path: str) -> dict[str, Any]:
+  """The metadata of the checkpoint at `path`; a one-line error if missing or unreadable. Read
+  with msgpack alone (the state's arrays stay flax's undecoded extension records)."""
+  try:
+    contents = msgpack.unpackb(_blob(path), raw=False, strict_map_key=False)
+  except Exception as error:  # msgpack raises several unrelated types on corrupt input.
+    raise errors.ConfigError(f"checkpoint {path}: corrupt ({type(error).__name__})") from None
+  return _meta_of(path, _checked(path, contents))
+
+
+def _meta_of(path: str, contents: dict[str, Any]) -> dict[str, Any]:
+  try:
+    meta = json.loads(contents["meta"])
   except (KeyError, TypeError, json.JSONDecodeError):
     meta = None
   if not isinstance(meta, dict):
     raise errors.ConfigError(f"checkpoint {path}: its metadata is unreadable")
   return meta
+
+
+def check_trained_for(meta: dict[str, Any], workdir: str, model: str, num_devices: int,
+                      objective: str) -> None:
+  """A trained policy or prior serves the problems it was trained for: its model (the genes
+  it learned mean what that model scores), its device count (its heads are per device or per
+  class) and the objective's features (memory has no runtime features); else one line."""
+  values = meta.get("config_values")
+  if not isinstance(values, dict):
+    raise errors.ConfigError(f"the policy in {workdir}: checkpoint written without its config")
+  trained_model = values.get("model", "sync")
+  if trained_model != model:
+    raise errors.ConfigError(f"the policy in {workdir} was trained on the {trained_model} model;"
+                             f" this search scores with {model} (train one for it, e.g. "
+                             f"--config=regal/learning/configs/default.py:wc)")
+  if values.get("num_devices") != num_devices:
+    raise errors.ConfigError(f"the policy in {workdir} was trained for "
+                             f"{values.get('num_devices')} devices, the problem has "
+                             f"{num_devices}")
+  trained_objective = values.get("objective", "runtime")
+  if (trained_objective == "memory") != (objective == "memory"):
+    raise errors.ConfigError(f"the policy in {workdir} was trained for objective "
+                             f"{trained_objective}; its features differ from {objective}'s")
 
 
 def restore_raw(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -77,14 +120,15 @@ def restore_raw(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
   contents = _read(path)
   if not isinstance(contents.get("state"), dict):
     raise errors.ConfigError(f"checkpoint {path}: holds no state")
-  return contents["state"], read_meta(path)
+  return contents["state"], _meta_of(path, contents)
 
 
 def restore(path: str, template: Any) -> tuple[Any, dict[str, Any]]:
   """(state shaped like `template`, metadata); a one-line error if the file is unreadable or
   its parameters do not fit the template."""
+  from flax import serialization
   contents = _read(path)
-  meta = read_meta(path)
+  meta = _meta_of(path, contents)
   try:
     state = serialization.from_state_dict(template, contents["state"])
   except (KeyError, ValueError, TypeError) as error:

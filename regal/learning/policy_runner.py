@@ -27,17 +27,11 @@ from regal.search import guides
 
 def trained_config(meta: dict, workdir: str, problem: performance.Problem
                    ) -> ml_collections.ConfigDict:
-  """The training config in a checkpoint's metadata, checked against the problem: a policy
-  serves the device count it was trained for (its heads are per device or per class), and the
-  objective's features (memory has no runtime features)."""
-  config = ml_collections.ConfigDict(meta["config_values"])
-  if config.num_devices != problem.devices.num_devices:
-    raise errors.ConfigError(f"the policy in {workdir} was trained for {config.num_devices} "
-                             f"devices, the problem has {problem.devices.num_devices}")
-  if (config.objective == "memory") != (problem.objective == "memory"):
-    raise errors.ConfigError(f"the policy in {workdir} was trained for objective "
-                             f"{config.objective}; its features differ from {problem.objective}'s")
-  return config
+  """The training config in a checkpoint's metadata, checked against the problem
+  (`checkpoint.check_trained_for`: its model, device count and objective's features)."""
+  checkpoint.check_trained_for(meta, workdir, problem.model, problem.devices.num_devices,
+                               problem.objective)
+  return ml_collections.ConfigDict(meta["config_values"])
 
 
 def load(workdir: str, problem: performance.Problem):
