@@ -27,7 +27,6 @@ if __name__ == "__main__":  # A command: an interrupt while the libraries load i
 
 import dataclasses  # noqa: E402
 import json  # noqa: E402
-import os  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -125,11 +124,13 @@ def main(argv: Sequence[str]) -> None:
   values = flags.FLAGS
   if not values.out.endswith(".dot"):
     raise errors.ConfigError(f"--out must name a .dot file, got {values.out!r}")
-  atomic.check_output_dir(os.path.dirname(os.path.abspath(values.out)), "--out")
+  certificate = values.out[:-len(".dot")] + ".certificate.json"
+  # Both files checked before either is written: never a graph without its certificate.
+  atomic.check_outputs([("--out", values.out, ()),
+                        ("--out's certificate", certificate, ())])
   instance = generate(values.tasks, values.processors, values.ccr, values.seed, values.reads,
                       values.mean_length)
   atomic.write_text(values.out, instance.dot_text())
-  certificate = values.out[:-len(".dot")] + ".certificate.json"
   atomic.write_text(certificate, json.dumps(instance.certificate(), indent=1) + "\n")
   print(f"wrote {values.out} ({values.tasks} tasks, {len(instance.edges)} edges) and "
         f"{certificate} (optimum {instance.optimum} on {values.processors} processors)")

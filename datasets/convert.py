@@ -32,6 +32,7 @@ def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise errors.ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
   if _OUT.value:
+    graph_io.check_graph_output(_OUT.value, _OUT_FORMAT.value)
     atomic.check_output(_OUT.value, "--out", [_GRAPH.value])
   elif _OUT_FORMAT.value:
     raise errors.ConfigError("--out_format would do nothing here: it is the format of --out")

@@ -41,6 +41,18 @@ _WRITERS: dict[str, Callable[[Graph], str]] = {
 }
 
 
+# Graph files read and never written (their importer is `regal_datasets.onnx_import`).
+READ_ONLY_EXTENSIONS = (".onnx",)
+
+
+def check_graph_output(path: str, format: str | None = None, flag: str = "--out") -> None:
+  """A graph can be written to `path`: refuses a name whose extension says a format that is
+  only read (regal's JSON there would be a file that lies about its format)."""
+  if format is None and path.lower().endswith(READ_ONLY_EXTENSIONS):
+    raise errors.ConfigError(f"{flag} {path}: ONNX files are read, never written; write the "
+                             f"graph as .json (or .pbtxt, .txt, .dot, .stg)")
+
+
 def _check_format(name: str) -> str:
   if name not in FORMATS:
     raise errors.FormatError(f"unknown graph format {name!r}; known: {', '.join(FORMATS)}")
@@ -68,10 +80,11 @@ def graph_files(directory: str) -> list[str]:
   """The files of `directory` with a known graph extension, sorted (others, such as an optima
   table, are skipped); a one-line error if there are none."""
   found = sorted(os.path.join(directory, name) for name in os.listdir(directory)
-                 if format_from_extension(name) and os.path.isfile(os.path.join(directory, name)))
+                 if (format_from_extension(name) or name.lower().endswith(READ_ONLY_EXTENSIONS))
+                 and os.path.isfile(os.path.join(directory, name)))
   if not found:
     raise errors.ConfigError(f"{directory}: the directory holds no graph files "
-                             f"({', '.join(FORMATS)})")
+                             f"({', '.join(FORMATS)}, onnx)")
   return found
 
 
@@ -140,6 +153,7 @@ def graph_to_text(graph: Graph, format: str) -> str:
 
 def save_graph(graph: Graph, path: str, format: str | None = None) -> str:
   """Writes a graph atomically; the format is `format`, else the extension's, else JSON."""
+  check_graph_output(path, format, "graph file")
   name = _check_format(format) if format else format_from_extension(path) or "json"
   atomic.write_text(path, graph_to_text(graph, name))
   return name

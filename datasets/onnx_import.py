@@ -150,7 +150,9 @@ def from_model(model, name: str = "onnx_model",
     raise errors.FormatError(f"ONNX model {name!r} is not valid: "
                              f"{' '.join(str(error).split())[:200]}") from None
   try:
-    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    # data_prop: shapes computed from shapes (torch's Shape -> Gather -> Concat -> Reshape of a
+    # flatten) propagate, so a statically shaped export stays static.
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
   except Exception as error:  # pylint: disable=broad-except  # onnx raises its own kinds.
     raise errors.FormatError(f"ONNX model {name!r}: shape inference failed "
                              f"({' '.join(str(error).split())[:200]})") from None
@@ -227,6 +229,9 @@ def load(path: str, flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE) -> Graph:
     model = onnx.load(path)
   except FileNotFoundError:
     raise errors.FormatError(f"{path}: no such file") from None
+  except onnx.checker.ValidationError as error:  # Its external data is missing or unreadable.
+    raise errors.FormatError(f"{path}: its weights cannot be read "
+                             f"({' '.join(str(error).split())[:160]})") from None
   except (DecodeError, ValueError, RuntimeError, UnicodeDecodeError) as error:
     raise errors.FormatError(f"{path}: not an ONNX model "
                              f"({' '.join(str(error).split())[:120]})") from None

@@ -309,6 +309,7 @@ def main(argv: Sequence[str]) -> None:
                                f"does not read it (only {', '.join(workloads)} do)")
   if flag.out:
     from regal_datasets import atomic
+    graph_io.check_graph_output(flag.out)
     atomic.check_output(flag.out, "--out")
   graph = generate(flag.workload, flag.devices, flag.grid, flag.dtype_bytes,
                    flag.flops_per_byte, flag.size, flag.seq_len, flag.hidden, flag.heads,

@@ -180,3 +180,48 @@ def test_onnx_models_shard_and_optimize_end_to_end(tmp_path):
     assert ours.result.improvement_pct > 0
     assert {row["op"] for row in ours.result.sharding["plan"]} >= {
         op for op, t in enumerate(graph.op_types) if t not in ("input", "param")}
+
+
+def _torch_flatten() -> onnx.ModelProto:
+  """torch.flatten(x, 1) as torch exports it with static shapes: the new shape is computed from
+  the input's (Shape -> Gather -> Unsqueeze -> Concat -> Reshape), then a MatMul."""
+  nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+           helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+           helper.make_node("Unsqueeze", ["batch", "axes"], ["batch1"]),
+           helper.make_node("Concat", ["batch1", "minus_one"], ["flat_shape"], axis=0),
+           helper.make_node("Reshape", ["x", "flat_shape"], ["flat"]),
+           helper.make_node("MatMul", ["flat", "w"], ["y"])]
+  constants = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+               numpy_helper.from_array(np.array([0], np.int64), "axes"),
+               numpy_helper.from_array(np.array([-1], np.int64), "minus_one")]
+  graph = helper.make_graph(
+      nodes, "flatten", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 2, 3, 4])],
+      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])],
+      constants + [_weight("w", 24, 5)])
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_static_export_whose_shapes_are_computed_from_shapes_imports():
+  """The flatten's new shape is data, not a static shape: inference propagates it ([4, 24]),
+  and the MatMul after it costs 2 x 4 x 24 x 5."""
+  graph = onnx_import.from_model(_torch_flatten(), "flatten")
+  matmul = graph.op_types.index("MatMul")
+  assert graph.metadata["op_flops"][matmul] == 2 * 4 * 24 * 5
+
+
+def test_missing_external_weights_are_one_error(tmp_path):
+  path = str(tmp_path / "mlp.onnx")
+  onnx.save_model(_mlp(), path, save_as_external_data=True, all_tensors_to_one_file=True,
+                  location="mlp.data", size_threshold=0)
+  (tmp_path / "mlp.data").unlink()
+  with pytest.raises(errors.FormatError, match="mlp.onnx: its weights cannot be read"):
+    graph_io.load_graph(path)
+
+
+def test_a_folder_of_graphs_includes_its_onnx_files(tmp_path):
+  onnx.save(_mlp(), str(tmp_path / "mlp.onnx"))
+  (tmp_path / "tiny.json").write_text(graph_io.graph_to_text(onnx_import.from_model(_mlp()),
+                                                             "json"))
+  (tmp_path / "optima.csv").write_text("name,optimum\n")
+  assert [p.rsplit("/", 1)[-1] for p in graph_io.graph_files(str(tmp_path))] == [
+      "mlp.onnx", "tiny.json"]
