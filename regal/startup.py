@@ -15,11 +15,15 @@ wrote.
 
 The caches are set through the environment before JAX or numba load (importing `regal` does
 it), so that subprocesses and Ray workers inherit them; where JAX loaded first without a cache
-of its own, its configuration is updated too. Nothing here imports JAX: a command line can
-refuse a mistake before the libraries load.
+of its own, its configuration is updated too. A numba cache entry that cannot be read (a file
+truncated by a full disk or a kill, or corrupted) is a miss: the kernel compiles again and its
+entry is written anew, where numba would fail every later run (`tolerate_unreadable_kernels`).
+Nothing here imports JAX or numba: a command line can refuse a mistake before they load.
 """
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import os
 import sys
 
@@ -37,6 +41,7 @@ def cache_root() -> str | None:
 def use_persistent_caches() -> None:
   """Points JAX and numba at the caches (`cache_root`) unless told otherwise; every compiled
   JAX program is kept, however quickly it compiled (the search compiles many small ones)."""
+  tolerate_unreadable_kernels()
   root = cache_root()
   if root is None:
     return
@@ -48,6 +53,62 @@ def use_persistent_caches() -> None:
     jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
     jax.config.update("jax_persistent_cache_min_compile_time_secs",
                       float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
+
+
+_NUMBA_CACHING = "numba.core.caching"
+
+
+def _tolerant(caching) -> None:
+  """numba's cache file reader, with an unreadable index or entry read as a miss (numba then
+  compiles and saves the entry over it)."""
+  cache_file = caching.IndexDataCacheFile
+  if getattr(cache_file, "_regal_tolerant", False):
+    return
+  load_index, load_data = cache_file._load_index, cache_file._load_data
+
+  def _load_index(self):
+    try:
+      return load_index(self)
+    except Exception:  # pylint: disable=broad-except  # pickle raises many kinds on garbage.
+      return {}
+
+  def _load_data(self, name):
+    try:
+      return load_data(self, name)
+    except OSError:
+      raise
+    except Exception as error:  # pylint: disable=broad-except
+      raise OSError(f"unreadable numba cache entry {name}") from error  # `load`: a miss.
+
+  cache_file._load_index, cache_file._load_data = _load_index, _load_data
+  cache_file._regal_tolerant = True
+
+
+class _AfterNumbaCaching(importlib.abc.MetaPathFinder):
+  """Makes numba's cache reader tolerant (`_tolerant`) as soon as numba loads it."""
+
+  def find_spec(self, fullname, path, target=None):
+    if fullname != _NUMBA_CACHING:
+      return None
+    spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+    if spec is None or spec.loader is None:
+      return spec
+    execute = spec.loader.exec_module
+
+    def exec_module(module):
+      execute(module)
+      _tolerant(module)
+
+    spec.loader.exec_module = exec_module
+    return spec
+
+
+def tolerate_unreadable_kernels() -> None:
+  """numba reads an unreadable cache entry as a miss, from whenever it loads (now, if it has)."""
+  if _NUMBA_CACHING in sys.modules:
+    _tolerant(sys.modules[_NUMBA_CACHING])
+  elif not any(isinstance(finder, _AfterNumbaCaching) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _AfterNumbaCaching())
 
 
 _HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
