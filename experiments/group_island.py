@@ -198,9 +198,10 @@ def main(argv: Sequence[str]) -> None:
   workloads = command.choices("workloads", _WORKLOADS.value, sharded.WORKLOADS)
   evals_override = None
   if _GRAPHS.value == "training":
-    if _WORKLOADS.present:
-      raise errors.ConfigError("--workloads would do nothing here: --graphs training runs "
-                               "every x8 training graph")
+    for name, why in (("workloads", "runs every x8 training graph"),
+                      ("seed_spread", "carries no best known (it serves the test graphs)")):
+      if flags.FLAGS[name].present:
+        raise errors.ConfigError(f"--{name} would do nothing here: --graphs training {why}")
     graphs = [(search_ab_lib.graph_label(workload, count, arguments),
                sharded.generate(workload, count, **arguments))
               for workload, count, arguments in search_ab_lib.TRAINING_GRAPHS if count == 8]

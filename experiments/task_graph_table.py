@@ -458,6 +458,10 @@ def main(argv: Sequence[str]) -> None:
   unknown_sets = [s for s in _SETS.value if s not in SETS]
   if unknown_sets:
     raise errors.ConfigError(f"unknown set {unknown_sets[0]!r}; known: {', '.join(SETS)}")
+  if _CONSTRUCTED_DIR.present and not set(_SETS.value) & set(benchmarks.CONSTRUCTED_SPLITS):
+    raise errors.ConfigError(f"--constructed_dir would do nothing here: only the constructed "
+                             f"sets ({', '.join(benchmarks.CONSTRUCTED_SPLITS)}) are written "
+                             f"there")
   for set_name in _SETS.value:
     if set_name in benchmarks.CONSTRUCTED_SPLITS:
       found = benchmarks.constructed_instances(_CONSTRUCTED_DIR.value, set_name)

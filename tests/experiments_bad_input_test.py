@@ -45,6 +45,9 @@ EXPERIMENT_CASES = {
         ("group_island_unreadable_seed_spread", ["--seed_spread", "/nonexistent.json"],
          "--seed_spread /nonexistent.json does not read"),
         ("group_island_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
+        ("group_island_training_with_seed_spread", ["--graphs", "training", "--seed_spread",
+                                                    "x.json"],
+         "--seed_spread would do nothing here: --graphs training carries no best known"),
     ],
     "regal_experiments.seed_spread": [
         ("seed_spread_negative_seed", ["--seeds=-1"], "take seeds from 0 to 4294967295"),
@@ -62,6 +65,8 @@ EXPERIMENT_CASES = {
         ("task_graph_out_unwritable", ["--out", UNWRITABLE], "cannot write there"),
         ("task_graph_unknown_set", ["--sets", "sinnen,constructed"],
          "unknown set 'constructed'; known: sinnen, stg, constructed_train, constructed_test"),
+        ("task_graph_constructed_dir_without_its_sets", ["--constructed_dir", "somewhere"],
+         "--constructed_dir would do nothing here"),
     ],
     "regal_experiments.baselines_table": [
         ("baselines_zero_budget", ["--evals", "0"], "flag --evals=0"),

@@ -26,7 +26,7 @@ def read_report(out: str, name: str) -> tuple[str, dict]:
     markdown = f.read()
   with open(os.path.join(out, name + ".json")) as f:
     data = json.load(f)
-  assert data["command"].startswith("python -m experiments.") and "--quick" in data["command"]
+  assert data["command"].startswith("python -m regal_experiments.") and "--quick" in data["command"]
   assert f"- command: `{data['command']}`" in markdown and f"- date: {data['date']}" in markdown
   assert data["mode"].startswith("quick")
   return markdown, data
@@ -160,7 +160,8 @@ def test_real_models_quick(tmp_path):
 
 def test_accelerator_check_quick(tmp_path):
   out = str(tmp_path)
-  run_quick("regal_experiments.bench.accelerator", out)
+  completed = run_quick("regal_experiments.bench.accelerator", out)
+  assert completed.stdout.startswith("no GPU or TPU found")  # On this CPU it says so first.
   markdown, data = read_report(out, "accelerator-cpu")
   (rate,) = data["rates"]
   assert rate["jax"]["evals_per_second"] > 0 and rate["native"]["evals_per_second"] > 0

@@ -150,3 +150,12 @@ def test_a_policy_trained_on_another_model_is_refused(untrained_workdir):
                                                  f"scores with {model}"):
       optimize_lib.run(sized_graph(20, seed=1), devices_lib.homogeneous(2), methods.RunConfig(
           model=model, evals=500, policy_dir=untrained_workdir))
+
+
+def test_a_budget_too_small_for_the_group_islands_names_the_runs_budget():
+  """`--prior group_island --evals 300`: the islands' 5% shares are below one population; the
+  error names the run's budget and the least that works, not an island's own."""
+  with pytest.raises(errors.ConfigError, match=r"--evals 300 is too few for the group islands"
+                                               r".*give --evals \d+ or more"):
+    optimize_lib.run(sized_graph(40, seed=1), devices_lib.nvlink_two_groups(4),
+                     methods.RunConfig(prior="group_island", evals=300))

@@ -337,3 +337,21 @@ def test_a_zoo_model_sharded_on_h100s_beats_one_device_and_data_parallelism(tmp_
       if row["strategy"] == "batch"]
   shards = [len(row["shards"]) for row in ours["sharding"]["plan"]]
   assert max(shards) == 4 and len(ours["sharding"]["resident_parameter_bytes"]) == 4
+
+
+def test_a_plan_over_its_devices_memory_is_warned_about():
+  """Minimizing runtime on devices too small for the graph: the answer stands, and the result
+  and the summary say by how much each device is over (the plan would not run there)."""
+  from regal_datasets import devices as devices_lib
+  from regal_datasets.synthetic import sized_graph
+  from regal.app import methods, optimize_lib
+  from regal.app import report as report_lib
+  report = optimize_lib.run(sized_graph(30), devices_lib.homogeneous(2, memory_capacity=1.0),
+                            methods.RunConfig(evals=400))
+  result = report.result
+  assert result.feasible and len(result.memory_excess) == 2
+  assert max(result.memory_excess) > 0
+  assert "OVER MEMORY:" in report_lib.summary(report)
+  roomy = optimize_lib.run(sized_graph(30), devices_lib.homogeneous(2),
+                           methods.RunConfig(evals=400)).result
+  assert roomy.memory_excess is None

@@ -111,13 +111,18 @@ def main(argv: Sequence[str]) -> None:
                           devices_lib.homogeneous(2))}
   if not _QUICK.value:
     graphs["gpt2 block split 4 ways"] = (split, devices_lib.homogeneous(4))
+  backend = jax.default_backend()
+  if backend == "cpu":  # Said first: the check then measures the CPU against itself.
+    print("no GPU or TPU found: JAX runs on the CPU, so both engines and the executed plan run "
+          "on this CPU (host devices)", flush=True)
   rates = evaluation_rates(graphs, populations)
   run = (executed(1, 2, 16) if _QUICK.value else executed(_LAYERS.value, 4, 128))
-  backend = jax.default_backend()
   header, facts = report.header(f"Accelerator check on {backend}",
                                 "regal_experiments.bench.accelerator",
                                 "quick" if _QUICK.value else "full")
-  body = ["Part 1: the WC model's batched fitness, evaluations per second (compilation "
+  body = (["No GPU or TPU was found: JAX ran on the CPU, so part 1 compares two engines on "
+           "this CPU and part 2 runs on host devices.", ""] if backend == "cpu" else [])
+  body += ["Part 1: the WC model's batched fitness, evaluations per second (compilation "
           f"apart): the `jax` engine on {backend} against the `native` engine (the compiled "
           "host loop on the CPU's cores).", ""]
   body += report.markdown_table(

@@ -70,11 +70,14 @@ def display_figures(d: dict[str, Any], time: units.TimeUnit,
 
 
 def feasibility(problem: performance.Problem, schedule: Schedule) -> dict[str, Any]:
-  """With a memory limit: whether the best fits, and by how much each device is over."""
-  if problem.objective != "runtime_under_memory":
-    return {"feasible": True}
-  excess = np.maximum(np.asarray(schedule.peak_memory, float) - problem.memory_limits, 0.0)
-  return {"feasible": bool((excess == 0).all()), "memory_excess": excess.tolist()}
+  """Whether the best fits its memory limit (the objective runtime_under_memory's constraint),
+  and by how much each device is over: always under that objective; under the others when a
+  device is (the plan would not run there)."""
+  peaks = np.asarray(schedule.peak_memory, float)
+  excess = np.maximum(np.nan_to_num(peaks, nan=0.0) - problem.memory_limits, 0.0)
+  if problem.objective == "runtime_under_memory":
+    return {"feasible": bool((excess == 0).all()), "memory_excess": excess.tolist()}
+  return {"feasible": True, **({"memory_excess": excess.tolist()} if excess.any() else {})}
 
 
 def none_for_nan(values: np.ndarray) -> list[float | None]:
@@ -242,6 +245,11 @@ def summary(report: Report) -> str:
     excess = ", ".join(f"{e:.4g}" for e in memory_unit(r.memory_excess))
     lines.append(f"INFEASIBLE:    no solution found fits the memory limit (excess per device "
                  f"[{excess}] {memory_unit.name}); the objective is the penalty score")
+  if r.feasible and r.memory_excess:
+    excess = ", ".join(f"{e:.4g}" for e in memory_unit(r.memory_excess))
+    lines.append(f"OVER MEMORY:   the plan does not fit its devices' memory (excess per device "
+                 f"[{excess}] {memory_unit.name}); --objective runtime_under_memory keeps "
+                 f"within it")
   if r.interrupted:
     lines.append("interrupted:   the search stopped early; this is the best found so far")
   stopped = r.details.get("stopped")

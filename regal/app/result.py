@@ -89,7 +89,10 @@ class Result(_ResultFile):
       "false when objective runtime_under_memory found no solution within the limit (the "
       "objective is then the penalty score; `regal.optimize` exits 3)")
   memory_excess: list | None = _field(
-      "(objective runtime_under_memory only) bytes over the limit per device [D]", default=None)
+      "bytes over each device's memory (its capacity, or --memory_limit) per device [D], "
+      "present when a device is over (runtime_under_memory: always; the answer is then "
+      "infeasible; runtime and memory: the plan does not fit, and the summary warns)",
+      default=None)
   interrupted: bool = _field(
       "true when SIGINT or SIGTERM stopped the search early (exit 130 or 143)")
   makespan: float = _field("the best solution's makespan")

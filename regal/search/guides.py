@@ -21,6 +21,7 @@ evaluates more than an unguided one at the same `evals`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
@@ -53,6 +54,9 @@ class Guidance:
 
 
 class Guide(Protocol):
+  """A guide; one that runs searches of its own may also refuse a run budget too small for them
+  (`check_evals(problem, evals, population)`, called by `check_budget` before any guide runs)."""
+
   def planned_evaluations(self, problem: performance.Problem) -> int:
     """The model evaluations `guide` will spend (known before it runs)."""
 
@@ -186,6 +190,18 @@ class GroupIsland:
   def planned_evaluations(self, problem: performance.Problem) -> int:
     islands, each, free = self._budgets(problem)
     return islands * each + (free if islands else 0)
+
+  def check_evals(self, problem: performance.Problem, evals: int, population: int) -> None:
+    """Refuses a run budget whose shares leave an island or the free run less than one
+    population."""
+    if not self._budgets(problem)[0]:
+      return
+    share = min(s for s in (self.island_share, self.free_share) if s > 0)
+    if evals * share < population:
+      raise errors.ConfigError(f"--evals {evals} is too few for the group islands: each island "
+                               f"and the free run search {share:.0%} of it or more, which needs "
+                               f"one population ({population}); give --evals "
+                               f"{math.ceil(population / share)} or more")
 
   def splits(self, problem: performance.Problem, seed: int) -> list[np.ndarray]:
     """The candidate splits: each op's link group."""
@@ -335,7 +351,11 @@ def check_budget(plan: SearchPlan, evals: int, guides: Sequence[Guide]) -> None:
   """Refuses, before any guide runs, a budget that leaves the search less than one
   population after the guides' planned evaluations."""
   population = plan.params.population_size
-  planned = sum(one.planned_evaluations(plan.evaluator.problem) for one in guides)
+  problem = plan.evaluator.problem
+  for one in guides:
+    if hasattr(one, "check_evals"):
+      one.check_evals(problem, evals, population)
+  planned = sum(one.planned_evaluations(problem) for one in guides)
   if evals - planned < population:
     raise errors.ConfigError(f"--evals {evals} leaves {evals - planned} evaluations for BRKGA "
                              f"after the guides spend {planned}; it needs at least one "
