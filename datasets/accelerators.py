@@ -64,7 +64,8 @@ def roofline_seconds(graph: Graph, kind: str) -> np.ndarray:
 def recost(graph: Graph, devices: devices_lib.DeviceSpec
            ) -> tuple[Graph, devices_lib.DeviceSpec]:
   """`graph` with its costs the roofline times of `devices`' first kind (in the importers'
-  time unit) and `devices` with each kind's speed its total roofline time's ratio."""
+  time unit) and `devices` with each kind's speed its total roofline time's ratio, scaled by
+  the spec's own speed against the kind's peak (`devices` module doc)."""
   if not devices.kinds:
     return graph, devices
   if "op_flops" not in graph.metadata:
@@ -75,8 +76,13 @@ def recost(graph: Graph, devices: devices_lib.DeviceSpec
   seconds = {kind: roofline_seconds(graph, kind) for kind in dict.fromkeys(devices.kinds)}
   reference = seconds[devices.kinds[0]]
   total = float(reference.sum())
-  speed = np.array([total / float(seconds[kind].sum()) if total else 1.0
-                    for kind in devices.kinds])
+  # A spec's own speeds scale each device against its kind's peak (a preset's are the peaks'
+  # ratios: scale 1), so a device said to be slower stays slower.
+  peak = np.array([KINDS[kind].peak_flops / KINDS[devices.kinds[0]].peak_flops
+                   for kind in devices.kinds])
+  scale = np.asarray(devices.speed, np.float64) / peak
+  speed = scale * np.array([total / float(seconds[kind].sum()) if total else 1.0
+                            for kind in devices.kinds])
   costs = reference * NOMINAL_LINK_BYTES_PER_SECOND
   metadata = {**graph.metadata, "link_bytes_per_second": NOMINAL_LINK_BYTES_PER_SECOND,
               "roofline": {"device": KINDS[devices.kinds[0]].name,

@@ -13,8 +13,9 @@ JSON form (all keys but `num_devices` optional; scalars broadcast to every devic
 `memory_capacity: null` means unlimited. The diagonal of bandwidth and latency is ignored: a
 tensor already on its device moves for free. An optional `"kinds": ["h100", ...]` names each
 device's accelerator (`regal_datasets.accelerators`): an imported graph's ops are then costed by
-their roofline on those kinds (`accelerators.recost`), in the importers' time unit, and each
-device's speed is its kind's (a `speed` beside `kinds` is refused).
+their roofline on those kinds (`accelerators.recost`), in the importers' time unit; a `speed`
+beside `kinds` scales each device against its kind's peak (the peak FLOP/s ratios a preset
+writes are scale 1: `[1.0, 0.1]` on two H100s makes the second ten times slower).
 """
 from __future__ import annotations
 
@@ -274,11 +275,6 @@ def from_json_dict(data: Any) -> DeviceSpec:
                          "latency", "kinds"}
   if unknown:
     raise errors.DeviceSpecError(f"device spec: unknown keys {sorted(unknown)}")
-  if data.get("kinds") and "speed" in data:
-    raise errors.DeviceSpecError(
-        "device spec: speed and kinds both given: with kinds, each device's speed is its "
-        "kind's roofline on the graph (accelerators.recost); give kinds (e.g. h100 and a100 "
-        "for unlike devices) or speeds without kinds")
   num = data.get("num_devices")
   if num is None:
     speed = data.get("speed")

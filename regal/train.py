@@ -29,6 +29,26 @@ from ml_collections import config_flags  # noqa: E402
 
 from regal.learning import train_lib  # noqa: E402
 
+_INSTALLED_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def installed_config_paths(argv: list[str]) -> list[str]:
+  """`argv` with a --config file under regal/ that is not there from the working directory
+  read from the installed package instead, so `--config=regal/learning/configs/default.py:test`
+  works from any directory (a path that exists here wins)."""
+  found = []
+  for arg in argv:
+    if arg.startswith("--config=") and not arg.startswith("--config=/"):
+      path, colon, preset = arg[len("--config="):].partition(":")
+      installed = os.path.join(_INSTALLED_ROOT, path)
+      if path.startswith("regal" + os.sep) and not os.path.exists(path) and os.path.exists(
+          installed):
+        arg = f"--config={installed}{colon}{preset}"
+    found.append(arg)
+  return found
+
+
+sys.argv[:] = installed_config_paths(sys.argv)
 try:  # ml_collections reads the --config.FIELD overrides of sys.argv here, at definition.
   _CONFIG = config_flags.DEFINE_config_file(
       "config", os.path.join(os.path.dirname(__file__), "learning", "configs", "default.py"),

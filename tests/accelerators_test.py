@@ -68,3 +68,21 @@ def test_the_presets_are_listed_once():
   assert devices.ACCELERATOR_PRESETS == (*devices.KINDS, *devices.MIXES) == accelerators.PRESETS
   with pytest.raises(errors.DeviceSpecError, match="unknown device preset"):
     devices.resolve(2, None, "h200")
+
+
+def test_a_spec_that_names_kinds_and_speeds_keeps_its_slow_device():
+  """Two H100s, the second said to run at a tenth of its speed: the roofline costs keep that
+  ratio (they silently made both equal), and the search leaves the slow device idle where it
+  can."""
+  from regal_datasets import zoo
+  from regal.app import methods, optimize_lib
+  graph = zoo.model_graph("llama_block", seq_len=64)
+  spec = devices.from_json_dict({"num_devices": 2, "kinds": ["h100", "h100"],
+                                 "speed": [1.0, 0.1]})
+  _, costed = accelerators.recost(graph, spec)
+  assert costed.speed[1] == pytest.approx(0.1 * costed.speed[0])
+  preset = accelerators.recost(graph, devices.resolve(2, None, "h100"))[1]
+  assert preset.speed[0] == preset.speed[1] == costed.speed[0]
+  result = optimize_lib.run(graph, spec, methods.RunConfig(evals=600)).result
+  on_slow = sum(op["device"] == 1 for op in result.placement)
+  assert on_slow < graph.num_ops / 4

@@ -766,11 +766,14 @@ def test_sigint_while_the_libraries_load_is_one_line(tmp_path):
 
 
 def test_an_interrupted_batch_writes_its_graph_and_starts_no_other(tmp_path):
-  for name in ("a", "b"):
-    graph_io.save_graph(_chain(40 if name == "a" else 8), str(tmp_path / f"{name}.json"))
+  from regal_datasets.synthetic import sized_graph
+  # On 4 devices the first graph's search stays above its lower bound (a chain meets it at
+  # once, and the search would stop there): the signal finds it running.
+  graph_io.save_graph(sized_graph(30), str(tmp_path / "a.json"))
+  graph_io.save_graph(_chain(8), str(tmp_path / "b.json"))
   code, stdout, line = _interrupted_run(
-      tmp_path, ["--graph", "a.json,b.json", "--evals", "1000000000", "--out_dir", "out"],
-      signal.SIGINT, after_seconds=4)
+      tmp_path, ["--graph", "a.json,b.json", "--devices", "4", "--evals", "1000000000",
+                 "--out_dir", "out"], signal.SIGINT, after_seconds=4)
   assert code == 130 and "interrupted by SIGINT" in line
   assert "1 of 2 graphs not started" in stdout
   assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.json"]

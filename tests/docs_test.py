@@ -36,17 +36,19 @@ def runnable(language: str, code: str) -> str | None:
   return "set -euo pipefail\n" + "\n".join(lines) + "\n"
 
 
-def _sandbox(tmp_path):
+def _sandbox(tmp_path, anywhere: bool = False):
   """A folder with the repository's top-level entries linked in and the shared graphs at
   ../shared, so the examples' relative paths hold and what they write stays out of the
-  repository."""
-  work = tmp_path / "regal"
+  repository; `anywhere`: an empty folder instead, with nothing of the checkout beside it (the
+  README's examples run from any directory on what the package installs)."""
+  work = tmp_path / ("anywhere" if anywhere else "regal")
   work.mkdir()
-  for entry in REPO_ROOT.iterdir():
-    if not entry.name.startswith(".") and entry.name not in ("runs", "sweeps"):
-      (work / entry.name).symlink_to(entry)
-  if SHARED_GRAPHS.is_dir():
-    (tmp_path / "shared").symlink_to(SHARED_GRAPHS.parent)
+  if not anywhere:
+    for entry in REPO_ROOT.iterdir():
+      if not entry.name.startswith(".") and entry.name not in ("runs", "sweeps"):
+        (work / entry.name).symlink_to(entry)
+    if SHARED_GRAPHS.is_dir():
+      (tmp_path / "shared").symlink_to(SHARED_GRAPHS.parent)
   bin_dir = tmp_path / "bin"
   bin_dir.mkdir()
   (bin_dir / "python3").symlink_to(sys.executable)
@@ -61,7 +63,7 @@ def _masked(text: str) -> list[str]:
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
 def test_every_example_runs_and_prints_what_the_document_shows(path, tmp_path, shared_graphs):
-  work, env = _sandbox(tmp_path)
+  work, env = _sandbox(tmp_path, anywhere=path.name == "README.md")
   printed = ""
   ran = 0
   for language, code in blocks(path):

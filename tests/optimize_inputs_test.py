@@ -26,7 +26,6 @@ GRAPHS = {
     "negative.json": '{"format": "regal.graph", "version": 1, "name": "neg", "ops": [{"name": '
                      '"a", "compute_cost": -1}]}',
     "empty.json": "",
-    "kinds_and_speed.json": '{"num_devices": 2, "kinds": ["h100", "h100"], "speed": [1.0, 0.1]}',
     "tiny.json": '{"format": "regal.graph", "version": 1, "name": "tiny", "ops": [{"name": '
                  '"a", "compute_cost": 1}, {"name": "b", "compute_cost": 1}], "tensors": []}',
 }
@@ -43,8 +42,6 @@ MISTAKES = [
     (["--graph", "tiny.json", "--out", "tiny.json"], "tiny.json"),
     (["--graph", "tiny.json", "--devices", "3", "--device_preset", "nvlink_two_groups"],
      "preset nvlink_two_groups needs an even device count"),
-    (["--graph", "tiny.json", "--device_spec", "kinds_and_speed.json"],
-     "speed and kinds both given"),
     (["--graph", "tiny.json", "--policy", "sync_policy"],
      "was trained on the sync model; this search scores with wc"),
     (["--graph", "tiny.json", "--policy", "sync_policy", "--model", "sync", "--devices", "4"],

@@ -18,8 +18,11 @@ print(plus_one(41))
 
 
 def _run(script, cache):
+  # The caches under `cache` alone (a set NUMBA_CACHE_DIR would win over REGAL_CACHE_DIR).
+  env = {name: value for name, value in os.environ.items()
+         if name not in ("NUMBA_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR")}
   return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                        env={**os.environ, "REGAL_CACHE_DIR": str(cache)}, timeout=120)
+                        env={**env, "REGAL_CACHE_DIR": str(cache)}, timeout=120)
 
 
 def test_an_unreadable_kernel_cache_entry_is_compiled_and_written_again(tmp_path):

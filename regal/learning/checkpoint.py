@@ -74,8 +74,9 @@ def _read(path: str) -> dict[str, Any]:
 def read_meta(path: str) -> dict[str, Any]:
   """The metadata of the checkpoint at `path`; a one-line error if missing or unreadable. Read
   with msgpack alone (the state's arrays stay flax's undecoded extension records)."""
+  blob = _blob(path)
   try:
-    contents = msgpack.unpackb(_blob(path), raw=False, strict_map_key=False)
+    contents = msgpack.unpackb(blob, raw=False, strict_map_key=False)
   except Exception as error:  # msgpack raises several unrelated types on corrupt input.
     raise errors.ConfigError(f"checkpoint {path}: corrupt ({type(error).__name__})") from None
   return _meta_of(path, _checked(path, contents))
