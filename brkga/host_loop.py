@@ -3,21 +3,20 @@ on the host (a compiled simulator) rather than in JAX.
 
 Each step (the start, `ask`, `tell`, the improve hook's key and merge) is a jitted program of
 its own, and the fitness is called between them as a plain function. No program holds a host
-callback, so JAX's persistent compilation cache can keep them across processes (it never
-stores a program with a callback): a second run of the same shapes loads instead of
-compiling. `engine.run` stays the path for a fitness written in JAX (on an accelerator the
+callback, so each step's executable can be kept across processes (`programs.Program`; JAX's
+cache never stores a program with a callback): a second run of the same shapes loads them
+instead of tracing and compiling. `engine.run` stays the path for a fitness written in JAX (on an accelerator the
 whole search is one program).
 """
 from __future__ import annotations
 
-import functools
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from regal_brkga import engine
+from regal_brkga import engine, programs
 
 # fitness(chromosomes [N, n] numpy) -> fitness [N] (smaller is better).
 HostFitness = Callable[[np.ndarray], np.ndarray]
@@ -27,29 +26,33 @@ HostImprove = Callable[[jax.Array, jnp.ndarray, jnp.ndarray, int],
                        tuple[jnp.ndarray, jnp.ndarray, int]]
 
 
-@functools.partial(jax.jit, static_argnums=2)
-def _start(key: jax.Array, params: engine.Params, num_genes: int, seeds):
+def _first(key: jax.Array, params: engine.Params, num_genes: int, seeds):
   init_key, search_key = jax.random.split(key)
   return search_key, engine.initial_population(init_key, params, num_genes, seeds)
 
 
-@jax.jit
-def _init(key: jax.Array, params: engine.Params, population, fitness, seeds) -> engine.State:
+def _first_state(key: jax.Array, params: engine.Params, population, fitness,
+                 seeds) -> engine.State:
   num_seeds = 0 if seeds is None else seeds.shape[0]
   return engine.init(key, params, population, fitness, engine.seed_origin(params, num_seeds),
                      None if seeds is None else population[0, :num_seeds])
 
 
-_ask = jax.jit(engine.ask)
-_tell = jax.jit(engine.tell)
-_improve_key = jax.jit(engine.improve_key)
-_after_improve = jax.jit(engine.after_improve)
+# Each step's executable is kept across processes (`programs`): a later run loads it.
+_start = programs.Program(_first, static_argnums=(2,))
+_init = programs.Program(_first_state)
+_ask = programs.Program(engine.ask)
+_tell = programs.Program(engine.tell)
+_improve_key = programs.Program(engine.improve_key)
+_after_improve = programs.Program(engine.after_improve)
 
 
 def _scored(fitness_fn: HostFitness, chromosomes: jnp.ndarray) -> jnp.ndarray:
-  """Fitness [...] of chromosomes [..., n], scored on the host as float32."""
+  """Fitness [...] of chromosomes [..., n], scored on the host as float32 (put on the device
+  as it is: `jnp.asarray` would compile a copy per shape)."""
   flat = np.asarray(chromosomes).reshape(-1, chromosomes.shape[-1])
-  return jnp.asarray(np.asarray(fitness_fn(flat), np.float32).reshape(chromosomes.shape[:-1]))
+  return jax.device_put(np.asarray(fitness_fn(flat), np.float32).reshape(
+      chromosomes.shape[:-1]))
 
 
 def run_on_host(fitness_fn: HostFitness, key: jax.Array, params: engine.Params, budget: int,
@@ -64,7 +67,7 @@ def run_on_host(fitness_fn: HostFitness, key: jax.Array, params: engine.Params, 
   if improve_interval < 1:
     raise ValueError(f"improve_interval must be at least 1, got {improve_interval}")
   if seeds is not None:
-    seeds = jnp.asarray(seeds)
+    seeds = jax.device_put(seeds)
   search_key, population = _start(key, params, num_genes, seeds)
   state = _init(search_key, params, population, _scored(fitness_fn, population), seeds)
   history = np.full(generations + 1, np.inf, np.float32)
@@ -85,9 +88,9 @@ def run_on_host(fitness_fn: HostFitness, key: jax.Array, params: engine.Params, 
       if engine.improve_due(generation, evaluations, params, budget, improve_interval):
         population, fitness, spent = improve(_improve_key(state), state.population,
                                              state.fitness, budget - evaluations)
-        state = _after_improve(state, population, fitness, jnp.asarray(spent, jnp.int32))
+        state = _after_improve(state, population, fitness, np.int32(spent))
     history[int(state.generation)] = state.best_fitness
   return engine.Result(best_chromosome=state.best_chromosome, best_fitness=state.best_fitness,
-                       history=jnp.asarray(history), generations=state.generation,
+                       history=jax.device_put(history), generations=state.generation,
                        evaluations=state.evaluations, final_population=state.population,
                        final_fitness=state.fitness, best_origin=state.best_origin)

@@ -203,6 +203,28 @@ def load_or_build_synthetic(config: SyntheticDatasetConfig = SyntheticDatasetCon
   return dataset
 
 
+def synthetic_graph(split: str, index: int, data_dir: str | None = None) -> Graph:
+  """Graph `index` of the default synthetic dataset's `split`, read alone from the cache (the
+  whole dataset is built and cached first when it is not there)."""
+  config = SyntheticDatasetConfig()
+  directory = os.path.join(data_dir or default_data_dir(),
+                           f"synthetic-{config_fingerprint(config)}")
+  path = os.path.join(directory, f"{split}.npz")
+  try:
+    with open(os.path.join(directory, "config.json")) as f:
+      cached = json.load(f) == synthetic_record(config, None)
+    count = serialization.count_graphs(path) if cached else None
+  except (OSError, ValueError, errors.FormatError):  # Missing or damaged: built again below.
+    count = None
+  graphs = None
+  if count is None:
+    graphs = load_or_build_synthetic(config, data_dir)[split]
+    count = len(graphs)
+  if not 0 <= index < count:
+    raise errors.ConfigError(f"--index {index} is outside split {split!r} (0..{count - 1})")
+  return graphs[index] if graphs is not None else serialization.load_graphs(path, [index])[0]
+
+
 def summarize(dataset: Dataset) -> dict[str, dict[str, float]]:
   """Per-split statistics a person checks a dataset by."""
   summary = {}

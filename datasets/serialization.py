@@ -177,8 +177,9 @@ def save_graphs(path: str, graphs: Sequence[Graph]) -> None:
     f.write(buffer.getvalue())
 
 
-def load_graphs(path: str) -> list[Graph]:
-  """Reads the graphs written by `save_graphs`."""
+def load_graphs(path: str, only: Sequence[int] | None = None) -> list[Graph]:
+  """Reads the graphs written by `save_graphs` (`only`: those at these positions, in this order;
+  an index past the file's count is an IndexError)."""
   try:
     with np.load(path, allow_pickle=False) as npz:
       arrays = {key: npz[key] for key in npz.files}
@@ -192,9 +193,21 @@ def load_graphs(path: str) -> list[Graph]:
   offsets = {count: np.concatenate([[0], np.cumsum(arrays[count])])
              for count in set(_SIZE_OF.values())}
   graphs = []
-  for i, info in enumerate(header["graphs"]):
+  for i in range(len(header["graphs"])) if only is None else only:
+    info = header["graphs"][i]
     fields = {field: arrays[field][offsets[_SIZE_OF[field]][i]:offsets[_SIZE_OF[field]][i + 1]]
               for field in _ARRAYS}
     graphs.append(Graph(op_names=info["op_names"], op_types=info["op_types"],
                         name=info["name"], metadata=info["metadata"], **fields))
   return graphs
+
+
+def count_graphs(path: str) -> int:
+  """How many graphs a `save_graphs` file holds (its header alone is read)."""
+  try:
+    with np.load(path, allow_pickle=False) as npz:
+      return len(json.loads(npz["header"].tobytes().decode())["graphs"])
+  except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+    if isinstance(error, FileNotFoundError):
+      raise
+    raise errors.FormatError(f"{path}: not a regal dataset file ({error})") from None

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import networkx as nx
 import numpy as np
 
 from regal_datasets.graph import Graph
@@ -52,7 +51,10 @@ class SyntheticSpec:
 
 
 def _undirected_topology(kind: str, n: int, spec: SyntheticSpec,
-                         rng: np.random.Generator) -> nx.Graph:
+                         rng: np.random.Generator):
+  """A networkx graph of the topology (networkx loads here: reading a built dataset needs it
+  not)."""
+  import networkx as nx
   seed = int(rng.integers(2**31))
   if kind == "erdos_renyi":
     return nx.fast_gnp_random_graph(n, spec.erdos_renyi_p, seed=seed)

@@ -2,11 +2,13 @@
 between runs (JAX's compilation cache and numba's kernels), and one host device per core.
 
 A run compiles its search programs and scoring kernels once; the next run of the same shapes
-loads them (`experiments/results/startup/startup.md` measures what each cache saves). Both live
+loads them (`experiments/results/startup/startup.md` measures what each cache saves). They live
 under `$REGAL_CACHE_DIR` (default `$XDG_CACHE_HOME/regal`, else `~/.cache/regal`):
-`jax/` and `numba/`. `REGAL_CACHE_DIR=off` leaves both to their own defaults (JAX keeps no
-programs; numba keeps kernels beside its sources, where writable); `JAX_COMPILATION_CACHE_DIR`
-or `NUMBA_CACHE_DIR`, when set, win. Concurrent runs share both: numba writes each kernel to a
+`jax/` (JAX's cache), `programs/` (the host search's executables, loaded without tracing:
+`regal_brkga.programs`) and `numba/`. `REGAL_CACHE_DIR=off` leaves JAX and numba to their own
+defaults (JAX keeps no programs; numba keeps kernels beside its sources, where writable) and
+keeps no executables; `JAX_COMPILATION_CACHE_DIR`, `REGAL_PROGRAM_CACHE` or `NUMBA_CACHE_DIR`,
+when set, win. Concurrent runs share both: numba writes each kernel to a
 temporary file and renames it; JAX writes an entry whole under a key of its content, and a run
 that reads an entry while another is still writing it compiles the program itself (JAX warns
 once). JAX's cache is unbounded (a default run's programs take ~2 MB; delete the directory to
@@ -48,6 +50,7 @@ def use_persistent_caches() -> None:
   os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(root, "jax"))
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
   os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(root, "numba"))
+  os.environ.setdefault("REGAL_PROGRAM_CACHE", os.path.join(root, "programs"))
   jax = sys.modules.get("jax")
   if jax is not None and jax.config.jax_compilation_cache_dir is None:
     jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])

@@ -28,6 +28,8 @@ def pytest_configure(config):
     _OWN_CACHE = tempfile.mkdtemp(prefix="regal-test-jax-cache-")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _OWN_CACHE
   cache = os.environ["JAX_COMPILATION_CACHE_DIR"]
+  # The host search's kept executables (`regal_brkga.programs`) beside it, not in the user's.
+  os.environ.setdefault("REGAL_PROGRAM_CACHE", os.path.join(cache, "programs"))
   min_seconds = os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
   # XLA without its costly optimization passes, as JAX's own test suite compiles: the
   # suite's programs are tiny, so the passes cost seconds per compile and save microseconds

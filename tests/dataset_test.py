@@ -168,3 +168,20 @@ def test_for_training_reads_every_kind_of_dataset(tmp_path):
     dataset_lib.for_training(str(tmp_path / "missing"), 1, 1, 1)
   with pytest.raises(errors.ConfigError, match="too few distinct graphs"):
     dataset_lib.for_training(str(_graph_folder(tmp_path / "one", 1)), 1, 1, 1)
+
+
+def test_one_graph_of_the_default_dataset_reads_alone_as_in_the_whole(tmp_path):
+  """`synthetic_graph` (what `regal.optimize` runs by default): built and cached when missing,
+  then one graph read from the cache, equal to the whole dataset's; an index past the split is
+  one line."""
+  data_dir = str(tmp_path / "data")
+  first = dataset_lib.synthetic_graph("test", 3, data_dir)  # Builds the cache.
+  again = dataset_lib.synthetic_graph("test", 3, data_dir)  # Reads one graph from it.
+  whole = dataset_lib.load_or_build_synthetic(data_dir=data_dir)["test"][3]
+  for graph in (first, again):
+    assert graph.name == whole.name and graph.op_names == whole.op_names
+    for field in ("compute_cost", "tensor_size", "tensor_producer", "data_edge_consumer"):
+      np.testing.assert_array_equal(getattr(graph, field), getattr(whole, field))
+  size = len(dataset_lib.load_or_build_synthetic(data_dir=data_dir)["test"])
+  with pytest.raises(errors.ConfigError, match=rf"outside split 'test' \(0..{size - 1}\)"):
+    dataset_lib.synthetic_graph("test", size, data_dir)

@@ -148,7 +148,7 @@ def test_the_live_line_is_rewritten_on_a_terminal_and_periodic_in_a_log():
     # 4 s of generations: on a terminal about 4 / 0.2 rewrites, in a log the first line only.
     assert (15 <= shown <= 21) if interval == search_progress.TTY_INTERVAL else shown == 1
     assert "200 of 96,000 evaluations, best objective 5000, 0.0 s of 10 s" in text
-    assert "compiling the search" in text
+    assert "preparing the search" in text
     assert ("\r\033[K" in text) == isinstance(stream, Terminal) and text.endswith("\n")
 
 

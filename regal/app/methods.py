@@ -17,22 +17,23 @@ from regal_datasets import errors
 from regal_datasets.registry import Registry
 from regal import baselines
 from regal.app import choices
-from regal.baselines import (data_parallel, enumerative, exact, heuristics, list_scheduling,
-                             local_search, partition, pipeline_methods, sampling)
-from regal.doppler_policy import guide as doppler_guide
-from regal.doppler_policy import method as doppler_method
-from regal.learning import trained_guide
+from regal.baselines import data_parallel, heuristics
+from regal.doppler_policy import options as doppler_options
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import decoders, models, performance
 from regal.search import brkga_presets, brkga_search, guides, portfolio, schedule_polish
 from regal.search import progress as search_progress
 
+# A record names its implementation; what only some methods run (Doppler's policy, the learned
+# guides, CP-SAT, the profiled workloads' splits) loads when one of them runs.
+
 MAX_EVALS = choices.MAX_EVALS  # Evaluation counters are int32 inside the search.
+SPLIT_OBJECTIVES = ("throughput", "latency")  # `baselines.pipeline_methods.OBJECTIVES`' keys.
 POLISH = ("auto", "insertions", "off")  # `RunConfig.polish`
 
 # The guides that seed the search (`--seed_arms`): every cheap heuristic by default; Doppler's
 # policy trains, so it is opt-in.
-ARMS = heuristics.HEURISTICS + (doppler_guide.NAME,)
+ARMS = heuristics.HEURISTICS + (doppler_options.NAME,)
 DEFAULT_ARMS = heuristics.HEURISTICS
 
 
@@ -45,11 +46,12 @@ def parse_arms(spec: str) -> tuple[str, ...]:
 
 
 def seed_guides(arms: tuple[str, ...] = DEFAULT_ARMS,
-                doppler: doppler_method.DopplerOptions | None = None) -> list[guides.Guide]:
+                doppler: doppler_options.DopplerOptions | None = None) -> list[guides.Guide]:
   """The guides of the named arms: the heuristics' seeds, then the Doppler policy's."""
-  chain = [guides.HeuristicSeeds(tuple(a for a in arms if a != doppler_guide.NAME))]
-  if doppler_guide.NAME in arms:
-    chain.append(doppler_guide.DopplerSeeds(doppler or doppler_method.DopplerOptions()))
+  chain = [guides.HeuristicSeeds(tuple(a for a in arms if a != doppler_options.NAME))]
+  if doppler_options.NAME in arms:
+    from regal.doppler_policy import guide as doppler_guide
+    chain.append(doppler_guide.DopplerSeeds(doppler or doppler_options.DopplerOptions()))
   return chain
 
 
@@ -84,7 +86,7 @@ class RunConfig:
   decoder: str | None = None
   compare_unguided: bool = False
   # The Doppler policy (the method, and the doppler seed arm).
-  doppler: doppler_method.DopplerOptions | None = None
+  doppler: doppler_options.DopplerOptions | None = None
   doppler_save: str | None = None
   measured: Any = None
   stage3_steps: int = 0
@@ -154,8 +156,8 @@ class Method:
   reads: frozenset[str]
   solve: Callable[[performance.Problem, int, int, float], baselines.MethodResult] | None = None
   makespan_only: bool = False
-  split: Callable[[Any, pipeline_methods.SplitConfig, float], tuple[np.ndarray, dict]] | None = None
-  split_objectives: tuple[str, ...] = tuple(pipeline_methods.OBJECTIVES)
+  split: Callable[[Any, Any, float], tuple[np.ndarray, dict]] | None = None
+  split_objectives: tuple[str, ...] = SPLIT_OBJECTIVES
 
 
 def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
@@ -175,6 +177,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   if guides.PRIORS[config.prior] is not None:
     chain.append(guides.PRIORS[config.prior](evals))
   if policy_dir:
+    from regal.learning import trained_guide
     chain.append(trained_guide.guide_for(policy_dir, evals))
   plan = guides.plan_search(problem, evals, brkga_preset, decoder)  # Resolved once.
   guides.check_budget(plan, evals, chain)  # Before the arms run.
@@ -289,8 +292,9 @@ def _polish(problem: performance.Problem, result: brkga_search.SearchResult, see
 
 def _run_doppler(problem: performance.Problem, config: RunConfig, evals: int,
                  scores: performance.ReferenceScores) -> baselines.MethodResult:
+  from regal.doppler_policy import method as doppler_method
   del scores  # It re-scores its few best assignments itself.
-  doppler = config.doppler or doppler_method.DopplerOptions()
+  doppler = config.doppler or doppler_options.DopplerOptions()
   return doppler_method.doppler(problem, evals, config.seed, checkpoint=doppler.checkpoint,
                                 save=config.doppler_save, measured=config.measured,
                                 stage3_steps=config.stage3_steps)
@@ -311,6 +315,14 @@ def _baseline(name: str, solve, reads: frozenset[str] = frozenset(), **more) -> 
   return Method(name, _run_baseline, reads, solve, **more)
 
 
+def _splitter(name: str):
+  """`baselines.pipeline_methods.<name>`, loaded when a split runs."""
+  def split(workload, config, deadline):
+    from regal.baselines import pipeline_methods
+    return getattr(pipeline_methods, name)(workload, config, deadline)
+  return split
+
+
 def _split(name: str, split, reads: frozenset[str] = frozenset()) -> Method:
   return Method(name, None, reads, split=split)
 
@@ -327,33 +339,33 @@ _BRKGA_OPTIONS = frozenset({"time_limit", "seed_arms", "brkga_preset", "policy",
                             "decoder"})
 _DOPPLER_OPTIONS = frozenset({"doppler_checkpoint", "doppler_save", "reward"})
 _REGISTRY: Registry[Method] = Registry("method")
+B = baselines  # Each baseline's module loads when its method runs (`baselines.__getattr__`).
 for _method in (
     Method("brkga", _run_brkga, _BATCHED | _BRKGA_OPTIONS),
     Method("doppler", _run_doppler, _BATCHED | _DOPPLER_OPTIONS),
-    _baseline("critical_path", lambda p, evals, seed, limit: list_scheduling.critical_path(p)),
+    _baseline("critical_path", lambda p, evals, seed, limit: B.list_scheduling.critical_path(p)),
     _baseline("critical_path_doppler",
-              lambda p, evals, seed, limit: list_scheduling.critical_path_doppler(p)),
-    _baseline("heft", lambda p, evals, seed, limit: list_scheduling.heft(p)),
-    _baseline("gp_dfs", lambda p, evals, seed, limit: partition.gp_dfs(p)),
+              lambda p, evals, seed, limit: B.list_scheduling.critical_path_doppler(p)),
+    _baseline("heft", lambda p, evals, seed, limit: B.list_scheduling.heft(p)),
+    _baseline("gp_dfs", lambda p, evals, seed, limit: B.partition.gp_dfs(p)),
     _baseline("local_search",
-              lambda p, evals, seed, limit: local_search.local_search(p, evals, seed), _BATCHED),
+              lambda p, evals, seed, limit: B.local_search.local_search(p, evals, seed), _BATCHED),
     _baseline("hill_climb",
-              lambda p, evals, seed, limit: local_search.hill_climb(p, evals, seed), _BATCHED),
-    _baseline("random", lambda p, evals, seed, limit: sampling.random_search(p, evals, seed),
+              lambda p, evals, seed, limit: B.local_search.hill_climb(p, evals, seed), _BATCHED),
+    _baseline("random", lambda p, evals, seed, limit: B.sampling.random_search(p, evals, seed),
               _BATCHED),
-    _baseline("enumerative", lambda p, evals, seed, limit: enumerative.enumerative(p, seed),
+    _baseline("enumerative", lambda p, evals, seed, limit: B.enumerative.enumerative(p, seed),
               frozenset({"seed"})),
-    _baseline("cpsat", lambda p, evals, seed, limit: exact.cpsat(p, limit, seed=seed), _SOLVER,
-              makespan_only=True, split=pipeline_methods.cpsat,
-              split_objectives=("throughput",)),
-    _baseline("quickp", lambda p, evals, seed, limit: exact.quickp(p, limit, seed=seed),
+    _baseline("cpsat", lambda p, evals, seed, limit: B.exact.cpsat(p, limit, seed=seed), _SOLVER,
+              makespan_only=True, split=_splitter("cpsat"), split_objectives=("throughput",)),
+    _baseline("quickp", lambda p, evals, seed, limit: B.exact.quickp(p, limit, seed=seed),
               _SOLVER, makespan_only=True),
-    _baseline("data_parallel", lambda p, evals, seed, limit: data_parallel.data_parallel(p)),
+    _baseline("data_parallel", lambda p, evals, seed, limit: B.data_parallel.data_parallel(p)),
     # A profiled workload's split (`--objective throughput`, `--model blocks`); cpsat above.
-    _split("search", pipeline_methods.search, frozenset({"evals", "seed", "time_limit"})),
-    _split("pipedream", pipeline_methods.pipedream),
-    _split("contiguous_dp", pipeline_methods.contiguous_dp),
-    _split("one_accelerator", pipeline_methods.one_accelerator),
+    _split("search", _splitter("search"), frozenset({"evals", "seed", "time_limit"})),
+    _split("pipedream", _splitter("pipedream")),
+    _split("contiguous_dp", _splitter("contiguous_dp")),
+    _split("one_accelerator", _splitter("one_accelerator")),
 ):
   _REGISTRY.register(_method)
 # `register(method)`: `RunConfig(method=name)` and `optimize_lib.run` run it from then on
@@ -388,6 +400,7 @@ def get_schedule(name: str) -> Method:
 def get_split(name: str, objective: str) -> Method:
   """Method `name`, which must split a profiled workload for `objective` (throughput or
   latency)."""
+  from regal.baselines import pipeline_methods
   pipeline_methods.check_objective(objective)
   how = "--objective throughput" if objective == "throughput" else "--model blocks"
   method = _REGISTRY.get(name) if name in _REGISTRY else None

@@ -13,10 +13,9 @@ from absl import flags
 
 from regal_datasets import atomic, cli, errors
 from regal_datasets import devices as devices_lib
-from regal.app import gantt, methods, optimize_inputs, optimize_lib, pipeline_lib, units
+from regal.app import methods, optimize_inputs, optimize_lib, units
 from regal.app import report as report_lib
-from regal.baselines import pipeline_methods
-from regal.doppler_policy import method as doppler_method
+from regal.doppler_policy.options import DopplerOptions
 from regal.scoring import models
 from regal.search import portfolio
 from regal.search import progress as search_progress
@@ -37,7 +36,7 @@ def run_config(measured=None, progress=None) -> methods.RunConfig:
       arms=methods.parse_arms(FLAGS.seed_arms), policy_dir=FLAGS.policy, prior=FLAGS.prior,
       brkga_preset=FLAGS.brkga_preset, decoder=FLAGS.decoder,
       compare_unguided=FLAGS.compare_unguided, exact_solver=FLAGS.exact_solver,
-      doppler=doppler_method.DopplerOptions(checkpoint=FLAGS.doppler_checkpoint,
+      doppler=DopplerOptions(checkpoint=FLAGS.doppler_checkpoint,
                                             evals=FLAGS.doppler_evals,
                                             samples=FLAGS.doppler_samples),
       doppler_save=FLAGS.doppler_save, measured=measured, stage3_steps=FLAGS.stage3_steps,
@@ -124,9 +123,11 @@ _SPLIT_FLAGS = ("graph", "format", "objective", "model", "method", "evals", "tim
                 "out", "gantt", "device_spec")
 
 
-def split_config(flag_groups) -> pipeline_methods.SplitConfig:
+def split_config(flag_groups):
   """--objective throughput or --model blocks: the flags they read, checked; every other flag
-  given is refused."""
+  given is refused (a `pipeline_methods.SplitConfig`)."""
+  from regal.app import pipeline_lib
+  from regal.baselines import pipeline_methods
   latency = FLAGS.model in models.split_names()  # --model blocks
   how = f"--model {pipeline_lib.MODEL}" if latency else f"--objective {pipeline_lib.OBJECTIVE}"
   if latency and _given("objective"):
@@ -163,7 +164,7 @@ def split_config(flag_groups) -> pipeline_methods.SplitConfig:
 def main_split(inputs: optimize_inputs.Inputs, flag_groups) -> None:
   """A profiled workload's split: report, write, exit 3 if infeasible."""
   from regal_datasets.formats import profiled
-  from regal.app import split_chart
+  from regal.app import pipeline_lib, split_chart
   config = split_config(flag_groups)
   workload = inputs.workload
   spec = FLAGS.device_spec
@@ -209,6 +210,7 @@ def run(inputs: optimize_inputs.Inputs, flag_groups) -> None:
   report = optimize_lib.run(graph, devices,
                             run_config(measured, progress=search_progress.Reporter()),
                             source=source)
+  report.result.wall_seconds["total"] = cli.process_seconds()  # The command's, start to here.
   print(report_lib.summary(report))
   if FLAGS.execute:
     from regal.execute import compare
@@ -220,6 +222,7 @@ def run(inputs: optimize_inputs.Inputs, flag_groups) -> None:
     print(compare.summary(report.result.execution, units.TimeUnit(
         FLAGS.model, **report.result.time_units)))
   if FLAGS.gantt:  # First: a chart that fails leaves no result file behind either.
+    from regal.app import gantt
     gantt.draw(graph, report.placement, report.schedule, FLAGS.gantt,
                 time_unit=units.TimeUnit(FLAGS.model, **report.result.time_units))
     print(f"wrote {FLAGS.gantt}")

@@ -122,12 +122,8 @@ def load_graph() -> tuple[Graph, str]:
     raise errors.ConfigError("give only one of --graph and --dataset")
   if FLAGS.graph:
     return graph_io.load_graph(FLAGS.graph, FLAGS.format), FLAGS.graph
-  dataset = dataset_lib.load_or_build_synthetic(data_dir=FLAGS.data_dir)
-  graphs = dataset[FLAGS.split]
-  if not 0 <= FLAGS.index < len(graphs):
-    raise errors.ConfigError(f"--index {FLAGS.index} is outside split {FLAGS.split!r} "
-                             f"(0..{len(graphs) - 1})")
-  return graphs[FLAGS.index], f"synthetic/{FLAGS.split}/{FLAGS.index}"
+  graph = dataset_lib.synthetic_graph(FLAGS.split, FLAGS.index, FLAGS.data_dir)
+  return graph, f"synthetic/{FLAGS.split}/{FLAGS.index}"
 
 
 def read(argv) -> Inputs:

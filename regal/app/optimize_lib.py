@@ -204,7 +204,7 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
       time_units=time_unit.to_json(),
       memory_units=memory_unit.to_json(),
       evaluations=evaluations,
-      wall_seconds={**wall, "total": total},
+      wall_seconds={**wall, "run": total, "total": total},
       versions={"python": platform.python_version(), "jax": jax.__version__,
                 "numpy": np.__version__, "numba": numba.__version__,
                 "regal": report_lib.regal_version()})

@@ -124,9 +124,10 @@ class Result(_ResultFile):
   memory_units: dict = _field("{scale, name}: bytes times scale, in name (GB, MB, kB or bytes)")
   evaluations: int = _field("fitness evaluations the method spent")
   wall_seconds: dict = _field(
-      "{compile, compile_jax, compile_numba, search, total}: compile_jax is JAX tracing, lowering "
-      "and compiling its programs or loading them from its cache, compile_numba the scoring "
-      "kernels compiled (`regal.startup`)")
+      "{compile, compile_jax, compile_numba, search, run, total}: compile_jax JAX's programs "
+      "compiled or loaded, compile_numba the kernels compiled (`regal.startup`); run the "
+      "optimization's own seconds; total the process's since it started (`regal.optimize`; "
+      "called as a library: run's)")
   versions: dict = _field("{python, jax, numpy, numba, regal}")
   display: dict = _field(
       "every figure the summary prints, in those units: objective, makespan, lower_bound, "

@@ -21,9 +21,18 @@ what `regal.optimize --method NAME` and the experiments call).
 """
 from __future__ import annotations
 
-from regal.baselines import (data_parallel, enumerative, exact, list_scheduling, local_search,
-                             partition, sampling)
+import importlib
+
 from regal.baselines.common import MethodResult, finish, score
 
-__all__ = ["MethodResult", "data_parallel", "enumerative", "exact", "finish", "list_scheduling",
-           "local_search", "partition", "sampling", "score"]
+# Each method's module loads when first named (`baselines.exact` loads OR-Tools, `partition`
+# METIS): a run loads only what it runs.
+_METHOD_MODULES = ("data_parallel", "enumerative", "exact", "list_scheduling", "local_search",
+                   "partition", "sampling")
+__all__ = ["MethodResult", "finish", "score", *_METHOD_MODULES]
+
+
+def __getattr__(name: str):
+  if name in _METHOD_MODULES:
+    return importlib.import_module(f"regal.baselines.{name}")
+  raise AttributeError(f"module 'regal.baselines' has no attribute {name!r}")

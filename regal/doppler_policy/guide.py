@@ -6,11 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 from regal.doppler_policy import method
+from regal.doppler_policy.options import NAME  # noqa: F401  (re-exported)
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
 from regal.search import guides
-
-NAME = "doppler"  # The arm's name (`guides.arm_of`) and `--seed_arms` entry.
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,21 +27,12 @@ import numpy as np
 from regal_datasets import errors
 from regal.baselines.common import MethodResult, finish, score
 from regal.doppler_policy import training
+from regal.doppler_policy.options import MAX_SAMPLES, DopplerOptions  # noqa: F401  (re-exported)
 from regal.learning import checkpoint
 from regal.scoring import performance
 from regal.scoring.schedule import Schedule
 
 POLICY_KIND = "doppler"  # The checkpoint metadata's "policy".
-MAX_SAMPLES = 1024  # Sampled assignments beyond a few populations' worth only cost.
-
-
-@dataclasses.dataclass(frozen=True)
-class DopplerOptions:
-  """Where the policy comes from, for `--method doppler` and for the Doppler seeds guide: a
-  checkpoint, else training with `evals` episodes; `samples` sampled assignments (seeds)."""
-  checkpoint: str | None = None
-  evals: int = 1024
-  samples: int = 8
 
 
 def save_checkpoint(path: str, params, config: training.DopplerConfig, num_devices: int

@@ -337,7 +337,8 @@ def _last_line(run: "_Run", outcome: "_Outcome") -> None:
   """The live line's last word: the search's answer, as the summary will show it."""
   if run.progress is not None:
     run.progress.finished(int(outcome.result.evaluations), outcome.objective,
-                          outcome.search_seconds)
+                          outcome.search_seconds, outcome.compile_seconds,
+                          outcome.compiled > 0)
 
 
 def _search_fn(fitness, run: "_Run", layout: chromosome_lib.Layout):
@@ -440,6 +441,7 @@ class _Outcome:
   search_seconds: float
   searched_best: bool
   stop_reason: str
+  compiled: int = 0  # Programs compiled, not loaded from a cache.
 
 
 def _optimize(run: _Run) -> SearchResult:
@@ -454,8 +456,9 @@ def _optimize(run: _Run) -> SearchResult:
   start = time.perf_counter()
   if run.progress is not None:
     run.progress.compiling()
-  compiled = jax.jit(search).lower(jax.random.key(run.seed), seed_matrix, table,
-                                   jnp.int32(0)).compile()
+  with compile_clock.CompileClock() as clock:
+    compiled = jax.jit(search).lower(jax.random.key(run.seed), seed_matrix, table,
+                                     jnp.int32(0)).compile()
   compile_seconds = time.perf_counter() - start
   with _deadline(run) as deadline:
     start = time.perf_counter()
@@ -464,7 +467,7 @@ def _optimize(run: _Run) -> SearchResult:
     search_seconds = time.perf_counter() - start
   outcome = _Outcome(result, np.asarray(result.best_chromosome), seed_values,
                      float(result.best_fitness), compile_seconds, search_seconds, True,
-                     deadline.reason)
+                     deadline.reason, clock.compiled)
   _last_line(run, outcome)
   return _result(run, outcome)
 
@@ -490,14 +493,14 @@ def _optimize_bucketed(run: _Run, shape: PaddedShape) -> SearchResult:
   if run.progress is not None:
     run.progress.compiling()
   # Scored on the host between jitted steps (`brkga.run_on_host`): no program holds a host
-  # callback, so JAX's persistent cache keeps them for the next process.
+  # callback, so each step's executable is kept for the next process (`regal_brkga.programs`).
   objective_of = ((lambda chromosome: float(scorer.objectives(chromosome[None])[0]))
                   if evaluator.breaks_ties else None)
   with _deadline(run, objective_of) as deadline:
     start = time.perf_counter()
     result = jax.block_until_ready(brkga.run_on_host(
         scorer.search_scores, jax.random.key(run.seed), guided, run.evals, bucket.size,
-        seeds=jnp.asarray(seed_matrix),
+        seeds=seed_matrix,
         improve=_host_improver(scorer.search_scores, table, bucket, run),
         improve_interval=settings.memetic.interval, stop=deadline.stop))
     search_seconds = time.perf_counter() - start - deadline.clock.seconds
@@ -515,7 +518,8 @@ def _optimize_bucketed(run: _Run, shape: PaddedShape) -> SearchResult:
   pick = int(np.argmin(found))  # The first of equals: the search's own best.
   best = chromosome_lib.from_bucket(own, bucket, searched[pick])
   outcome = _Outcome(result, best, values[:len(seed_matrix)], float(found[pick]),
-                     compile_seconds, search_seconds, pick == 0, deadline.reason)
+                     compile_seconds, search_seconds, pick == 0, deadline.reason,
+                     deadline.clock.compiled)
   _last_line(run, outcome)
   return _result(run, outcome)
 
@@ -533,7 +537,8 @@ def mutant_genes(own: chromosome_lib.Layout, bucket: chromosome_lib.Layout,
   if values.shape != (own.size,):
     raise ValueError(f"mutant distributions must have one value per gene ({own.size}), got "
                      f"{values.shape}")
-  return jnp.asarray(chromosome_lib.to_bucket(own, bucket, values, fill=fill), jnp.float32)
+  return jax.device_put(chromosome_lib.to_bucket(own, bucket, values, fill=fill).astype(
+      np.float32))  # As it is: `jnp.asarray` would compile a copy.
 
 
 def _result(run: _Run, outcome: _Outcome) -> SearchResult:

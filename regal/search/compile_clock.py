@@ -1,7 +1,7 @@
 """How long a block of work spent compiling, so that reports can tell compiling from running.
 
 JAX: tracing, lowering to MLIR and compiling a program, or loading it from the persistent
-cache (`regal.startup`), from JAX's own monitoring events. numba: compiling a kernel (loading
+cache (`regal.startup`) or a kept executable (`regal_brkga.programs`), from monitoring events. numba: compiling a kernel (loading
 one from its cache is not counted), outermost compiles only (a kernel's callees compile inside
 it). Listeners are installed once per process; clocks may nest, and each hears everything
 compiled, on any thread, while it runs.
@@ -14,9 +14,12 @@ import time
 import jax
 from numba.core import event as numba_event
 
+from regal_brkga import programs
+
 JAX_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
               "/jax/core/compile/jaxpr_to_mlir_module_duration",
-              "/jax/core/compile/backend_compile_duration")
+              "/jax/core/compile/backend_compile_duration",
+              programs.LOADED)
 
 _running: list["CompileClock"] = []
 _lock = threading.Lock()
@@ -32,6 +35,11 @@ def _add(field: str, seconds: float) -> None:
 def _heard_jax(event: str, duration: float, **_) -> None:
   if event in JAX_EVENTS:
     _add("jax_seconds", duration)
+
+
+def _heard_jax_event(event: str, **_) -> None:
+  if event == "/jax/compilation_cache/cache_misses":  # Compiled, not loaded.
+    _add("compiled", 1)
 
 
 class _NumbaCompiles(numba_event.Listener):
@@ -50,23 +58,27 @@ class _NumbaCompiles(numba_event.Listener):
     self.local.depth -= 1
     if self.local.depth == 0:
       _add("numba_seconds", time.perf_counter() - self.local.start)
+      _add("compiled", 1)
 
 
 def _install() -> None:
   global _installed
   if not _installed:
     jax.monitoring.register_event_duration_secs_listener(_heard_jax)
+    jax.monitoring.register_event_listener(_heard_jax_event)
     numba_event.register("numba:compile", _NumbaCompiles())
     _installed = True
 
 
 class CompileClock:
   """`with CompileClock() as clock:` then `clock.seconds` (JAX and numba together),
-  `clock.jax_seconds`, `clock.numba_seconds`; readable while the block runs."""
+  `clock.jax_seconds`, `clock.numba_seconds`, and `clock.compiled`: how many programs or
+  kernels were compiled rather than loaded from a cache; readable while the block runs."""
 
   def __init__(self):
     self.jax_seconds = 0.0
     self.numba_seconds = 0.0
+    self.compiled = 0
 
   @property
   def seconds(self) -> float:

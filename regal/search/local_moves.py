@@ -51,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from regal_brkga import programs
 from regal_datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import moves
@@ -157,10 +158,12 @@ def move_table(graph: Graph, num_ops: int | None = None, capacity: int | None = 
   flat[:len(listed)] = listed
   rank = np.full(num_ops, num_ops, np.int32)
   rank[np.asarray(graph.topological_order)] = np.arange(graph.num_ops)
-  return MoveTable(num_ops=jnp.asarray(graph.num_ops, jnp.int32),
-                   neighbour_ptr=jnp.asarray(ptr), neighbours=jnp.asarray(flat),
-                   cluster=jnp.asarray(_clusters(weight, num_ops, CLUSTER_SIZE)),
-                   topo_rank=jnp.asarray(rank), cost_cdf=jnp.asarray(cost_cdf(graph, num_ops)))
+  # Put on the device as they are (`jnp.asarray` compiles a copy per shape).
+  return MoveTable(num_ops=jax.device_put(np.int32(graph.num_ops)),
+                   neighbour_ptr=jax.device_put(ptr), neighbours=jax.device_put(flat),
+                   cluster=jax.device_put(_clusters(weight, num_ops, CLUSTER_SIZE)),
+                   topo_rank=jax.device_put(rank), cost_cdf=jax.device_put(cost_cdf(graph,
+                                                                                   num_ops)))
 
 
 def cost_cdf(graph: Graph, num_ops: int) -> np.ndarray:
@@ -554,11 +557,12 @@ def _climbed(population, fitness, ranks, affordable, tops, values, batch: int):
   return population, fitness, affordable * (pops * count * batch)
 
 
-_climbers_jit = jax.jit(_climbers, static_argnums=(4, 5, 6, 7))
-_climb_draws_jit = jax.jit(_climb_draws, static_argnums=(1, 2, 3))
-_candidates_jit = jax.jit(_candidates, static_argnums=4)
-_accepted_jit = jax.jit(_accepted, static_argnums=4)
-_climbed_jit = jax.jit(_climbed, static_argnums=6)
+# The host climb's steps, each kept across processes (`regal_brkga.programs`).
+_climbers_jit = programs.Program(_climbers, (4, 5, 6, 7), packages=("regal",))
+_climb_draws_jit = programs.Program(_climb_draws, (1, 2, 3), packages=("regal",))
+_candidates_jit = programs.Program(_candidates, (4,), packages=("regal",))
+_accepted_jit = programs.Program(_accepted, (4,), packages=("regal",))
+_climbed_jit = programs.Program(_climbed, (6,), packages=("regal",))
 
 
 def elite_improver_on_host(score: Callable[[np.ndarray], np.ndarray], table: MoveTable,
@@ -581,7 +585,7 @@ def elite_improver_on_host(score: Callable[[np.ndarray], np.ndarray], table: Mov
         candidates = _candidates_jit(draws, step, tops, table, how)
         scored = np.asarray(score(np.asarray(candidates).reshape(-1, candidates.shape[-1])),
                             np.float32).reshape(candidates.shape[:2])
-        tops, values = _accepted_jit(candidates, jnp.asarray(scored), tops, values, how)
+        tops, values = _accepted_jit(candidates, scored, tops, values, how)
     return _climbed_jit(population, fitness, ranks, affordable, tops, values, batch)
 
   return improve

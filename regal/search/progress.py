@@ -102,8 +102,9 @@ class SearchProgress:
 
   def compiling(self) -> None:
     """Compilation comes first, once per size bucket (later processes load it from the
-    persistent cache, `regal.startup`): said as such."""
-    self.line.update("  compiling the search for this graph's size (once: later runs load it "
+    persistent caches, `regal.startup`); which of the two happened is said at the end
+    (`finished`)."""
+    self.line.update("  preparing the search for this graph's size (compiled once, then loaded "
                      "from the cache)", force=True)
     self.line.last_shown = -math.inf  # The first generation shows at once.
 
@@ -124,11 +125,16 @@ class SearchProgress:
     if self.line.due():
       self.line.update(self._text(evaluations, best, self.clock() - self.started - compiling))
 
-  def finished(self, evaluations: int, best: float, seconds: float) -> None:
+  def finished(self, evaluations: int, best: float, seconds: float,
+               compile_seconds: float = 0.0, compiled: bool = False) -> None:
     """The last line, whenever the one before it showed: the search's answer (`best`, as the
-    summary reports it) after `seconds` of search."""
+    summary reports it) after `seconds` of search; then how its programs were had: `compiled`
+    (this run compiled some) or loaded from the caches, in `compile_seconds`."""
     self.line.update(self._text(evaluations, best, seconds), force=True)
     self.line.close()
+    self.line.say(f"  the search's programs were compiled ({compile_seconds:.2f} s; later runs "
+                  f"of this size load them)" if compiled else
+                  f"  the search's programs were loaded from the cache ({compile_seconds:.2f} s)")
 
   def _text(self, evaluations: int, best: float, elapsed: float) -> str:
     limit = f" of {self.time_limit:g} s" if self.time_limit else ""

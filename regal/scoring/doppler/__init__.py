@@ -5,7 +5,7 @@ host loop. No JAX version.
 """
 import numpy as np
 
-from regal.scoring.doppler import native, reference
+from regal.scoring.doppler import reference  # Its units (SimPy and NumPy: light).
 from regal.scoring.model_record import Model
 
 
@@ -15,6 +15,7 @@ def _reference(graph, devices, placement, op_priority, transfer_priority, dtype)
 
 
 def _native(graph, devices, memory: bool):
+  from regal.scoring.doppler import native
   del memory
   host_graph = native.build_doppler_graph(graph, devices)
   return lambda placement, priority, transfer: (
