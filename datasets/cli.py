@@ -167,8 +167,8 @@ def _end(code: int) -> None:
   them), then the process ends without the interpreter's teardown of JAX, numba and their
   threads, which prints nothing and took 0.5-0.7 s of every run. Elsewhere (a caller gave
   `run_cli` its argv, e.g. to run many command lines in one process) SystemExit, as before."""
-  if not _ends_process:
-    sys.exit(code)
+  if not _ends_process or sys.getprofile() is not None or sys.gettrace() is not None:
+    sys.exit(code)  # Also under a profiler or a tracer (coverage): they write at exit.
   sys.stdout.flush()
   sys.stderr.flush()
   atexit._run_exitfuncs()  # pylint: disable=protected-access  # What exit would run first.

@@ -22,8 +22,7 @@ import numpy as np
 
 from regal_datasets.registry import Registry
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import consumer_transfers, list_decoder
-from regal.scoring.delay import native as native_delay
+from regal.scoring import consumer_transfers
 from regal.scoring.model_record import Model
 
 Decoded = chromosome_lib.Decoded
@@ -73,6 +72,9 @@ def _direct_traced(problem, chromosomes: jnp.ndarray, bias: float) -> Decoded:
 
 
 def _list_host(problem, bias: float) -> HostDecode:
+  # Loaded here: the list scheduler runs on the delay model's compiled graph.
+  from regal.scoring import list_decoder
+  from regal.scoring.delay import native as native_delay
   graph = native_delay.build_native_delay_graph(problem.graph, problem.devices)
   return lambda chromosomes: list_decoder.decode(graph, chromosomes, problem.layout, bias)
 
