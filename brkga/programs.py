@@ -60,6 +60,7 @@ def _environment() -> str:
                os.environ.get("XLA_FLAGS", ""), [repr(d) for d in jax.devices()]))
 
 
+_typeof = getattr(jax, "typeof", None) or jax.core.get_aval  # `typeof` from JAX 0.4.36.
 _cache_hits = [0]  # Executables JAX's persistent cache has served in this process.
 
 
@@ -75,7 +76,7 @@ def _abstract(leaf: Any) -> str:
   """A leaf's type as the executable sees it: shape, dtype after JAX's canonicalization, and
   weak type (a Python scalar's); part of the key on disk."""
   try:
-    return str(jax.typeof(leaf))
+    return str(_typeof(leaf))
   except TypeError:
     return repr(leaf)
 

@@ -185,3 +185,19 @@ def test_a_stop_asked_by_the_caller_is_its_stop_reason():
                                   should_stop=proven)
   assert stopped.stop_reason == "caller" and stopped.evaluations < 10 ** 6
   assert brkga_search.optimize(performance.Evaluator.of(problem), evals=500).stop_reason == "budget"
+
+
+def test_the_last_lines_say_whether_the_programs_were_compiled_or_loaded():
+  import io
+  from regal.search import progress as search_progress
+  said = []
+  for compiled, kept in ((True, True), (False, True), (True, False)):
+    stream = io.StringIO()
+    live = search_progress.SearchProgress(1000, None, stream, shown=lambda v: f"{v:g} ms")
+    live.finished(1000, 4.5, 0.25, 0.4, compiled, kept)
+    said.append(stream.getvalue().splitlines())
+  assert said[0][0] == "  1,000 of 1,000 evaluations, best objective 4.5 ms, 0.2 s"
+  assert said[0][1] == ("  the search's programs were compiled (0.40 s; later runs of this size "
+                        "load them)")
+  assert said[1][1] == "  the search's programs were loaded from the cache (0.40 s)"
+  assert "every run compiles it" in said[2][1]

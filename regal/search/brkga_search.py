@@ -338,7 +338,7 @@ def _last_line(run: "_Run", outcome: "_Outcome") -> None:
   if run.progress is not None:
     run.progress.finished(int(outcome.result.evaluations), outcome.objective,
                           outcome.search_seconds, outcome.compile_seconds,
-                          outcome.compiled > 0)
+                          outcome.compiled > 0, kept=run.evaluator.bucketed)
 
 
 def _search_fn(fitness, run: "_Run", layout: chromosome_lib.Layout):

@@ -126,14 +126,18 @@ class SearchProgress:
       self.line.update(self._text(evaluations, best, self.clock() - self.started - compiling))
 
   def finished(self, evaluations: int, best: float, seconds: float,
-               compile_seconds: float = 0.0, compiled: bool = False) -> None:
+               compile_seconds: float = 0.0, compiled: bool = False,
+               kept: bool = True) -> None:
     """The last line, whenever the one before it showed: the search's answer (`best`, as the
     summary reports it) after `seconds` of search; then how its programs were had: `compiled`
-    (this run compiled some) or loaded from the caches, in `compile_seconds`."""
+    (this run compiled some) or loaded from the caches, in `compile_seconds`; `kept`: whether
+    a cache keeps them for later runs (not a program holding a host callback)."""
     self.line.update(self._text(evaluations, best, seconds), force=True)
     self.line.close()
-    self.line.say(f"  the search's programs were compiled ({compile_seconds:.2f} s; later runs "
-                  f"of this size load them)" if compiled else
+    later = ("later runs of this size load them" if kept else
+             "it holds a host callback, which no cache keeps: every run compiles it")
+    self.line.say(f"  the search's programs were compiled ({compile_seconds:.2f} s; {later})"
+                  if compiled else
                   f"  the search's programs were loaded from the cache ({compile_seconds:.2f} s)")
 
   def _text(self, evaluations: int, best: float, elapsed: float) -> str:
