@@ -13,7 +13,8 @@ temporary file and renames it; JAX writes an entry whole under a key of its cont
 that reads an entry while another is still writing it compiles the program itself (JAX warns
 once). JAX's cache is unbounded (a default run's programs take ~2 MB; delete the directory to
 reclaim it): bounding it turns on an eviction that breaks on entries a run without the bound
-wrote.
+wrote. So is `programs/` (~2.6 MB a graph size, kept per version of the source: entries of an
+older version are never read again, and the folder may be deleted at any time).
 
 The caches are set through the environment before JAX or numba load (importing `regal` does
 it), so that subprocesses and Ray workers inherit them; where JAX loaded first without a cache
