@@ -13,9 +13,10 @@ JSON form (all keys but `num_devices` optional; scalars broadcast to every devic
 `memory_capacity: null` means unlimited. The diagonal of bandwidth and latency is ignored: a
 tensor already on its device moves for free. An optional `"kinds": ["h100", ...]` names each
 device's accelerator (`regal_datasets.accelerators`): an imported graph's ops are then costed by
-their roofline on those kinds (`accelerators.recost`), in the importers' time unit; a `speed`
-beside `kinds` scales each device against its kind's peak (the peak FLOP/s ratios a preset
-writes are scale 1: `[1.0, 0.1]` on two H100s makes the second ten times slower).
+their roofline on those kinds (`accelerators.recost`), in the importers' time unit. Without
+`speed`, each runs at its kind's; a `speed` beside `kinds` scales each device against its
+kind's peak (the peak FLOP/s ratios a preset writes are scale 1: `[1.0, 0.1]` on two H100s
+makes the second ten times slower).
 """
 from __future__ import annotations
 
@@ -283,12 +284,16 @@ def from_json_dict(data: Any) -> DeviceSpec:
   memory = data.get("memory_capacity")
   if isinstance(memory, list):
     memory = [np.inf if m is None else m for m in memory]
+  kinds = _kinds(data.get("kinds", ()))
+  speed = data.get("speed", 1.0)
+  if "speed" not in data and kinds and all(kind in KINDS for kind in kinds):
+    # The kinds' peak ratios, as a preset writes them (`accelerator_spec`): scale 1 each.
+    speed = [KINDS[kind].peak_flops / KINDS[kinds[0]].peak_flops for kind in kinds]
   try:
     return DeviceSpec(memory_capacity=np.inf if memory is None else memory,
-                      speed=_broadcast(data.get("speed", 1.0), num),
+                      speed=_broadcast(speed, num),
                       bandwidth=data.get("bandwidth", 1.0), latency=data.get("latency", 0.0),
-                      name=str(data.get("name", f"devices{num}")),
-                      kinds=_kinds(data.get("kinds", ())))
+                      name=str(data.get("name", f"devices{num}")), kinds=kinds)
   except OverflowError:  # An integer past float64's range.
     raise errors.DeviceSpecError("device spec: a number is beyond float64's range") from None
   except (TypeError, ValueError) as error:

@@ -86,3 +86,16 @@ def test_a_spec_that_names_kinds_and_speeds_keeps_its_slow_device():
   result = optimize_lib.run(graph, spec, methods.RunConfig(evals=600)).result
   on_slow = sum(op["device"] == 1 for op in result.placement)
   assert on_slow < graph.num_ops / 4
+
+
+def test_a_spec_naming_unlike_kinds_without_speeds_runs_as_their_preset():
+  """An H100 and a host CPU named by kinds alone: each runs at its kind's roofline, as the
+  h100+cpu preset's devices do (no speed given is each kind's own)."""
+  from regal_datasets import zoo
+  graph = zoo.model_graph("llama_block", seq_len=64)
+  spec = devices.from_json_dict({"num_devices": 2, "kinds": ["h100", "cpu"]})
+  preset = devices.resolve(1, None, "h100+cpu")
+  assert preset.kinds == spec.kinds
+  np.testing.assert_allclose(accelerators.recost(graph, spec)[1].speed,
+                             accelerators.recost(graph, preset)[1].speed)
+  assert accelerators.recost(graph, spec)[1].speed[1] < 0.5
