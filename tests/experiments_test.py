@@ -350,8 +350,8 @@ def test_startup_quick(tmp_path):
   out = str(tmp_path)
   run_quick("regal_experiments.bench.startup", out)
   _, data = read_report(out, "startup")
-  from regal_experiments.bench import startup
-  assert data["answers_agree"] and set(data["mistakes"]) == set(startup.MISTAKES)
+  assert data["answers_agree"] and {"missing graph file", "cyclic graph", "policy of another "
+                                    "model", "ONNX without its weights"} <= set(data["mistakes"])
   second = data["runs"]["default"]["second run (caches kept)"][0]
   assert second["compile_numba"] == 0  # Every kernel loaded from numba's cache.
   # The summary's total is the process's wall time (measured outside it: a little more).

@@ -2,12 +2,12 @@
 a policy's metadata), and in the graph commands' flags, are refused before JAX, numba, Ray or
 the search load: one `error:` line, exit 2, and none of those libraries in the process (their
 import alone takes over a second; the timings are `regal_experiments.bench.mistakes`'s)."""
-import json
 import subprocess
 import sys
 
-import msgpack
 import pytest
+
+from regal_experiments.bench import mistakes
 
 HEAVY = ("jax", "numba", "ray", "flax", "optax", "ortools")
 # Runs a command as `python -m` would, then names the heavy libraries it loaded.
@@ -18,17 +18,6 @@ RUNNER = ("import atexit, runpy, sys\n"
           "sys.argv = [module, *sys.argv[2:]]\n"
           "runpy.run_module(module, run_name='__main__', alter_sys=True)\n")
 
-GRAPHS = {
-    "cyclic.json": '{"format": "regal.graph", "version": 1, "name": "cyc", "ops": [{"name": '
-                   '"a", "compute_cost": 1}, {"name": "b", "compute_cost": 1}], "tensors": [{'
-                   '"producer": "a", "size": 1, "consumers": ["b"]}, {"producer": "b", "size": '
-                   '1, "consumers": ["a"]}]}',
-    "negative.json": '{"format": "regal.graph", "version": 1, "name": "neg", "ops": [{"name": '
-                     '"a", "compute_cost": -1}]}',
-    "empty.json": "",
-    "tiny.json": '{"format": "regal.graph", "version": 1, "name": "tiny", "ops": [{"name": '
-                 '"a", "compute_cost": 1}, {"name": "b", "compute_cost": 1}], "tensors": []}',
-}
 # (flags, what the error line says)
 MISTAKES = [
     (["--devices", "0"], "device count must be an integer >= 1"),
@@ -47,6 +36,7 @@ MISTAKES = [
     (["--graph", "tiny.json", "--policy", "sync_policy", "--model", "sync", "--devices", "4"],
      "was trained for 2 devices, the problem has 4"),
     (["--graph", "tiny.json", "--policy", "."], "no trained policy in ."),
+    (["--graph", "unweighted.onnx"], "unweighted.onnx: its weights cannot be read"),
 ]
 # The graph commands: (module, flags, what the error line says).
 COMMAND_MISTAKES = [
@@ -68,15 +58,7 @@ COMMAND_MISTAKES = [
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
   path = tmp_path_factory.mktemp("mistakes")
-  for name, text in GRAPHS.items():
-    (path / name).write_text(text)
-  # A policy's checkpoint as training writes it, trained on the sync model for 2 devices (its
-  # metadata is all a check reads).
-  (path / "taken.certificate.json").mkdir()  # A certificate path that cannot be written.
-  (path / "sync_policy").mkdir()
-  (path / "sync_policy" / "checkpoint.msgpack").write_bytes(msgpack.packb({
-      "format": "regal.checkpoint", "state": {}, "meta": json.dumps({"config_values": {
-          "model": "sync", "num_devices": 2, "objective": "runtime"}})}))
+  mistakes.write_files(str(path))
   return path
 
 

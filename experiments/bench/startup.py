@@ -39,6 +39,7 @@ from absl import flags  # noqa: E402
 
 from regal_datasets import errors  # noqa: E402
 from regal_experiments import command, report  # noqa: E402
+from regal_experiments.bench import mistakes as mistakes_lib  # noqa: E402
 from regal.app.result import Result  # noqa: E402
 
 _QUICK = flags.DEFINE_bool("quick", False, "The default job only, one repeat.")
@@ -62,17 +63,6 @@ MISTAKES = {"missing graph file": ["--graph", "no_such_graph.json"],
             "missing policy folder": ["--policy", "no_such_dir"],
             "policy of another model": ["--graph", "tiny.json", "--policy", "sync_policy"],
             "ONNX without its weights": ["--graph", "unweighted.onnx"]}
-# The files the mistakes name (the policy and the ONNX model are made by `_mistake_files`).
-MISTAKE_FILES = {
-    "cyclic.json": '{"format": "regal.graph", "version": 1, "name": "cyc", "ops": [{"name": '
-                   '"a", "compute_cost": 1}, {"name": "b", "compute_cost": 1}], "tensors": [{'
-                   '"producer": "a", "size": 1, "consumers": ["b"]}, {"producer": "b", "size": '
-                   '1, "consumers": ["a"]}]}',
-    "negative.json": '{"format": "regal.graph", "version": 1, "name": "neg", "ops": [{"name": '
-                     '"a", "compute_cost": -1}]}',
-    "empty.json": "",
-    "tiny.json": '{"format": "regal.graph", "version": 1, "name": "tiny", "ops": [{"name": '
-                 '"a", "compute_cost": 1}, {"name": "b", "compute_cost": 1}], "tensors": []}'}
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "..", "shared", "graphs")
 JOBS = {
@@ -98,33 +88,6 @@ def run_once(job: list[str], root: str, out: str) -> dict:
           "compile_numba": seconds["compile_numba"], "search": seconds["search"],
           "overhead": wall - seconds["search"], "total": seconds["total"],
           "objective": result.objective}
-
-
-def _mistake_files(folder: str) -> None:
-  """What the mistakes name: bad graphs, a policy trained on the sync model (its checkpoint's
-  metadata is all a check reads) and an ONNX model whose weights file is gone."""
-  import json
-
-  import msgpack
-  import numpy as np
-  import onnx
-  from onnx import TensorProto, helper, numpy_helper
-  for name, text in MISTAKE_FILES.items():
-    with open(os.path.join(folder, name), "w") as f:
-      f.write(text)
-  os.makedirs(os.path.join(folder, "sync_policy"))
-  with open(os.path.join(folder, "sync_policy", "checkpoint.msgpack"), "wb") as f:
-    f.write(msgpack.packb({"format": "regal.checkpoint", "state": {}, "meta": json.dumps(
-        {"config_values": {"model": "sync", "num_devices": 2, "objective": "runtime"}})}))
-  graph = helper.make_graph(
-      [helper.make_node("MatMul", ["x", "w"], ["y"])], "mlp",
-      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
-      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
-      [numpy_helper.from_array(np.zeros((8, 8), np.float32), "w")])
-  path = os.path.join(folder, "unweighted.onnx")
-  onnx.save_model(helper.make_model(graph), path, save_as_external_data=True,
-                  location="unweighted.data", size_threshold=0)
-  os.remove(os.path.join(folder, "unweighted.data"))
 
 
 def mistake_seconds(args: list[str], folder: str) -> tuple[float, str]:
@@ -170,7 +133,7 @@ def main(argv: Sequence[str]) -> None:
 
   mistakes = {}
   folder = tempfile.mkdtemp(prefix="regal-mistakes-")
-  _mistake_files(folder)
+  mistakes_lib.write_files(folder)
   for name, args in MISTAKES.items():
     runs = [mistake_seconds(args, folder) for _ in range(1 if _QUICK.value else _MISTAKES.value)]
     mistakes[name] = {"seconds": [r[0] for r in runs], "line": runs[0][1],
