@@ -63,16 +63,16 @@ CONSTRUCTED_SPLITS = {"constructed_train": 0, "constructed_test": 1000}
 
 
 def constructed_instances(folder: str, split: str) -> list[dict[str, Any]]:
-  """The split's 60 constructed instances (every size x processors x ratio), their DOT files
-  written into `folder` (regenerated: they are deterministic), optimum proven by the work
-  bound."""
+  """The split's 60 constructed instances (every size x processors x ratio, each with its edge
+  recipe drawn from the widened family: `constructed.widened`), their DOT files written into
+  `folder` (regenerated: they are deterministic), optimum proven by the work bound."""
   from regal_datasets import atomic, constructed  # Only this family needs the generator.
   os.makedirs(folder, exist_ok=True)
   instances = []
   for tasks in CONSTRUCTED_TASKS:
     for processors in CONSTRUCTED_PROCESSORS:
       for ccr in CONSTRUCTED_CCRS:
-        instance = constructed.generate(tasks, processors, ccr, CONSTRUCTED_SPLITS[split])
+        instance = constructed.widened(tasks, processors, ccr, CONSTRUCTED_SPLITS[split])
         path = os.path.join(folder, instance.name + ".dot")
         atomic.write_text(path, instance.dot_text())
         instances.append({"set": split, "file": instance.name + ".dot", "path": path,

@@ -29,10 +29,14 @@ def _checked_makespan(instance: constructed.Instance) -> float:
 
 @hypothesis.settings(max_examples=30, deadline=None)
 @hypothesis.given(st.integers(1, 8), st.integers(0, 60), st.sampled_from([0.0, 0.5, 1.0, 2.0]),
-                  st.integers(0, 10 ** 6))
+                  st.integers(0, 10 ** 6), st.floats(0.0, 6.0), st.floats(0.05, 20.0),
+                  st.floats(0.0, 1.0), st.floats(0.0, 2.0), st.floats(0.0, 3.0))
 def test_the_certificate_is_feasible_and_ends_at_total_work_over_processors(
-    processors, extra_tasks, ccr, seed):
-  instance = constructed.generate(processors + extra_tasks, processors, ccr, seed)
+    processors, extra_tasks, ccr, seed, reads, reach, tight_share, inside_low, spread):
+  """For any edge recipe, not only the default one."""
+  instance = constructed.generate(processors + extra_tasks, processors, ccr, seed, reads=reads,
+                                  reach=reach, tight_share=tight_share,
+                                  inside_weight=(inside_low, inside_low + spread))
   work = int(instance.lengths.sum())
   assert work == processors * instance.optimum  # No idle time: the work bound is met.
   assert _checked_makespan(instance) == instance.optimum
@@ -65,11 +69,54 @@ def test_the_graph_reads_back_as_written_and_edges_are_as_described():
   assert constructed.generate(200, 8, 1.0, seed=4).edges != instance.edges
 
 
+def _recipe_measures(instance):
+  """(share of tight edges across processors, mean gap a reader reaches back, inside weights
+  over ccr x the mean task: min, max)."""
+  cross = [(u, v, w) for u, v, w in instance.edges
+           if instance.placement[u] != instance.placement[v]]
+  tight = np.mean([w == instance.start[v] - instance.end[u] for u, v, w in cross])
+  reach = np.mean([instance.start[v] - instance.end[u] for u, v, _ in instance.edges])
+  inside = [w / 10 for u, v, w in instance.edges if instance.placement[u] == instance.placement[v]]
+  return tight, reach, min(inside), max(inside)
+
+
+def test_the_edge_recipe_shapes_the_edges_as_its_parameters_say():
+  base = _recipe_measures(constructed.generate(400, 8, 1.0, seed=3))
+  loose = _recipe_measures(constructed.generate(400, 8, 1.0, seed=3, reach=6.0,
+                                                tight_share=0.2, inside_weight=(0.0, 0.5)))
+  assert base[0] > 0.6 and loose[0] < 0.35  # Tight edges follow tight_share.
+  assert loose[1] > 2.5 * base[1]  # Writers further back.
+  assert base[2] >= 1.0 and base[3] <= 2.0 and loose[3] <= 0.5 and loose[2] < 0.1
+  assert "_r6_t0.2_w0-0.5" in constructed.generate(40, 4, 1.0, seed=3, reach=6.0,
+                                                   tight_share=0.2,
+                                                   inside_weight=(0.0, 0.5)).name
+  assert constructed.generate(40, 4, 1.0, seed=3).name == "constructed_n40_p4_ccr1_s3"
+
+
+def test_the_widened_family_draws_each_instance_its_own_recipe_within_its_ranges():
+  drawn = [constructed.widened(60, 4, 1.0, seed) for seed in range(12)]
+  assert len({instance.name for instance in drawn}) == 12
+  tights = [_recipe_measures(instance)[0] for instance in drawn]
+  assert max(tights) - min(tights) > 0.3  # Not one corner of the recipe.
+  for instance in drawn:
+    reads, reach, tight, inside = instance.name.split("_")[5:9]
+    low, high = (float(w) for w in inside[1:].split("-"))
+    assert constructed.WIDE["reads"][0] <= float(reads[1:]) <= constructed.WIDE["reads"][1]
+    assert constructed.WIDE["reach"][0] <= float(reach[1:]) <= constructed.WIDE["reach"][1]
+    assert constructed.WIDE["tight_share"][0] <= float(tight[1:]) <= 1.0 and low < high
+    assert _checked_makespan(instance) == instance.optimum
+  assert constructed.widened(60, 4, 1.0, 5).edges == drawn[5].edges
+
+
 def test_bad_sizes_are_refused():
   with pytest.raises(errors.ConfigError, match="needs 1 to 64 processors"):
     constructed.generate(3, 4)
   with pytest.raises(errors.ConfigError, match="ccr and reads"):
     constructed.generate(10, 2, ccr=float("nan"))
+  with pytest.raises(errors.ConfigError, match="tight_share within 0 to 1"):
+    constructed.generate(10, 2, tight_share=1.5)
+  with pytest.raises(errors.ConfigError, match="low <= high"):
+    constructed.generate(10, 2, inside_weight=(2.0, 1.0))
 
 
 def test_the_command_writes_the_graph_and_its_certificate(tmp_path):
@@ -87,3 +134,12 @@ def test_the_command_writes_the_graph_and_its_certificate(tmp_path):
                        capture_output=True, text=True)
   assert bad.returncode == 2 and bad.stderr.strip().startswith("error:")
   assert len(bad.stderr.strip().splitlines()) == 1 and not os.path.exists(tmp_path / "h.dot")
+  wide = subprocess.run([sys.executable, "-m", "regal_datasets.constructed", "--tasks", "60",
+                         "--processors", "4", "--widened", "--out", str(tmp_path / "w.dot")],
+                        capture_output=True, text=True, check=True)
+  assert "optimum" in wide.stdout and os.path.exists(tmp_path / "w.certificate.json")
+  both = subprocess.run([sys.executable, "-m", "regal_datasets.constructed", "--tasks", "60",
+                         "--widened", "--reach", "2", "--out", str(tmp_path / "v.dot")],
+                        capture_output=True, text=True)
+  assert both.returncode == 2 and both.stderr.strip() == (
+      "error: --widened draws the edge recipe itself; drop --reach")

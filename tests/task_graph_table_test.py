@@ -81,8 +81,8 @@ def test_constructed_sets_are_written_read_back_and_their_certificates_pass(tmp_
   for instance in test[::7]:
     tasks, edges = table.read_task_graph(instance["path"])
     seed = benchmarks.CONSTRUCTED_SPLITS["constructed_test"]
-    built = constructed.generate(instance["tasks"], instance["processors"], instance["ccr"],
-                                 seed)
+    built = constructed.widened(instance["tasks"], instance["processors"], instance["ccr"],
+                                seed)
     assert sorted(edges) == sorted((str(u), str(v), float(w)) for u, v, w in built.edges)
     schedule = {str(t): (int(p), float(s), float(e)) for t, (p, s, e) in
                 enumerate(zip(built.placement, built.start, built.end))}
