@@ -11,7 +11,8 @@ processors, `optimal.csv`: optima proven by an exact A* search) and `../shared/g
 (Kasahara's 50-task graphs on 2, 4, 8 and 16 processors, no communication; a row with bounds
 instead of an optimum is compared with its upper bound, and checked against its lower one).
 The constructed sets (`constructed_train`, `constructed_test`: `regal_datasets.constructed`, 50-500
-tasks on 2-16 processors, ratios 0.5, 1 and 2, 60 each, other generator seeds) have an optimum
+tasks on 2-16 processors, ratios 0.5, 1 and 2, 60 each, other generator seeds, each instance's
+edge recipe drawn from the widened family: `constructed.widened`, since issue 81) have an optimum
 known by construction: a schedule that keeps every processor busy to T = total work / p, which
 the work bound proves; tune on the train set only. `brkga_long` (on request) is the default
 search with 1,000,000 evaluations, `brkga_full_time` (on request) the default search with no
@@ -19,7 +20,9 @@ budget but its 10 s time limit (issue 69: does the time the default budget leave
 `brkga_unpolished` (on request) the default run without its polish
 (`regal.search.schedule_polish`), `brkga_insertions` with the polish's insertion moves only
 (no exact window re-solves), `brkga_60s` the default run with `--time_limit 60`,
-`brkga_half_budget` the default run with half its search budget (the polish gets the time).
+`brkga_half_budget` the default run with half its search budget (the polish gets the time),
+`brkga_pairs` the default run whose polish alternates exact window and two-device re-solves,
+`brkga_pairs_timed` that polish with an exact move at least every second (issue 81).
 The model is the delay model (`--model delay`): identical processors, a task starts once its
 processor is free and its inputs arrived, communication is paid across processors only.
 
@@ -76,13 +79,16 @@ from regal.search import brkga_search  # noqa: E402
 
 SHARED = benchmarks.SHARED_GRAPHS
 OURS = ("critical_path", "heft", "hill_climb", "cpsat", "brkga", "brkga_long", "brkga_full_time",
-        "brkga_unpolished", "brkga_insertions", "brkga_60s", "brkga_half_budget")
+        "brkga_unpolished", "brkga_insertions", "brkga_60s", "brkga_half_budget", "brkga_pairs",
+        "brkga_pairs_timed")
 DEFAULT_OURS = OURS[:5]  # The other BRKGA variants only on request.
 LONG_EVALS = 1_000_000
 BRKGA_METHODS = ("brkga", "brkga_long", "brkga_full_time", "brkga_unpolished",
-                 "brkga_insertions", "brkga_60s", "brkga_half_budget")
+                 "brkga_insertions", "brkga_60s", "brkga_half_budget", "brkga_pairs",
+                 "brkga_pairs_timed")
 # The polish each BRKGA method runs with (`RunConfig.polish`; the others: the default's).
-POLISH = {"brkga_unpolished": "off", "brkga_insertions": "insertions"}
+POLISH = {"brkga_unpolished": "off", "brkga_insertions": "insertions", "brkga_pairs": "pairs",
+          "brkga_pairs_timed": "pairs_timed"}
 SETS = ("sinnen", "stg") + tuple(benchmarks.CONSTRUCTED_SPLITS)
 # anrg-saga's schedulers; not run by default: BruteForce and SMT (exhaustive), Hybrid (needs
 # arguments), DPS (over 20 s per instance on 50-task STG graphs: `--methods ...,saga:DPS`).

@@ -138,7 +138,9 @@ def test_polish_oracle_quick(tmp_path):
     assert 0 <= r["polished_gap_pct"] <= r["start_gap_pct"]  # Never below the optimum.
     assert (r["stop_reason"] == "bound") == (r["polished_gap_pct"] == 0)
     assert 0 <= r["default_gap_pct"] <= r["start_gap_pct"]
-  assert "ops moved" in markdown
+    assert 0 <= r["pairs_gap_pct"] <= r["start_gap_pct"]
+    assert 0 <= r["targeted_gap_pct"] <= r["start_gap_pct"]
+  assert "ops moved" in markdown and "pairs - default" in markdown
 
 
 def test_real_models_quick(tmp_path):

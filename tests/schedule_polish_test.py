@@ -234,6 +234,62 @@ def test_a_window_resolve_repairs_misplaced_ops_inside_it():
   assert instance.optimum <= got <= planned < makespan
 
 
+def test_a_two_device_resolve_keeps_every_other_op_and_its_ops_on_the_pair():
+  """Ops swapped between devices 2 and 5 of an optimum: re-solving those two devices' ops over
+  the whole horizon, every other op fixed, repairs them, and no freed op leaves the pair."""
+  instance, devices, native, order = _certificate(120, 6, 2.0, seed=4)
+  placement = instance.placement.copy()
+  pair = np.array([2, 5])
+  on_pair = np.flatnonzero(np.isin(placement, pair))
+  swapped = on_pair[[3, 10, 17]]
+  placement[swapped] = np.where(placement[swapped] == 2, 5, 2)
+  makespan, start, end = schedule_polish.score(native, placement, order)
+  assert makespan > instance.optimum
+  by_start = order[np.argsort(start[order], kind="stable")]
+  free = np.isin(placement, pair)
+  resolved = window_solve.resolve(native, placement, by_start, start, end, free, 10.0,
+                                  devices=pair)
+  assert resolved is not None
+  new_placement, new_order, planned = resolved
+  assert _topological(instance.graph(), new_order)
+  np.testing.assert_array_equal(new_placement[~free], placement[~free])
+  assert np.isin(new_placement[free], pair).all()
+  got = _reference(instance.graph(), devices, new_placement, new_order)[0]
+  assert instance.optimum <= got <= planned < makespan
+
+
+def test_the_critical_pair_is_two_devices_one_of_them_running_a_critical_op():
+  instance, _, native, order = _certificate(120, 6, 2.0, seed=4)
+  rng = np.random.default_rng(0)
+  placement = rng.integers(0, 6, 120)
+  makespan, start, end = schedule_polish.score(native, placement, order)
+  critical = schedule_polish._critical_of(native, order, placement, start, end, makespan)
+  for _ in range(20):
+    a, b = schedule_polish.critical_pair(native, placement, critical, rng)
+    assert 0 <= a < 6 and 0 <= b < 6 and a != b
+    assert {a, b} & set(placement[critical].tolist())
+
+
+def test_the_pairs_polish_takes_turns_with_windows_and_never_worsens(monkeypatch):
+  calls = []
+  moves = dict(schedule_polish._EXACT_MOVES)
+  for name, move in moves.items():
+    monkeypatch.setitem(schedule_polish._EXACT_MOVES, name,
+                        lambda *args, name=name, move=move: calls.append(name) or move(*args))
+  monkeypatch.setattr(schedule_polish, "WINDOW_AFTER_KICKS", 0)  # Every settled descent.
+  instance = constructed.generate(200, 8, 2.0, seed=0)
+  problem = performance.Problem(instance.graph(), devices_lib.homogeneous(8), model="delay")
+  placement, order = _random_schedule(problem.graph, 8, np.random.default_rng(1))
+  polished = schedule_polish.polish(problem, placement, order, evals=10 ** 9,
+                                    deadline=time.perf_counter() + 3.0,
+                                    exact=schedule_polish.MOVE_SETS["pairs"])
+  assert len(calls) == polished.windows >= 3
+  assert calls[:3] == ["window", "pair", "window"]
+  assert polished.makespan <= polished.start_makespan
+  assert polished.makespan == _reference(problem.graph, devices_lib.homogeneous(8),
+                                         polished.placement, polished.order)[0]
+
+
 def test_a_window_at_the_optimum_finds_nothing_better():
   instance, _, native, order = _certificate(80, 4, 1.0, seed=2)
   makespan, start, end = schedule_polish.score(native, instance.placement, order)

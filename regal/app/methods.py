@@ -29,7 +29,7 @@ from regal.search import progress as search_progress
 
 MAX_EVALS = choices.MAX_EVALS  # Evaluation counters are int32 inside the search.
 SPLIT_OBJECTIVES = ("throughput", "latency")  # `baselines.pipeline_methods.OBJECTIVES`' keys.
-POLISH = ("auto", "insertions", "off")  # `RunConfig.polish`
+POLISH = ("auto", "insertions", "pairs", "pairs_timed", "off")  # `RunConfig.polish`
 
 # The guides that seed the search (`--seed_arms`): every cheap heuristic by default; Doppler's
 # policy trains, so it is opt-in.
@@ -94,7 +94,8 @@ class RunConfig:
   exact_solver: str = "auto"
   # "auto": BRKGA's answer is polished where `search.schedule_polish.applies` (the delay
   # model's makespan) by insertion moves and exact window re-solves; "insertions": by the
-  # insertion moves alone; "off": never.
+  # insertion moves alone; "pairs": "auto" with two-device exact re-solves taking turns with
+  # the windows (issue 81's screening), "pairs_timed" also every second; "off": never.
   polish: str = "auto"
   progress: search_progress.Reporter | None = dataclasses.field(default=None, compare=False)
 
@@ -242,7 +243,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
       solver and solver.proven.is_set()):
     polished = _polish(problem, result, seed, evals, time_limit,
                        should_stop=solver and solver.proven.is_set,
-                       windows=config.polish == "auto")
+                       exact=schedule_polish.MOVE_SETS[config.polish])
     details["polish"] = {k: v for k, v in dataclasses.asdict(polished).items()
                          if k not in ("placement", "order")}
     evaluations += polished.evaluations
@@ -276,18 +277,18 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
 def _polish(problem: performance.Problem, result: brkga_search.SearchResult, seed: int,
             evals: int, time_limit: float | None,
             should_stop: Callable[[], bool] | None,
-            windows: bool) -> schedule_polish.PolishResult:
+            exact: schedule_polish.ExactMoves) -> schedule_polish.PolishResult:
   """The polish from the search's answer: for the search time the limit leaves
   (a run with a time limit: the default), or for the search's budget of evaluations again
   (a run with an explicit budget and no limit)."""
   placement, order = chromosome_lib.assignment(result.best_chromosome, problem.layout)
   if time_limit is None:
     return schedule_polish.polish(problem, placement, order, seed, evals=evals,
-                                  should_stop=should_stop, windows=windows)
+                                  should_stop=should_stop, exact=exact)
   return schedule_polish.polish(
       problem, placement, order, seed, evals=MAX_EVALS, should_stop=should_stop,
       deadline=time.perf_counter() + max(0.0, time_limit - result.search_seconds),
-      windows=windows)
+      exact=exact)
 
 
 def _run_doppler(problem: performance.Problem, config: RunConfig, evals: int,

@@ -20,7 +20,9 @@ priority at once). The search:
 * every `WINDOW_AFTER_KICKS` kicks without a shorter schedule (with a deadline, where
   `window_solve.applies`), re-solves the best schedule's window of `WINDOW_OPS` ops around a
   critical op exactly with CP-SAT: one-op moves cannot walk back from a few misplaced ops on
-  many devices (`experiments/results/polish_oracle/`), a window re-placed at once can;
+  many devices (`experiments/results/polish_oracle/`), a window re-placed at once can (on
+  request, `MOVE_SETS`, in turn with every op of two devices re-solved: measured not to pay in
+  `experiments/results/issue81/`);
 * stops at the structural lower bound (then the answer is proven optimal), the evaluation
   budget, or the deadline.
 
@@ -57,6 +59,25 @@ KICK_OPS = 1
 WINDOW_OPS = 40
 WINDOW_SECONDS = 0.5
 WINDOW_AFTER_KICKS = 5
+# The exact moves the polish takes turns with: "window" (the ops around a critical op in time)
+# and "pair" (every op of two devices, re-placed between them over the whole horizon; issue 81,
+# measured in experiments/results/issue81/).
+LARGE_MOVES = ("window",)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExactMoves:
+  """Which exact moves the polish takes turns with, and when: at a local optimum after
+  `WINDOW_AFTER_KICKS` kicks without a shorter schedule, and also whenever `every_seconds`
+  passed since the last one (large graphs: few kicks happen in a run)."""
+  moves: tuple[str, ...] = LARGE_MOVES
+  every_seconds: float = float("inf")
+
+
+# The polishes a run may ask for (`RunConfig.polish`, beside "off").
+MOVE_SETS = {"auto": ExactMoves(), "insertions": ExactMoves(()),
+             "pairs": ExactMoves(("window", "pair")),
+             "pairs_timed": ExactMoves(("window", "pair"), every_seconds=1.0)}
 
 
 def applies(problem: performance.Problem) -> bool:
@@ -310,12 +331,13 @@ def polish(problem: performance.Problem, placement: np.ndarray, order: np.ndarra
            seed: int = 0, evals: int = 1_000_000, deadline: float = np.inf,
            graph: NativeDelayGraph | None = None,
            should_stop: Callable[[], bool] | None = None,
-           windows: bool = True) -> PolishResult:
+           exact: ExactMoves = ExactMoves()) -> PolishResult:
   """The iterated insertion search from a placement and op order (the module doc), for at
   most `evals` evaluations, until `time.perf_counter()` reaches `deadline` or `should_stop()`
   turns true (an exact solver's proof), or SIGINT / SIGTERM asks the run to stop. With a
-  deadline and `windows`, every `WINDOW_AFTER_KICKS` kicks without a better schedule the best
-  one's window around a critical op is re-solved exactly (`window_solve`, where it applies)."""
+  deadline and `exact.moves`, every `WINDOW_AFTER_KICKS` kicks without a better schedule (or
+  `exact.every_seconds`) one of them, in turn, re-solves part of the best schedule exactly
+  (`window_solve`, where it applies)."""
   started = time.perf_counter()
   graph = graph or build_native_delay_graph(problem.graph, problem.devices)
   num_ops, num_devices = graph.num_ops, graph.num_devices
@@ -337,7 +359,8 @@ def polish(problem: performance.Problem, placement: np.ndarray, order: np.ndarra
   best = (makespan, total, order.copy(), placement.copy())
   evaluations = moves = kicks = stale = 0
   solved_windows = improving_windows = 0
-  windows = windows and np.isfinite(deadline) and window_solve.applies(graph)
+  windows = bool(exact.moves) and np.isfinite(deadline) and window_solve.applies(graph)
+  last_exact = time.perf_counter()
   rng = np.random.default_rng(seed)
   stop_reason = "budget"
   while True:
@@ -363,10 +386,14 @@ def polish(problem: performance.Problem, placement: np.ndarray, order: np.ndarra
       stale = 0
     if makespan <= best[0]:  # Equal makespans walk the plateau.
       best = (makespan, total, order.copy(), placement.copy())
-    if settled and best[0] > bound and windows and stale >= WINDOW_AFTER_KICKS:
+    due = (settled and stale >= WINDOW_AFTER_KICKS
+           or time.perf_counter() - last_exact >= exact.every_seconds)
+    if windows and due and best[0] > bound:
       stale = 0
       solved_windows += 1
-      resolved = _window_move(graph, best, rng, deadline, seed + solved_windows)
+      move = _EXACT_MOVES[exact.moves[(solved_windows - 1) % len(exact.moves)]]
+      resolved = move(graph, best, rng, deadline, seed + solved_windows)
+      last_exact = time.perf_counter()
       if resolved is not None:
         improving_windows += 1
         order[:], placement[:] = resolved
@@ -411,3 +438,59 @@ def _window_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadli
   if not new_makespan < makespan:
     return None
   return new_order[np.argsort(new_start[new_order], kind="stable")], new_placement
+
+
+def _critical_of(graph: NativeDelayGraph, order: np.ndarray, placement: np.ndarray,
+                 start: np.ndarray, end: np.ndarray, makespan: float) -> np.ndarray:
+  num_ops, num_devices = graph.num_ops, graph.num_devices
+  return _critical(order, placement, start, end, np.float32(makespan), graph.succs_ptr,
+                   graph.succs, graph.preds_ptr, graph.preds, graph.pred_bytes,
+                   graph.bandwidth, graph.latency, np.zeros(num_ops, np.float32),
+                   np.zeros(num_ops, np.int64), np.zeros(num_devices, np.int64))
+
+
+def critical_pair(graph: NativeDelayGraph, placement: np.ndarray, critical: np.ndarray,
+                  rng: np.random.Generator) -> tuple[int, int]:
+  """Two devices to re-solve together, drawn from the critical path: the ends of a transfer
+  between two critical ops (its two devices could run the pair without it), else a critical
+  op's device and any other."""
+  pairs = set()
+  for dst in np.flatnonzero(critical):
+    for k in range(graph.preds_ptr[dst], graph.preds_ptr[dst + 1]):
+      src = int(graph.preds[k])
+      if critical[src] and placement[src] != placement[dst]:
+        pairs.add((min(placement[src], placement[dst]), max(placement[src], placement[dst])))
+  if pairs and rng.random() < 0.5:
+    a, b = sorted(pairs)[int(rng.integers(len(pairs)))]
+    return int(a), int(b)
+  a = int(placement[rng.choice(np.flatnonzero(critical))])
+  others = np.delete(np.arange(graph.num_devices), a)
+  return a, int(rng.choice(others))
+
+
+def _pair_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadline: float,
+               seed: int) -> tuple[np.ndarray, np.ndarray] | None:
+  """Every op of two devices drawn by `critical_pair` re-placed between them and re-ordered
+  by CP-SAT over the whole horizon, the other ops on their devices in their order: (order by
+  start, placement) when the delay model runs it shorter, else None."""
+  seconds = min(WINDOW_SECONDS, deadline - time.perf_counter())
+  if seconds <= 0.05:
+    return None
+  order, placement = best[2].copy(), best[3].copy()
+  makespan, start, end = score(graph, placement, order)
+  critical = _critical_of(graph, order, placement, start, end, makespan)
+  by_start = order[np.argsort(start[order], kind="stable")]
+  pair = critical_pair(graph, placement, critical, rng)
+  free = np.isin(placement, pair)
+  resolved = window_solve.resolve(graph, placement, by_start, start, end, free, seconds, seed,
+                                  devices=np.asarray(pair))
+  if resolved is None:
+    return None
+  new_placement, new_order, _ = resolved
+  new_makespan, new_start, _ = score(graph, new_placement, new_order)
+  if not new_makespan < makespan:
+    return None
+  return new_order[np.argsort(new_start[new_order], kind="stable")], new_placement
+
+
+_EXACT_MOVES = {"window": _window_move, "pair": _pair_move}

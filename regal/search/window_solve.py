@@ -5,7 +5,8 @@ few misplaced ops on many devices (`experiments/results/polish_oracle/`). This m
 window of the schedule at once: the `size` ops around a given op in start order choose their
 devices and times exactly; the ops before the window keep their devices and times; the ops
 after it keep their devices and their order on each device but may move in time (so the
-window's gain reaches the end). CP-SAT minimizes the makespan from the incumbent as its hint,
+window's gain reaches the end). The same move frees every op of two devices over the whole
+horizon, re-placed between those two (`devices`; issue 81). CP-SAT minimizes the makespan from the incumbent as its hint,
 for a fraction of a second; the answer is read back as a placement and an order by start time,
 which the delay model runs no later than CP-SAT planned (it starts every op as early as its
 device and inputs allow). Only on graphs whose times are integers on these devices (the
@@ -49,13 +50,18 @@ def window(order: np.ndarray, centre: int, size: int) -> np.ndarray:
 
 def resolve(graph: NativeDelayGraph, placement: np.ndarray, order: np.ndarray,
             start: np.ndarray, end: np.ndarray, free: np.ndarray, time_limit: float,
-            seed: int = 0) -> tuple[np.ndarray, np.ndarray, int] | None:
-  """The window `free` (a mask over ops, consecutive in `order`) re-solved: (placement,
-  order by planned start, planned makespan: the delay model runs it no later), or None when
-  CP-SAT found nothing better than the incumbent within `time_limit` seconds. `order` must
+            seed: int = 0, devices: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray, int] | None:
+  """The ops of `free` (a mask over ops) re-solved: (placement, order by planned start,
+  planned makespan: the delay model runs it no later), or None when CP-SAT found nothing
+  better than the incumbent within `time_limit` seconds. The free ops choose among `devices`
+  (default: all) and their times; the ops before the first free one in `order` keep their
+  times; every other op keeps its device and its place in its device's sequence. `order` must
   list the ops by `start` (the incumbent's times, `end` its ends)."""
   from ortools.sat.python import cp_model  # Only the solvers need OR-Tools.
   num_ops, num_devices = graph.num_ops, graph.num_devices
+  choices = (np.arange(num_devices) if devices is None
+             else np.asarray(devices, np.int64)).tolist()
   position = np.empty(num_ops, np.int64)
   position[order] = np.arange(num_ops)
   first = int(position[free].min())
@@ -80,9 +86,11 @@ def resolve(graph: NativeDelayGraph, placement: np.ndarray, order: np.ndarray,
     end_var[op] = model.NewIntVar(0, horizon, f"e{op}")
     model.AddHint(start_var[op], int(np.rint(start[op])))
     if free[op]:
-      on[op] = [model.NewBoolVar(f"x{op}_{d}") for d in range(num_devices)]
+      # A device the op may not take is a constant false: the constraints below stay alike.
+      on[op] = [model.NewBoolVar(f"x{op}_{d}") if d in choices else model.NewConstant(0)
+                for d in range(num_devices)]
       model.AddExactlyOne(on[op])
-      for d in range(num_devices):
+      for d in choices:
         model.AddHint(on[op][d], int(d == device))
         if duration[op, d] > 0:
           per_device[d].append(model.NewOptionalIntervalVar(
