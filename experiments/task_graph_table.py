@@ -22,7 +22,9 @@ budget but its 10 s time limit (issue 69: does the time the default budget leave
 (no exact window re-solves), `brkga_60s` the default run with `--time_limit 60`,
 `brkga_half_budget` the default run with half its search budget (the polish gets the time),
 `brkga_pairs` the default run whose polish alternates exact window and two-device re-solves,
-`brkga_pairs_timed` that polish with an exact move at least every second (issue 81).
+`brkga_pairs_timed` that polish with an exact move at least every second, `brkga_compact` the
+default polish keeping windows that lower (makespan, sum of ends), `brkga_long_windows` the
+default polish with 3 s windows (issue 81).
 The model is the delay model (`--model delay`): identical processors, a task starts once its
 processor is free and its inputs arrived, communication is paid across processors only.
 
@@ -80,15 +82,16 @@ from regal.search import brkga_search  # noqa: E402
 SHARED = benchmarks.SHARED_GRAPHS
 OURS = ("critical_path", "heft", "hill_climb", "cpsat", "brkga", "brkga_long", "brkga_full_time",
         "brkga_unpolished", "brkga_insertions", "brkga_60s", "brkga_half_budget", "brkga_pairs",
-        "brkga_pairs_timed")
+        "brkga_pairs_timed", "brkga_compact", "brkga_long_windows")
 DEFAULT_OURS = OURS[:5]  # The other BRKGA variants only on request.
 LONG_EVALS = 1_000_000
 BRKGA_METHODS = ("brkga", "brkga_long", "brkga_full_time", "brkga_unpolished",
                  "brkga_insertions", "brkga_60s", "brkga_half_budget", "brkga_pairs",
-                 "brkga_pairs_timed")
+                 "brkga_pairs_timed", "brkga_compact", "brkga_long_windows")
 # The polish each BRKGA method runs with (`RunConfig.polish`; the others: the default's).
 POLISH = {"brkga_unpolished": "off", "brkga_insertions": "insertions", "brkga_pairs": "pairs",
-          "brkga_pairs_timed": "pairs_timed"}
+          "brkga_pairs_timed": "pairs_timed", "brkga_compact": "compact",
+          "brkga_long_windows": "long_windows"}
 SETS = ("sinnen", "stg") + tuple(benchmarks.CONSTRUCTED_SPLITS)
 # anrg-saga's schedulers; not run by default: BruteForce and SMT (exhaustive), Hybrid (needs
 # arguments), DPS (over 20 s per instance on 50-task STG graphs: `--methods ...,saga:DPS`).

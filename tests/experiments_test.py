@@ -140,6 +140,7 @@ def test_polish_oracle_quick(tmp_path):
     assert 0 <= r["default_gap_pct"] <= r["start_gap_pct"]
     assert 0 <= r["pairs_gap_pct"] <= r["start_gap_pct"]
     assert 0 <= r["targeted_gap_pct"] <= r["start_gap_pct"]
+    assert 0 <= r["targeted_compact_gap_pct"] <= r["start_gap_pct"]
   assert "ops moved" in markdown and "pairs - default" in markdown
 
 

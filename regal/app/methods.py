@@ -29,7 +29,7 @@ from regal.search import progress as search_progress
 
 MAX_EVALS = choices.MAX_EVALS  # Evaluation counters are int32 inside the search.
 SPLIT_OBJECTIVES = ("throughput", "latency")  # `baselines.pipeline_methods.OBJECTIVES`' keys.
-POLISH = ("auto", "insertions", "pairs", "pairs_timed", "off")  # `RunConfig.polish`
+POLISH = tuple(schedule_polish.MOVE_SETS) + ("off",)  # `RunConfig.polish`
 
 # The guides that seed the search (`--seed_arms`): every cheap heuristic by default; Doppler's
 # policy trains, so it is opt-in.
@@ -95,7 +95,9 @@ class RunConfig:
   # "auto": BRKGA's answer is polished where `search.schedule_polish.applies` (the delay
   # model's makespan) by insertion moves and exact window re-solves; "insertions": by the
   # insertion moves alone; "pairs": "auto" with two-device exact re-solves taking turns with
-  # the windows (issue 81's screening), "pairs_timed" also every second; "off": never.
+  # the windows, "pairs_timed" also every second, "compact" keeping a window that lowers
+  # (makespan, sum of ends), "long_windows" 3 s windows (issue 81's screening:
+  # `schedule_polish.MOVE_SETS`); "off": never.
   polish: str = "auto"
   progress: search_progress.Reporter | None = dataclasses.field(default=None, compare=False)
 

@@ -72,12 +72,18 @@ class ExactMoves:
   passed since the last one (large graphs: few kicks happen in a run)."""
   moves: tuple[str, ...] = LARGE_MOVES
   every_seconds: float = float("inf")
+  # Keep a re-solve that lowers (makespan, sum of op ends) lexicographically, not only one
+  # that lowers the makespan (`window_solve.resolve(compact=True)`).
+  compact: bool = False
+  seconds: float = WINDOW_SECONDS  # CP-SAT's seconds per move.
 
 
 # The polishes a run may ask for (`RunConfig.polish`, beside "off").
 MOVE_SETS = {"auto": ExactMoves(), "insertions": ExactMoves(()),
              "pairs": ExactMoves(("window", "pair")),
-             "pairs_timed": ExactMoves(("window", "pair"), every_seconds=1.0)}
+             "pairs_timed": ExactMoves(("window", "pair"), every_seconds=1.0),
+             "compact": ExactMoves(compact=True),
+             "long_windows": ExactMoves(seconds=3.0)}
 
 
 def applies(problem: performance.Problem) -> bool:
@@ -392,7 +398,7 @@ def polish(problem: performance.Problem, placement: np.ndarray, order: np.ndarra
       stale = 0
       solved_windows += 1
       move = _EXACT_MOVES[exact.moves[(solved_windows - 1) % len(exact.moves)]]
-      resolved = move(graph, best, rng, deadline, seed + solved_windows)
+      resolved = move(graph, best, rng, deadline, seed + solved_windows, exact)
       last_exact = time.perf_counter()
       if resolved is not None:
         improving_windows += 1
@@ -413,10 +419,11 @@ def polish(problem: performance.Problem, placement: np.ndarray, order: np.ndarra
 
 
 def _window_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadline: float,
-                 seed: int) -> tuple[np.ndarray, np.ndarray] | None:
+                 seed: int, exact: ExactMoves = ExactMoves()
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
   """The best schedule's window around one of its critical ops (drawn) re-solved by CP-SAT:
-  (order by start, placement) when the delay model runs it shorter, else None."""
-  seconds = min(WINDOW_SECONDS, deadline - time.perf_counter())
+  (order by start, placement) when the delay model runs it better (`improves`), else None."""
+  seconds = min(exact.seconds, deadline - time.perf_counter())
   if seconds <= 0.05:
     return None
   order, placement = best[2].copy(), best[3].copy()
@@ -430,12 +437,29 @@ def _window_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadli
   by_start = order[np.argsort(start[order], kind="stable")]
   centre = int(rng.choice(np.flatnonzero(critical)))
   free = window_solve.window(by_start, centre, WINDOW_OPS)
-  resolved = window_solve.resolve(graph, placement, by_start, start, end, free, seconds, seed)
+  resolved = window_solve.resolve(graph, placement, by_start, start, end, free, seconds, seed,
+                                  compact=exact.compact)
+  return _if_better(graph, resolved, makespan, end, exact.compact)
+
+
+def improves(makespan: float, end: np.ndarray, old_makespan: float, old_end: np.ndarray,
+             compact: bool) -> bool:
+  """Whether a schedule is better than the old one: a lower makespan, or with `compact` the
+  same makespan and a lower sum of op ends."""
+  if compact and makespan == old_makespan:
+    return float(end.sum(dtype=np.float64)) < float(old_end.sum(dtype=np.float64))
+  return makespan < old_makespan
+
+
+def _if_better(graph: NativeDelayGraph, resolved, makespan: float, end: np.ndarray,
+               compact: bool) -> tuple[np.ndarray, np.ndarray] | None:
+  """A re-solve's (order by start, placement) when the delay model runs it better than the
+  incumbent (`makespan`, `end`), else None."""
   if resolved is None:
     return None
   new_placement, new_order, _ = resolved
-  new_makespan, new_start, _ = score(graph, new_placement, new_order)
-  if not new_makespan < makespan:
+  new_makespan, new_start, new_end = score(graph, new_placement, new_order)
+  if not improves(new_makespan, new_end, makespan, end, compact):
     return None
   return new_order[np.argsort(new_start[new_order], kind="stable")], new_placement
 
@@ -469,11 +493,12 @@ def critical_pair(graph: NativeDelayGraph, placement: np.ndarray, critical: np.n
 
 
 def _pair_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadline: float,
-               seed: int) -> tuple[np.ndarray, np.ndarray] | None:
+               seed: int, exact: ExactMoves = ExactMoves()
+               ) -> tuple[np.ndarray, np.ndarray] | None:
   """Every op of two devices drawn by `critical_pair` re-placed between them and re-ordered
   by CP-SAT over the whole horizon, the other ops on their devices in their order: (order by
   start, placement) when the delay model runs it shorter, else None."""
-  seconds = min(WINDOW_SECONDS, deadline - time.perf_counter())
+  seconds = min(exact.seconds, deadline - time.perf_counter())
   if seconds <= 0.05:
     return None
   order, placement = best[2].copy(), best[3].copy()
@@ -483,14 +508,8 @@ def _pair_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadline
   pair = critical_pair(graph, placement, critical, rng)
   free = np.isin(placement, pair)
   resolved = window_solve.resolve(graph, placement, by_start, start, end, free, seconds, seed,
-                                  devices=np.asarray(pair))
-  if resolved is None:
-    return None
-  new_placement, new_order, _ = resolved
-  new_makespan, new_start, _ = score(graph, new_placement, new_order)
-  if not new_makespan < makespan:
-    return None
-  return new_order[np.argsort(new_start[new_order], kind="stable")], new_placement
+                                  devices=np.asarray(pair), compact=exact.compact)
+  return _if_better(graph, resolved, makespan, end, exact.compact)
 
 
 _EXACT_MOVES = {"window": _window_move, "pair": _pair_move}

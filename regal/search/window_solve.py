@@ -50,14 +50,16 @@ def window(order: np.ndarray, centre: int, size: int) -> np.ndarray:
 
 def resolve(graph: NativeDelayGraph, placement: np.ndarray, order: np.ndarray,
             start: np.ndarray, end: np.ndarray, free: np.ndarray, time_limit: float,
-            seed: int = 0, devices: np.ndarray | None = None
+            seed: int = 0, devices: np.ndarray | None = None, compact: bool = False
             ) -> tuple[np.ndarray, np.ndarray, int] | None:
   """The ops of `free` (a mask over ops) re-solved: (placement, order by planned start,
   planned makespan: the delay model runs it no later), or None when CP-SAT found nothing
   better than the incumbent within `time_limit` seconds. The free ops choose among `devices`
   (default: all) and their times; the ops before the first free one in `order` keep their
   times; every other op keeps its device and its place in its device's sequence. `order` must
-  list the ops by `start` (the incumbent's times, `end` its ends)."""
+  list the ops by `start` (the incumbent's times, `end` its ends). With `compact`, better means
+  (makespan, sum of op ends) lexicographically lower, as the insertion descent ranks schedules:
+  one repair among several defects that each hold the makespan then counts."""
   from ortools.sat.python import cp_model  # Only the solvers need OR-Tools.
   num_ops, num_devices = graph.num_ops, graph.num_devices
   choices = (np.arange(num_devices) if devices is None
@@ -134,8 +136,16 @@ def resolve(graph: NativeDelayGraph, placement: np.ndarray, order: np.ndarray,
         model.Add(start_var[dst] >= end_var[src] + wait)
   makespan = model.NewIntVar(0, horizon, "makespan")
   model.AddMaxEquality(makespan, list(end_var.values()))
-  model.Add(makespan <= incumbent - 1)  # Only a better schedule is worth reading back.
-  model.Minimize(makespan)
+  if compact:
+    moving = [op for op in range(num_ops) if not before[op]]
+    weight = horizon * len(moving) + 1  # Above any sum of the moving ops' ends.
+    ranked = makespan * weight + sum(end_var[op] for op in moving)
+    model.Add(makespan <= incumbent)
+    model.Add(ranked <= incumbent * weight + int(np.rint(end[moving]).sum()) - 1)
+    model.Minimize(ranked)
+  else:
+    model.Add(makespan <= incumbent - 1)  # Only a better schedule is worth reading back.
+    model.Minimize(makespan)
   solver = cp_model.CpSolver()
   solver.parameters.max_time_in_seconds = float(time_limit)
   solver.parameters.num_workers = 1
