@@ -428,12 +428,7 @@ def _window_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadli
     return None
   order, placement = best[2].copy(), best[3].copy()
   makespan, start, end = score(graph, placement, order)
-  num_ops, num_devices = graph.num_ops, graph.num_devices
-  critical = _critical(order, placement, start, end, np.float32(makespan), graph.succs_ptr,
-                       graph.succs, graph.preds_ptr, graph.preds, graph.pred_bytes,
-                       graph.bandwidth, graph.latency,
-                       np.zeros(num_ops, np.float32), np.zeros(num_ops, np.int64),
-                       np.zeros(num_devices, np.int64))
+  critical = _critical_of(graph, order, placement, start, end, makespan)
   by_start = order[np.argsort(start[order], kind="stable")]
   centre = int(rng.choice(np.flatnonzero(critical)))
   free = window_solve.window(by_start, centre, WINDOW_OPS)
