@@ -418,11 +418,12 @@ def polish(problem: performance.Problem, placement: np.ndarray, order: np.ndarra
                       seconds=time.perf_counter() - started, stop_reason=stop_reason)
 
 
-def _window_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadline: float,
-                 seed: int, exact: ExactMoves = ExactMoves()
-                 ) -> tuple[np.ndarray, np.ndarray] | None:
-  """The best schedule's window around one of its critical ops (drawn) re-solved by CP-SAT:
-  (order by start, placement) when the delay model runs it better (`improves`), else None."""
+def _exact_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadline: float,
+                seed: int, exact: ExactMoves, choose: Callable
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+  """The ops `choose(graph, placement, critical, by_start, rng)` frees in the best schedule
+  (a mask, and the devices they may take or None: any) re-solved by CP-SAT: (order by start,
+  placement) when the delay model runs it better (`improves`), else None."""
   seconds = min(exact.seconds, deadline - time.perf_counter())
   if seconds <= 0.05:
     return None
@@ -430,11 +431,20 @@ def _window_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadli
   makespan, start, end = score(graph, placement, order)
   critical = _critical_of(graph, order, placement, start, end, makespan)
   by_start = order[np.argsort(start[order], kind="stable")]
-  centre = int(rng.choice(np.flatnonzero(critical)))
-  free = window_solve.window(by_start, centre, WINDOW_OPS)
+  free, devices = choose(graph, placement, critical, by_start, rng)
   resolved = window_solve.resolve(graph, placement, by_start, start, end, free, seconds, seed,
-                                  compact=exact.compact)
+                                  devices=devices, compact=exact.compact)
   return _if_better(graph, resolved, makespan, end, exact.compact)
+
+
+def _window_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadline: float,
+                 seed: int, exact: ExactMoves = ExactMoves()
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+  """The best schedule's window around one of its critical ops (drawn), re-solved."""
+  def choose(graph, placement, critical, by_start, rng):
+    centre = int(rng.choice(np.flatnonzero(critical)))
+    return window_solve.window(by_start, centre, WINDOW_OPS), None
+  return _exact_move(graph, best, rng, deadline, seed, exact, choose)
 
 
 def improves(makespan: float, end: np.ndarray, old_makespan: float, old_end: np.ndarray,
@@ -491,20 +501,11 @@ def _pair_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadline
                seed: int, exact: ExactMoves = ExactMoves()
                ) -> tuple[np.ndarray, np.ndarray] | None:
   """Every op of two devices drawn by `critical_pair` re-placed between them and re-ordered
-  by CP-SAT over the whole horizon, the other ops on their devices in their order: (order by
-  start, placement) when the delay model runs it shorter, else None."""
-  seconds = min(exact.seconds, deadline - time.perf_counter())
-  if seconds <= 0.05:
-    return None
-  order, placement = best[2].copy(), best[3].copy()
-  makespan, start, end = score(graph, placement, order)
-  critical = _critical_of(graph, order, placement, start, end, makespan)
-  by_start = order[np.argsort(start[order], kind="stable")]
-  pair = critical_pair(graph, placement, critical, rng)
-  free = np.isin(placement, pair)
-  resolved = window_solve.resolve(graph, placement, by_start, start, end, free, seconds, seed,
-                                  devices=np.asarray(pair), compact=exact.compact)
-  return _if_better(graph, resolved, makespan, end, exact.compact)
+  over the whole horizon, the other ops on their devices in their order."""
+  def choose(graph, placement, critical, by_start, rng):
+    pair = np.asarray(critical_pair(graph, placement, critical, rng))
+    return np.isin(placement, pair), pair
+  return _exact_move(graph, best, rng, deadline, seed, exact, choose)
 
 
 _EXACT_MOVES = {"window": _window_move, "pair": _pair_move}
