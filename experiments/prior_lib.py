@@ -19,8 +19,13 @@ from regal.search import guides
 SEED_BASE = 30_000_017  # Search seeds of the prior tables: none of training's or the test table's.
 
 
-def problems(split: str, max_graphs: int) -> tuple[list[performance.Problem], object]:
+def problems(split: str, max_graphs: int, model: str | None = None,
+             num_devices: int | None = None) -> tuple[list[performance.Problem], object]:
+  """The `split` graphs of `regal.train`'s default dataset as problems (its model and device
+  count unless `model` / `num_devices` say otherwise); the config, those overrides applied."""
   config = default_config.get_config()
+  config.model = model or config.model
+  config.num_devices = num_devices or config.num_devices
   dataset = dataset_lib.for_training(config.dataset, config.num_train, config.num_valid,
                                      config.num_test)
   devices = devices_lib.homogeneous(config.num_devices)
@@ -59,19 +64,44 @@ def budget(problem: performance.Problem, evals: int | str) -> int:
   return brkga_search.default_evals(problem) if evals == "default" else int(evals)
 
 
+def parse_oracle(value: str) -> int | float:
+  """`--oracle`: evaluations of the long run (an int; 0: none) or "Nx", N times each graph's
+  budget (a float)."""
+  text = value.strip().lower()
+  try:
+    amount = float(text[:-1]) if text.endswith("x") else int(text)
+  except ValueError:
+    amount = -1
+  if amount < 0 or (text.endswith("x") and amount < 1):
+    from regal_datasets import errors
+    raise errors.ConfigError(f"--oracle takes a number of evaluations or a multiple of the "
+                             f"budget such as 10x, got {value!r}")
+  return amount
+
+
+def oracle_budget(problem: performance.Problem, evals: int | str, oracle: int | float) -> int:
+  """The long run's evaluations: `oracle` itself (an int) or that multiple of the budget."""
+  return int(oracle) if isinstance(oracle, int) else int(oracle * budget(problem, evals))
+
+
 def measure(todo: list[performance.Problem], arms: dict, seeds: int, evals: int | str,
-            oracle_evals: int = 0, spread: float = 0.5
+            oracle_evals: int | float = 0, spread: float = 0.5, best_known: dict | None = None
             ) -> tuple[dict[str, np.ndarray], dict[str, list[float]]]:
   """({arm: objectives [graphs, seeds]}, {arm: seconds per search}) of every arm on every
   graph and paired seed (`evals`: a budget, or "default": each graph's default). An arm is
   None (unguided), a guide, a callable (graph index -> guide), or an oracle tuple (genes, q)
-  around an `oracle_evals` unguided run's answer."""
+  around the answer of an unguided long run (`oracle_budget`); `best_known`, a dict, gets
+  each graph's long-run objective."""
   objective = {arm: np.zeros((len(todo), seeds)) for arm in arms}
   seconds = {arm: [] for arm in arms}
   for index, problem in enumerate(todo):
     seeded = guides.guidance(problem, 0, [guides.HeuristicSeeds()])
     if oracle_evals:
-      answer = guides.run_guided(problem, oracle_evals, SEED_BASE - 1, seeded).best_chromosome
+      long_run = guides.run_guided(problem, oracle_budget(problem, evals, oracle_evals),
+                                   SEED_BASE - 1, seeded)
+      answer = long_run.best_chromosome
+      if best_known is not None:
+        best_known[index] = float(long_run.objective)
     for k in range(seeds):
       for arm, prior in arms.items():
         started = time.perf_counter()

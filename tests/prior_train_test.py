@@ -9,6 +9,8 @@ import shutil
 import numpy as np
 import pytest
 
+import event_files
+
 from regal_datasets import devices as devices_lib
 from regal_datasets import errors
 from regal_datasets.synthetic import sized_graph
@@ -50,6 +52,36 @@ def test_training_reports_a_verdict_and_keeps_its_choices(trained):
   assert report["test"]["improvement_pct"] == pytest.approx(improvement.mean(axis=1).mean())
   with open(os.path.join(workdir, "report.json")) as f:
     assert json.load(f)["verdict"] == report["verdict"]
+
+
+def _metrics(workdir: str) -> list[tuple[int, float, float]]:
+  with open(os.path.join(workdir, prior_train.METRICS_FILE)) as f:
+    header, *rows = f.read().splitlines()
+  assert header == "step,train_loss,valid_loss"
+  return [(int(step), float(train), float(valid))
+          for step, train, valid in (row.split(",") for row in rows)]
+
+
+def _check_watchable(workdir: str, report: dict) -> None:
+  """metrics.csv holds the loss curve once; TensorBoard the same losses, the validation
+  calibration of every arm and the test figures, each once."""
+  history = [tuple(row) for row in report["history"]]
+  assert _metrics(workdir) == pytest.approx(history) and history
+  scalars = event_files.tensorboard_scalars(workdir)
+  assert scalars["loss/train"] == pytest.approx({k: train for k, train, _ in history})
+  assert scalars["loss/valid"] == pytest.approx({k: valid for k, _, valid in history})
+  steps = _config().prior.steps
+  for arm, row in report["calibration"].items():
+    assert scalars[f"valid/improvement_pct/{arm}"] == pytest.approx(
+        {steps + 1: row["improvement_pct"]})
+  assert scalars["test/improvement_pct"] == pytest.approx(
+      {steps + 2: report["test"]["improvement_pct"]})
+  assert scalars["test/improvement_pct_equal_time"] == pytest.approx(
+      {steps + 2: report["test_equal_time"]["improvement_pct"]})
+
+
+def test_training_can_be_watched(trained):
+  _check_watchable(*trained)
 
 
 def test_a_rerun_redoes_nothing(trained, tmp_path, monkeypatch):
@@ -97,6 +129,34 @@ def test_kills_mid_stage_resume_to_the_uninterrupted_run(trained, tmp_path, monk
     assert report["objectives"][arm] == trained[1]["objectives"][arm], arm
   for arm, row in report["calibration"].items():
     assert row["improvement_pct"] == trained[1]["calibration"][arm]["improvement_pct"], arm
+  _check_watchable(workdir, report)
+
+
+def test_a_kill_while_the_network_trains_logs_each_step_once(trained, tmp_path, monkeypatch):
+  """Killed after the network logged some steps (labels kept): the rerun trains it again from
+  step 0, and metrics.csv and TensorBoard hold each step once, as the uninterrupted run's."""
+  workdir = str(tmp_path / "net")
+  shutil.copytree(trained[0], workdir)
+  for name in (checkpoint.PRIOR_FILE, "report.json", prior_train.METRICS_FILE):
+    os.unlink(os.path.join(workdir, name))
+  shutil.rmtree(os.path.join(workdir, prior_train.EVENTS_DIR))
+  real_append = prior_train.workdir_files.append_csv
+
+  class Killed(BaseException):
+    pass
+
+  def append_then_die(path, row):
+    real_append(path, row)
+    if row["step"] >= 2 * 10 or row["step"] == _config().prior.steps:
+      raise Killed
+  monkeypatch.setattr(prior_train.workdir_files, "append_csv", append_then_die)
+  with pytest.raises(Killed):
+    prior_train.train_and_evaluate(_config(), workdir)
+  monkeypatch.undo()
+  assert _metrics(workdir)
+  report = prior_train.train_and_evaluate(_config(), workdir)
+  assert report["objectives"] == trained[1]["objectives"]
+  _check_watchable(workdir, report)
 
 
 def test_the_trained_prior_guides_regal_optimize(trained):
@@ -138,3 +198,48 @@ def test_inference_reads_the_last_runs_guide_settings(trained, tmp_path):
   assert prior.seeds == "none"
   guided = prior_train.LearnedPriorGuide(workdir).guide(problem, 0, guides.Guidance())
   assert not guided.seeds
+
+
+def test_a_shipped_prior_is_found_by_its_problem_and_checked_against_its_index(trained,
+                                                                               tmp_path):
+  from regal.learning import shipped
+  from regal_experiments import ship_policy
+  folder = str(tmp_path / "policies")
+  policies = ship_policy.ship(trained[0], "sync_x2", "python -m regal.train ...", folder)
+  assert [(e["name"], e["model"], e["num_devices"], e["objective"]) for e in policies] == [
+      ("sync_x2", "sync", 2, "runtime")]
+  assert policies[0]["test_improvement_pct"] == trained[1]["test"]["improvement_pct"]
+  found = shipped.resolve("default", "sync", 2, "runtime", folder)
+  assert found == os.path.join(folder, "sync_x2")
+  assert shipped.resolve("runs/mine", "wc", 3, "runtime", folder) == "runs/mine"
+  with pytest.raises(errors.ConfigError, match=r"no shipped policy for the wc model on 2 "
+                     r"devices \(runtime\); shipped: sync x2 \(runtime\)"):
+    shipped.resolve("default", "wc", 2, "runtime", folder)
+  # It steers a search as any workdir's prior does.
+  result = optimize_lib.run(sized_graph(40, seed=5), devices_lib.homogeneous(2),
+                            methods.RunConfig(model="sync", evals=700, policy_dir=found)).result
+  assert result.details["policy"] == found
+  # A prior replaced without its index (or an index edited) is refused.
+  index_path = os.path.join(folder, shipped.INDEX_FILE)
+  with open(index_path) as f:
+    index = json.load(f)
+  index["policies"][0]["fingerprint"] = "0" * 16
+  with open(index_path, "w") as f:
+    json.dump(index, f)
+  with pytest.raises(errors.ConfigError, match="does not match its index"):
+    shipped.resolve("default", "sync", 2, "runtime", folder)
+
+
+def test_a_prior_refuses_a_device_layout_it_was_not_trained_on(trained):
+  meta = checkpoint.read_meta(os.path.join(trained[0], checkpoint.PRIOR_FILE))
+  checkpoint.check_trained_for(meta, "w", "sync", devices_lib.homogeneous(2), "runtime")
+  eight = {**meta, "config_values": {**meta["config_values"], "num_devices": 8}}
+  checkpoint.check_trained_for(eight, "w", "sync", devices_lib.homogeneous(8), "runtime")
+  with pytest.raises(errors.ConfigError, match="trained on identical devices, every pair "
+                     "linked alike; these 8 devices are in 2 link groups"):
+    checkpoint.check_trained_for(eight, "w", "sync", devices_lib.nvlink_two_groups(4),
+                                 "runtime")
+  slower = devices_lib.DeviceSpec(memory_capacity=np.full(2, np.inf), speed=np.array([1., 2.]),
+                                  bandwidth=np.ones((2, 2)), latency=np.zeros((2, 2)))
+  with pytest.raises(errors.ConfigError, match="are of different speeds"):
+    checkpoint.check_trained_for(meta, "w", "sync", slower, "runtime")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT
+import event_files
 from golden_test import stored_state
 
 from regal_datasets import atomic
@@ -111,32 +112,6 @@ def _metrics_rows(workdir: str) -> list[str]:
     return f.read().splitlines()
 
 
-def _tensorboard_scalars(workdir: str) -> dict[str, dict[int, float]]:
-  """Every scalar in the run's event files, read back record by record (TFRecord framing:
-  length, its CRC, an `Event` protobuf, its CRC), the newest event per step winning unless a
-  later file's purge dropped it."""
-  import glob
-  import struct
-
-  from tensorboardX.proto import event_pb2
-  scalars: dict[str, dict[int, float]] = {}
-  for path in sorted(glob.glob(os.path.join(workdir, "tb", "events.out.tfevents.*"))):
-    with open(path, "rb") as f:
-      data = f.read()
-    position = 0
-    while position < len(data):
-      (length,) = struct.unpack("<Q", data[position:position + 8])
-      event = event_pb2.Event.FromString(data[position + 12:position + 12 + length])
-      position += 12 + length + 4
-      if event.HasField("session_log") and event.step:  # A resumed run purges from here.
-        for steps in scalars.values():
-          for step in [s for s in steps if s >= event.step]:
-            del steps[step]
-      for value in event.summary.value:
-        scalars.setdefault(value.tag, {})[event.step] = value.simple_value
-  return scalars
-
-
 def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_training):
   """Goes on from the session's 2-step run (conftest's `golden_training`, which the golden
   test pins), in a copy of its workdir."""
@@ -176,7 +151,7 @@ def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_trainin
   assert report["steps"] == 3 and [h["step"] for h in report["history"]] == [0, 2, 3]
   assert not [n for n in os.listdir(workdir) if n.endswith(".tmp")]
   # TensorBoard reads what metrics.csv holds (the killed run's step-3 events purged).
-  scalars = _tensorboard_scalars(workdir)
+  scalars = event_files.tensorboard_scalars(workdir)
   for row in killed_rows[1:]:
     step, loss = row.split(",")[:2]
     assert scalars["loss"][int(step)] == pytest.approx(float(loss), rel=1e-6)
@@ -265,7 +240,7 @@ def _run_state(workdir: str) -> dict:
   import jax
   leaves = {jax.tree_util.keystr(path): np.asarray(leaf).tobytes()
             for path, leaf in jax.tree_util.tree_leaves_with_path(state)}
-  return {"metrics": _metrics_rows(workdir), "tensorboard": _tensorboard_scalars(workdir),
+  return {"metrics": _metrics_rows(workdir), "tensorboard": event_files.tensorboard_scalars(workdir),
           "report": report, "step": meta["step"], "history": meta["history"],
           "state": leaves}
 

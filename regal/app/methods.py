@@ -180,7 +180,9 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   if guides.PRIORS[config.prior] is not None:
     chain.append(guides.PRIORS[config.prior](evals))
   if policy_dir:
-    from regal.learning import trained_guide
+    from regal.learning import shipped, trained_guide
+    policy_dir = shipped.resolve(policy_dir, problem.model, problem.devices.num_devices,
+                                 problem.objective)
     chain.append(trained_guide.guide_for(policy_dir, evals))
   plan = guides.plan_search(problem, evals, brkga_preset, decoder)  # Resolved once.
   guides.check_budget(plan, evals, chain)  # Before the arms run.

@@ -22,7 +22,7 @@ from regal_datasets import io as graph_io
 from regal_datasets.devices import DeviceSpec
 from regal_datasets.graph import Graph
 from regal.app import choices
-from regal.learning import checkpoint
+from regal.learning import checkpoint, shipped
 
 FLAGS = flags.FLAGS
 # A profiled workload's split: `--objective throughput` or `--model blocks`.
@@ -52,8 +52,9 @@ def check_files() -> None:
   for path in named + [p for p in [FLAGS.device_spec] if p]:
     if not os.path.exists(path):
       raise errors.ConfigError(f"{path}: no such file")
+  policy = None if FLAGS.policy == shipped.DEFAULT else FLAGS.policy  # Resolved with devices.
   for name, path, kind in (("doppler_checkpoint", FLAGS.doppler_checkpoint, "file"),
-                           ("policy", FLAGS.policy, "directory")):
+                           ("policy", policy, "directory")):
     if path and not (os.path.isfile(path) if kind == "file" else os.path.isdir(path)):
       raise errors.ConfigError(f"--{name} {path}: no such {kind}")
 
@@ -76,16 +77,19 @@ def check_values() -> None:
 
 def check_policy(devices: DeviceSpec) -> None:
   """A --policy workdir holds a trained policy or prior made for this run: its model, device
-  count and objective (read from the checkpoint's metadata alone)."""
+  layout and objective (read from the checkpoint's metadata alone). `--policy default` becomes
+  the shipped prior for the run's model, device count and objective (`shipped.resolve`)."""
   if not FLAGS.policy:
     return
+  FLAGS.policy = shipped.resolve(FLAGS.policy, FLAGS.model, devices.num_devices,
+                                 FLAGS.objective)
   found = [path for path in (os.path.join(FLAGS.policy, checkpoint.PRIOR_FILE),
                              checkpoint.in_workdir(FLAGS.policy)) if os.path.exists(path)]
   if not found:
     raise errors.ConfigError(f"no trained policy in {FLAGS.policy} (neither "
                              f"{checkpoint.PRIOR_FILE} nor {checkpoint.WORKDIR_FILE})")
   checkpoint.check_trained_for(checkpoint.read_meta(found[0]), FLAGS.policy, FLAGS.model,
-                               devices.num_devices, FLAGS.objective)
+                               devices, FLAGS.objective)
 
 
 def check_outputs() -> None:

@@ -92,11 +92,13 @@ def _meta_of(path: str, contents: dict[str, Any]) -> dict[str, Any]:
   return meta
 
 
-def check_trained_for(meta: dict[str, Any], workdir: str, model: str, num_devices: int,
-                      objective: str) -> None:
+def check_trained_for(meta: dict[str, Any], workdir: str, model: str, devices, objective: str
+                      ) -> None:
   """A trained policy or prior serves the problems it was trained for: its model (the genes
-  it learned mean what that model scores), its device count (its heads are per device or per
-  class) and the objective's features (memory has no runtime features); else one line."""
+  it learned mean what that model scores), its device layout (its heads are per device or per
+  class; training runs on identical devices, one link group: `device_layout`) and the
+  objective's features (memory has no runtime features); else one line. `devices`: a
+  `DeviceSpec`."""
   values = meta.get("config_values")
   if not isinstance(values, dict):
     raise errors.ConfigError(f"the policy in {workdir}: checkpoint written without its config")
@@ -105,14 +107,38 @@ def check_trained_for(meta: dict[str, Any], workdir: str, model: str, num_device
     raise errors.ConfigError(f"the policy in {workdir} was trained on the {trained_model} model;"
                              f" this search scores with {model} (train one for it, e.g. "
                              f"--config=regal/learning/configs/default.py:wc)")
-  if values.get("num_devices") != num_devices:
+  if values.get("num_devices") != devices.num_devices:
     raise errors.ConfigError(f"the policy in {workdir} was trained for "
                              f"{values.get('num_devices')} devices, the problem has "
-                             f"{num_devices}")
+                             f"{devices.num_devices}")
+  layout = device_layout(devices)
+  if layout != TRAINED_LAYOUT:
+    raise errors.ConfigError(f"the policy in {workdir} was trained on {TRAINED_LAYOUT}; these "
+                             f"{devices.num_devices} devices are {layout}")
   trained_objective = values.get("objective", "runtime")
   if (trained_objective == "memory") != (objective == "memory"):
     raise errors.ConfigError(f"the policy in {workdir} was trained for objective "
                              f"{trained_objective}; its features differ from {objective}'s")
+
+
+TRAINED_LAYOUT = "identical devices, every pair linked alike"  # `regal.train`'s devices.
+
+
+def device_layout(devices) -> str:
+  """What a policy's heads depend on in a device set, in words: `TRAINED_LAYOUT`, or how the
+  devices differ (speeds, link groups, links)."""
+  import numpy as np
+  from regal_datasets import devices as devices_lib
+  if np.ptp(devices.speed) > 0:
+    return "of different speeds"
+  groups = int(devices_lib.link_groups(devices).max()) + 1
+  if groups > 1:
+    return f"in {groups} link groups"
+  distinct = ~np.eye(devices.num_devices, dtype=bool)
+  if devices.num_devices > 1 and (np.ptp(devices.bandwidth[distinct]) > 0
+                                  or np.ptp(devices.latency[distinct]) > 0):
+    return "linked unevenly"
+  return TRAINED_LAYOUT
 
 
 def restore_raw(path: str) -> tuple[dict[str, Any], dict[str, Any]]:

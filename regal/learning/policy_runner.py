@@ -28,8 +28,8 @@ from regal.search import guides
 def trained_config(meta: dict, workdir: str, problem: performance.Problem
                    ) -> ml_collections.ConfigDict:
   """The training config in a checkpoint's metadata, checked against the problem
-  (`checkpoint.check_trained_for`: its model, device count and objective's features)."""
-  checkpoint.check_trained_for(meta, workdir, problem.model, problem.devices.num_devices,
+  (`checkpoint.check_trained_for`: its model, device layout and objective's features)."""
+  checkpoint.check_trained_for(meta, workdir, problem.model, problem.devices,
                                problem.objective)
   return ml_collections.ConfigDict(meta["config_values"])
 

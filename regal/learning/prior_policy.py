@@ -143,6 +143,11 @@ def train(net: prior_net.PriorNet, train_batch: prior_net.Batch,
 _APPLY = {}
 
 
+def forget_compiled() -> None:
+  """Drops the jitted forward passes (`outputs` traces them anew: a new process's cost)."""
+  _APPLY.clear()
+
+
 def outputs(net: prior_net.PriorNet, params, problem: performance.Problem,
             seed_placements: bool = True, seeds: dict[str, np.ndarray] | None = None
             ) -> prior_net.PriorOutputs:

@@ -17,7 +17,9 @@ redone twice; a stage's file is named by the settings it depends on):
      unguided search at equal wall time (the evaluations the guided search's extra seconds,
      guide included, buy at the validation graphs' rates), `prior.test_seeds` paired seeds on
      the test graphs, which nothing before has read.
-The report (`report.json`) holds every figure, the verdict line and `training_curves.png`.
+The report (`report.json`) holds every figure, the verdict line and `training_curves.png`;
+`metrics.csv` the losses per logged step, `tb/` TensorBoard scalars of them and of the
+validation and test improvements (kill-safe as `workdir.ScalarEvents` says).
 """
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ from regal.learning.rollout_pool import RolloutPool
 from regal.search import guides
 
 PRIOR_FILE = checkpoint.PRIOR_FILE
+METRICS_FILE = "metrics.csv"  # Per logged Adam step: training and validation losses.
+EVENTS_DIR = "tb"  # TensorBoard: those losses, then the validation and test improvements.
 FEATURES = "policy+seed_placements"  # `prior_policy.features`: a change retrains the network.
 LABEL_SEED_BASE = 40_000_003  # Long runs: seeds none of the measured searches use.
 MEASURE_SEED_BASE = 50_000_017  # Validation and test searches (paired across arms).
@@ -224,10 +228,22 @@ class _Run:
                                           learning_rate=self.config.prior.learning_rate,
                                           seed=self.config.seed)
     line = _Line(f"training the prior: {settings.steps} steps")
-    params, history = prior_policy.train(
-        net, batches["train"], batches["valid"], settings,
-        log=lambda k, train, valid: line.say(
-            f"step {k}/{settings.steps}: train loss {train:.3f}, validation loss {valid:.3f}"))
+    # The network restarts from step 0 after a kill: what a killed run logged goes first.
+    metrics = self.path(METRICS_FILE)
+    workdir_files.truncate_metrics(metrics, 0)
+    events = workdir_files.ScalarEvents(self.path(EVENTS_DIR), 0)
+
+    def log(k: int, train: float, valid: float) -> None:
+      line.say(f"step {k}/{settings.steps}: train loss {train:.3f}, validation loss "
+               f"{valid:.3f}")
+      workdir_files.append_csv(metrics, {"step": k, "train_loss": train, "valid_loss": valid})
+      events.add({"loss/train": train, "loss/valid": valid}, k)
+
+    try:
+      params, history = prior_policy.train(net, batches["train"], batches["valid"], settings,
+                                           log=log)
+    finally:
+      events.close()
     line.done(time.perf_counter() - started)
     checkpoint.save(path, params, {"net": self.ids["net"], "history": history,
                                    "config_values": self.config.to_dict()})
@@ -344,6 +360,8 @@ def _train_and_evaluate(run: _Run) -> dict[str, Any]:
   valid = run.measure(f"valid-{run.ids['valid']}.json", "calibration on validation graphs",
                       run.splits["valid"], config.prior.calibration_seeds, valid_arms)
   calibration = {arm: _summary(valid, arm) for arm in valid_arms if arm != "unguided"}
+  _log_scalars(run, {f"valid/improvement_pct/{arm}": row["improvement_pct"]
+                     for arm, row in calibration.items()}, stage=1)
   chosen = {kind: max(qs, key=lambda q: calibration[f"{kind} q={q:g}"]["improvement_pct"])
             for kind in ("learned", "bottom_level")}
   # The chosen q goes into the checkpoint (`regal.optimize --policy` runs the prior with it),
@@ -357,7 +375,7 @@ def _train_and_evaluate(run: _Run) -> dict[str, Any]:
   if meta.get("q") != chosen["learned"] or meta.get("calibrated") != run.ids["valid"]:
     # Equal wall time: the unguided search gets the evaluations the guided one's extra
     # seconds (its guide, its draws) would have bought, at the validation graphs' rates.
-    guide_seconds = _guide_seconds(net, params, config.prior,
+    guide_seconds = _guide_seconds(net, config.prior, run.path(PRIOR_FILE),
                                    [run.problems[i] for i in run.splits["valid"]])
     learned_seconds = calibration[f"learned q={chosen['learned']:g}"]["seconds_per_search"]
     meta = {**meta, "q": chosen["learned"], "calibrated": run.ids["valid"],
@@ -380,6 +398,8 @@ def _train_and_evaluate(run: _Run) -> dict[str, Any]:
       "test_graphs": len(run.splits["test"]), "test_seeds": config.prior.test_seeds,
       "label_evals": config.prior.label_evals, "label_runs": config.prior.label_runs,
       "label_seconds": label_seconds, "history": history, "chosen_q": chosen,
+      # This run's wall time (a resumed run's: since it resumed).
+      "seconds": time.perf_counter() - started,
       "calibration": calibration,
       "test": _summary(test, "learned"),
       "test_bottom_level": _summary(test, "bottom_level"),
@@ -392,22 +412,50 @@ def _train_and_evaluate(run: _Run) -> dict[str, Any]:
                        for split, indices in run.splits.items()},
       "objectives": {arm: test[arm].tolist() for arm in test_arms}}
   report["verdict"] = verdict(report)
+  _log_scalars(run, {"test/improvement_pct": report["test"]["improvement_pct"],
+                     "test/improvement_pct_equal_time":
+                         report["test_equal_time"]["improvement_pct"],
+                     "test/vs_bottom_level_points":
+                         report["test_learned_vs_bottom_level"]["improvement_pct"]}, stage=2)
   atomic.write_text(run.path("report.json"), json.dumps(report, indent=1))
   _plot(history, run.path("training_curves.png"))
   return report
 
 
-def _guide_seconds(net, params, prior: ml_collections.ConfigDict, problems) -> float:
-  """Median wall seconds of the learned guide per graph (features, forward pass, keys, seeds),
-  after a first call per size bucket compiled it: what `--policy` adds to a search."""
+def _log_scalars(run: _Run, values: dict[str, float], stage: int) -> None:
+  """A measured stage's figures as TensorBoard scalars, `stage` steps past the network's last
+  (1: calibration, 2: test): a rerun's START there drops what a killed run logged of that
+  stage and the later ones, never the loss curves."""
+  step = run.config.prior.steps + stage
+  events = workdir_files.ScalarEvents(run.path(EVENTS_DIR), step - 1)
+  try:
+    events.add(values, step)
+  finally:
+    events.close()
+
+
+def _guide_seconds(net, prior: ml_collections.ConfigDict, path: str, problems) -> float:
+  """Median wall seconds of the learned guide per graph as `regal.optimize --policy` pays it
+  in a new process whose persistent compilation cache holds the network's program: the
+  checkpoint read, the network traced and its program loaded from that cache, the features
+  (heuristic seeds included), the forward pass, the keys and the seed. Each graph's first
+  call fills the cache; JAX's in-memory caches are then cleared and the second is timed."""
   seconds = []
   for problem in problems:
-    guide = _prior_guide(net, params, 1.0, prior)
-    guide.guide(problem, 0, guides.Guidance())
-    started = time.perf_counter()
-    guide.guide(problem, 0, guides.Guidance())
-    seconds.append(time.perf_counter() - started)
+    for timed in (False, True):
+      _forget_compiled()
+      started = time.perf_counter()
+      params, _ = checkpoint.restore_raw(path)
+      _prior_guide(net, params, 1.0, prior).guide(problem, 0, guides.Guidance())
+      if timed:
+        seconds.append(time.perf_counter() - started)
   return float(np.median(seconds))
+
+
+def _forget_compiled() -> None:
+  """Forgets every traced and compiled program of this process (a new process's state)."""
+  prior_policy.forget_compiled()
+  jax.clear_caches()
 
 
 def verdict(report: dict) -> str:

@@ -139,8 +139,9 @@ def append_csv(path: str, row: dict) -> None:
 
 class ScalarEvents:
   """TensorBoard scalars in an event file of `logdir`, each step's written and synced before
-  the checkpoint that covers it; on resume from `resume_step`, a START session log there makes
-  TensorBoard drop what a killed run logged past the checkpoint.
+  the checkpoint that covers it; on resume from `resume_step` (0 too, where `logdir` holds
+  events already), a START session log there makes TensorBoard drop what a killed run logged
+  past the checkpoint.
 
   Not tensorboardX's SummaryWriter: it hands events to a background thread whose queue its
   flush() does not wait for (a kill right after a step lost that step's events though
@@ -151,10 +152,11 @@ class ScalarEvents:
     from tensorboardX.event_file_writer import EventsWriter
     from tensorboardX.proto.event_pb2 import Event, SessionLog
     os.makedirs(logdir, exist_ok=True)
+    earlier = bool(os.listdir(logdir))  # A killed run's events past `resume_step` go too.
     self._event = Event
     self._writer = EventsWriter(os.path.join(logdir, "events"),
                                 f".{os.getpid()}.{os.urandom(4).hex()}")
-    if resume_step:
+    if resume_step or earlier:
       self._writer.write_event(Event(wall_time=time.time(), step=resume_step + 1,
                                      session_log=SessionLog(status=SessionLog.START)))
     self._writer.flush()
