@@ -15,7 +15,7 @@ from regal_datasets import devices as devices_lib
 from regal_datasets import errors
 from regal_datasets.synthetic import sized_graph
 from regal.app import methods, optimize_lib
-from regal.learning import checkpoint, prior_train
+from regal.learning import checkpoint, prior_finetune, prior_train
 from regal.learning.configs import default as default_config
 from regal.learning.rollout_pool import RolloutPool
 from regal.scoring import performance
@@ -70,14 +70,26 @@ def _check_watchable(workdir: str, report: dict) -> None:
   scalars = event_files.tensorboard_scalars(workdir)
   assert scalars["loss/train"] == pytest.approx({k: train for k, train, _ in history})
   assert scalars["loss/valid"] == pytest.approx({k: valid for k, _, valid in history})
-  steps = _config().prior.steps
+  steps, tuned = _config().prior.steps, _config().prior.finetune_steps
   for arm, row in report["calibration"].items():
     assert scalars[f"valid/improvement_pct/{arm}"] == pytest.approx(
         {steps + 1: row["improvement_pct"]})
+  # REINFORCE's steps after it, in finetune_metrics.csv and TensorBoard alike.
+  finetune = report["finetune"]["history"]
+  assert [row["step"] for row in finetune] == list(range(1, tuned + 1))
+  with open(os.path.join(workdir, prior_finetune.METRICS_FILE)) as f:
+    header, *rows = f.read().splitlines()
+  assert header.split(",")[:2] == ["step", "reward_pct"]
+  assert [float(row.split(",")[1]) for row in rows] == pytest.approx(
+      [row["reward_pct"] for row in finetune])
+  assert scalars["finetune/reward_pct"] == pytest.approx(
+      {steps + 1 + row["step"]: row["reward_pct"] for row in finetune})
+  assert scalars["finetune/valid_vs_imitation_points"] == pytest.approx(
+      {steps + tuned + 2: report["finetune"]["valid_vs_imitation"]["improvement_pct"]})
   assert scalars["test/improvement_pct"] == pytest.approx(
-      {steps + 2: report["test"]["improvement_pct"]})
+      {steps + tuned + 3: report["test"]["improvement_pct"]})
   assert scalars["test/improvement_pct_equal_time"] == pytest.approx(
-      {steps + 2: report["test_equal_time"]["improvement_pct"]})
+      {steps + tuned + 3: report["test_equal_time"]["improvement_pct"]})
 
 
 def test_training_can_be_watched(trained):
@@ -105,13 +117,18 @@ def test_kills_mid_stage_resume_to_the_uninterrupted_run(trained, tmp_path, monk
   class Killed(BaseException):
     pass
 
-  for kill_at in (0, 1, 1):  # Labels; then calibration (after the labels' rest); then test.
+  # Labels; calibration (after the labels' rest); REINFORCE's second step (its first saved);
+  # the fine-tune's validation; test.
+  for kill_at in (0, 1, 2, 1, 1):
     calls = []
 
     def map_then_die(self, tasks, on_done=None):
       calls.append(len(tasks))
       if len(calls) - 1 != kill_at:
         return real_map(self, tasks, on_done)
+      if on_done is None:  # A REINFORCE step: killed once its rollouts are back.
+        real_map(self, tasks)
+        raise Killed
 
       def dying(chunk, values):
         on_done(chunk, values)
@@ -125,8 +142,9 @@ def test_kills_mid_stage_resume_to_the_uninterrupted_run(trained, tmp_path, monk
   report = prior_train.train_and_evaluate(_config(), workdir)
   # Objectives are the uninterrupted run's; seconds (and so the equal-time arm's budget)
   # are measurements of each run.
-  for arm in ("unguided", "learned", "bottom_level"):
+  for arm in ("unguided", "learned", "finetuned", "bottom_level"):
     assert report["objectives"][arm] == trained[1]["objectives"][arm], arm
+  assert report["finetune"]["history"] == trained[1]["finetune"]["history"]
   for arm, row in report["calibration"].items():
     assert row["improvement_pct"] == trained[1]["calibration"][arm]["improvement_pct"], arm
   _check_watchable(workdir, report)
@@ -137,9 +155,10 @@ def test_a_kill_while_the_network_trains_logs_each_step_once(trained, tmp_path, 
   step 0, and metrics.csv and TensorBoard hold each step once, as the uninterrupted run's."""
   workdir = str(tmp_path / "net")
   shutil.copytree(trained[0], workdir)
-  for name in (checkpoint.PRIOR_FILE, "report.json", prior_train.METRICS_FILE):
-    os.unlink(os.path.join(workdir, name))
-  shutil.rmtree(os.path.join(workdir, prior_train.EVENTS_DIR))
+  for name in os.listdir(workdir):  # What a run killed in the network's training holds.
+    if not name.startswith("answers-"):
+      path = os.path.join(workdir, name)
+      shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
   real_append = prior_train.workdir_files.append_csv
 
   class Killed(BaseException):
@@ -155,7 +174,8 @@ def test_a_kill_while_the_network_trains_logs_each_step_once(trained, tmp_path, 
   monkeypatch.undo()
   assert _metrics(workdir)
   report = prior_train.train_and_evaluate(_config(), workdir)
-  assert report["objectives"] == trained[1]["objectives"]
+  for arm in ("unguided", "learned", "finetuned", "bottom_level"):  # Not the timed arm's.
+    assert report["objectives"][arm] == trained[1]["objectives"][arm], arm
   _check_watchable(workdir, report)
 
 

@@ -45,7 +45,8 @@ from regal.learning.rollout import Task
 from regal.learning.rollout_pool import RolloutPool
 from regal.search import guides
 
-PRIOR_FILE = checkpoint.PRIOR_FILE
+PRIOR_FILE = checkpoint.PRIOR_FILE  # What inference reads: the kept parameters, q, costs.
+PRETRAINED_FILE = "pretrained.msgpack"  # Stage 2: the network after imitation.
 METRICS_FILE = "metrics.csv"  # Per logged Adam step: training and validation losses.
 EVENTS_DIR = "tb"  # TensorBoard: those losses, then the validation and test improvements.
 FEATURES = "policy+seed_placements"  # `prior_policy.features`: a change retrains the network.
@@ -69,8 +70,14 @@ def _ids(config: ml_collections.ConfigDict) -> dict[str, str]:
   measured = {**net, "evals": config.evals, "qs": list(config.prior.qs),
               "calibration_seeds": config.prior.calibration_seeds,
               "placement": config.prior.placement, "seeds": config.prior.seeds}
+  finetune = {**measured, **{name: config.prior[name] for name in FINETUNE_SETTINGS}}
   return {"labels": _digest(labels), "net": _digest(net), "valid": _digest(measured),
-          "test": _digest({**measured, "test_seeds": config.prior.test_seeds})}
+          "finetune": _digest(finetune),
+          "test": _digest({**finetune, "test_seeds": config.prior.test_seeds})}
+
+
+FINETUNE_SETTINGS = ("finetune_steps", "finetune_graphs", "finetune_samples", "finetune_noise",
+                     "finetune_learning_rate")
 
 
 def check_config(config: ml_collections.ConfigDict) -> None:
@@ -84,6 +91,14 @@ def check_config(config: ml_collections.ConfigDict) -> None:
                              f"{prior.learning_rate!r}")
   if not prior.qs or not all(isinstance(q, (int, float)) and 0 < q <= 1 for q in prior.qs):
     raise errors.ConfigError(f"config.prior.qs must be numbers in (0, 1], got {prior.qs!r}")
+  for name, low in (("finetune_steps", 0), ("finetune_graphs", 1), ("finetune_samples", 2)):
+    value = prior[name]
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+      raise errors.ConfigError(f"config.prior.{name} must be an integer of at least {low}, "
+                               f"got {value!r}")
+  for name in ("finetune_noise", "finetune_learning_rate"):
+    if not (isinstance(prior[name], (int, float)) and prior[name] > 0):
+      raise errors.ConfigError(f"config.prior.{name} must be positive, got {prior[name]!r}")
   if prior.seeds not in prior_policy.PRIOR_SEEDS:
     raise errors.ConfigError(f"config.prior.seeds must be one of "
                              f"{', '.join(prior_policy.PRIOR_SEEDS)}, got {prior.seeds!r}")
@@ -212,7 +227,7 @@ class _Run:
   def network(self, answers: dict[int, np.ndarray]):
     """(network, parameters, loss history) of stage 2, trained or read back."""
     net = _net(self.config)
-    path = self.path(PRIOR_FILE)
+    path = self.path(PRETRAINED_FILE)
     problem_of = lambda split: [self.problems[i] for i in self.splits[split]]  # noqa: E731
     batches = {split: prior_policy.batch(problem_of(split),
                                          [answers[i] for i in self.splits[split]])
@@ -364,29 +379,36 @@ def _train_and_evaluate(run: _Run) -> dict[str, Any]:
                      for arm, row in calibration.items()}, stage=1)
   chosen = {kind: max(qs, key=lambda q: calibration[f"{kind} q={q:g}"]["improvement_pct"])
             for kind in ("learned", "bottom_level")}
-  # The chosen q goes into the checkpoint (`regal.optimize --policy` runs the prior with it),
-  # with the equal-time budget, measured once: a resumed test stage keeps its tasks.
-  # What inference reads comes from this run's config (the network may be an earlier run's
-  # with other guide settings: its stage depends on the labels and the network only).
-  meta = checkpoint.read_meta(run.path(PRIOR_FILE))
-  if meta.get("config_values") != config.to_dict():
-    meta = {**meta, "config_values": config.to_dict()}
-    checkpoint.save(run.path(PRIOR_FILE), params, meta)
-  if meta.get("q") != chosen["learned"] or meta.get("calibrated") != run.ids["valid"]:
+  q = chosen["learned"]
+  finetune = _finetune(run, net, params, q, valid) if config.prior.finetune_steps else None
+  kept_arm = "finetuned" if finetune and finetune["kept"] else "learned"
+  kept = finetune["params"] if kept_arm == "finetuned" else params
+  # The kept parameters and the chosen q go into the inference file (`regal.optimize
+  # --policy` runs the prior with them), with the equal-time budget, measured once: a resumed
+  # test stage keeps its tasks. What inference reads comes from this run's config (the
+  # network may be an earlier run's with other guide settings: its stage depends on the
+  # labels and the network only).
+  path = run.path(PRIOR_FILE)
+  meta = checkpoint.read_meta(path) if os.path.exists(path) else {}
+  wanted = json.loads(json.dumps(  # As read back (tuples are lists).
+      {"net": run.ids["net"], "history": history, "config_values": config.to_dict(), "q": q,
+       "calibrated": run.ids["finetune"], "kept": kept_arm}))
+  if any(meta.get(name) != value for name, value in wanted.items()):
+    checkpoint.save(path, kept, wanted)
     # Equal wall time: the unguided search gets the evaluations the guided one's extra
     # seconds (its guide, its draws) would have bought, at the validation graphs' rates.
-    guide_seconds = _guide_seconds(net, config.prior, run.path(PRIOR_FILE),
+    guide_seconds = _guide_seconds(net, config.prior, path,
                                    [run.problems[i] for i in run.splits["valid"]])
-    learned_seconds = calibration[f"learned q={chosen['learned']:g}"]["seconds_per_search"]
-    meta = {**meta, "q": chosen["learned"], "calibrated": run.ids["valid"],
-            "guide_seconds": guide_seconds, "time_ratio": (
-                learned_seconds + guide_seconds) / float(valid["unguided seconds"].mean())}
-    checkpoint.save(run.path(PRIOR_FILE), params, meta)
+    learned_seconds = calibration[f"learned q={q:g}"]["seconds_per_search"]
+    meta = {**wanted, "guide_seconds": guide_seconds, "time_ratio": (
+        learned_seconds + guide_seconds) / float(valid["unguided seconds"].mean())}
+    checkpoint.save(path, kept, meta)
   guide_seconds, time_ratio = meta["guide_seconds"], meta["time_ratio"]
   equal_time_evals = int(np.ceil(config.evals * max(time_ratio, 1.0)))
   test_arms: dict[str, Any] = {
       "unguided": unguided,
-      "learned": _learned_prior(run, net, params, chosen["learned"]),
+      "learned": _learned_prior(run, net, params, q),
+      **({"finetuned": _learned_prior(run, net, finetune["params"], q)} if finetune else {}),
       "bottom_level": _bottom_level_prior(run, chosen["bottom_level"]),
       "unguided, equal time": equal_time_evals}
   # Named by the equal-time budget too: its arm's searches are only valid for that budget.
@@ -401,33 +423,71 @@ def _train_and_evaluate(run: _Run) -> dict[str, Any]:
       # This run's wall time (a resumed run's: since it resumed).
       "seconds": time.perf_counter() - started,
       "calibration": calibration,
-      "test": _summary(test, "learned"),
+      # The kept prior (the fine-tuned one where it beat the imitation on validation).
+      "kept": kept_arm,
+      "test": _summary(test, kept_arm),
+      "test_imitation": _summary(test, "learned"),
       "test_bottom_level": _summary(test, "bottom_level"),
-      "test_learned_vs_bottom_level": _summary(test, "learned", "bottom_level"),
-      "test_equal_time": {**_summary(test, "learned", "unguided, equal time"),
+      "test_learned_vs_bottom_level": _summary(test, kept_arm, "bottom_level"),
+      "test_equal_time": {**_summary(test, kept_arm, "unguided, equal time"),
                           "unguided_evals": equal_time_evals, "time_ratio": time_ratio},
       "guide_seconds_per_graph": guide_seconds,
       "unguided_seconds_per_search": float(test["unguided seconds"].mean()),
       "split_graphs": {split: [run.problems[i].graph.name for i in indices]
                        for split, indices in run.splits.items()},
       "objectives": {arm: test[arm].tolist() for arm in test_arms}}
+  if finetune:
+    report["finetune"] = {
+        "steps": config.prior.finetune_steps, "kept": finetune["kept"],
+        "history": finetune["history"], "valid_vs_imitation": finetune["valid_vs_imitation"],
+        "test": _summary(test, "finetuned"),
+        "test_vs_imitation": _summary(test, "finetuned", "learned")}
   report["verdict"] = verdict(report)
   _log_scalars(run, {"test/improvement_pct": report["test"]["improvement_pct"],
                      "test/improvement_pct_equal_time":
                          report["test_equal_time"]["improvement_pct"],
                      "test/vs_bottom_level_points":
-                         report["test_learned_vs_bottom_level"]["improvement_pct"]}, stage=2)
+                         report["test_learned_vs_bottom_level"]["improvement_pct"]},
+               stage=config.prior.finetune_steps + 3)
   atomic.write_text(run.path("report.json"), json.dumps(report, indent=1))
   _plot(history, run.path("training_curves.png"))
   return report
 
 
+def _finetune(run: _Run, net, params, q: float, valid: dict[str, np.ndarray]) -> dict:
+  """REINFORCE from the imitation's parameters (`prior_finetune`), then the fine-tuned prior
+  on the validation graphs with the calibration's seeds, paired against the imitation's
+  searches there: kept only if it is better on average."""
+  from regal.learning import prior_finetune
+  config, prior = run.config, run.config.prior
+  settings = prior_finetune.Settings(
+      steps=prior.finetune_steps, graphs=prior.finetune_graphs, samples=prior.finetune_samples,
+      noise=float(prior.finetune_noise), learning_rate=float(prior.finetune_learning_rate),
+      q=q, placement=prior.placement, seeds=prior.seeds, seed=config.seed)
+  tuner = prior_finetune.Finetuner(net, run.problems, run.splits["train"], settings, run.pool,
+                                   run.workdir, run.ids["finetune"])
+  tuned, history = tuner.run(params, run.path(EVENTS_DIR), prior.steps + 1)
+  measured = run.measure(f"finetune-valid-{run.ids['finetune']}.json",
+                         "the fine-tuned prior on validation graphs", run.splits["valid"],
+                         prior.calibration_seeds,
+                         {"finetuned": _learned_prior(run, net, tuned, q)})
+  paired = {"finetuned": measured["finetuned"],
+            "finetuned seconds": measured["finetuned seconds"],
+            "learned": valid[f"learned q={q:g}"],
+            "learned seconds": valid[f"learned q={q:g} seconds"]}
+  versus = _summary(paired, "finetuned", "learned")
+  _log_scalars(run, {"finetune/valid_vs_imitation_points": versus["improvement_pct"]},
+               stage=prior.finetune_steps + 2)
+  return {"params": tuned, "history": history, "valid_vs_imitation": versus,
+          "kept": versus["improvement_pct"] > 0}
+
+
 def _log_scalars(run: _Run, values: dict[str, float], stage: int) -> None:
   """A measured stage's figures as TensorBoard scalars, `stage` steps past the network's last
-  (1: calibration, 2: test): a rerun's START there drops what a killed run logged of that
-  stage and the later ones, never the loss curves."""
+  (1: calibration; 1 + k: fine-tune step k of F; F + 2: the fine-tune on validation; F + 3:
+  test). No purge: the stages are saved, so a rerun logs the same figures at the same step."""
   step = run.config.prior.steps + stage
-  events = workdir_files.ScalarEvents(run.path(EVENTS_DIR), step - 1)
+  events = workdir_files.ScalarEvents(run.path(EVENTS_DIR), step - 1, purge=False)
   try:
     events.add(values, step)
   finally:
@@ -437,16 +497,18 @@ def _log_scalars(run: _Run, values: dict[str, float], stage: int) -> None:
 def _guide_seconds(net, prior: ml_collections.ConfigDict, path: str, problems) -> float:
   """Median wall seconds of the learned guide per graph as `regal.optimize --policy` pays it
   in a new process whose persistent compilation cache holds the network's program: the
-  checkpoint read, the network traced and its program loaded from that cache, the features
-  (heuristic seeds included), the forward pass, the keys and the seed. Each graph's first
-  call fills the cache; JAX's in-memory caches are then cleared and the second is timed."""
+  checkpoint read, the network traced and its program loaded from that cache, the features,
+  the forward pass, the keys and the seed (the heuristic seeds it reads are the search's
+  own, computed before). Each graph's first call fills the cache; JAX's in-memory caches are
+  then cleared and the second is timed."""
   seconds = []
   for problem in problems:
+    seeded = guides.guidance(problem, 0, [guides.HeuristicSeeds()])
     for timed in (False, True):
       _forget_compiled()
       started = time.perf_counter()
       params, _ = checkpoint.restore_raw(path)
-      _prior_guide(net, params, 1.0, prior).guide(problem, 0, guides.Guidance())
+      _prior_guide(net, params, 1.0, prior, seeded.seeds).guide(problem, 0, seeded)
       if timed:
         seconds.append(time.perf_counter() - started)
   return float(np.median(seconds))
@@ -467,9 +529,17 @@ def verdict(report: dict) -> str:
           "no evidence the learned prior pays: its interval holds 0")
   if low > 0 and versus["interval_pct"][0] <= 0:
     said += ", but not told apart from the bottom-level prior"
+  finetune = report.get("finetune")
+  tuned = "" if finetune is None else (
+      f", imitation then REINFORCE ({finetune['steps']} steps, "
+      f"{finetune['valid_vs_imitation']['improvement_pct']:+.2f} points over the imitation on "
+      f"validation: kept)" if finetune["kept"] else
+      f", by imitation (REINFORCE's {finetune['steps']} steps "
+      f"{finetune['valid_vs_imitation']['improvement_pct']:+.2f} points on validation: "
+      f"dropped; on test {finetune['test_vs_imitation']['improvement_pct']:+.2f})")
   return (f"test: on {report['test_graphs']} unseen graphs x {report['test_seeds']} seeds at "
           f"{report['evals']:,} evaluations, the learned prior "
-          f"(q {report['chosen_q']['learned']:g})"
+          f"(q {report['chosen_q']['learned']:g}{tuned})"
           f" is {test['improvement_pct']:+.2f}% against the same search unguided (95% interval "
           f"[{low:+.2f}, {high:+.2f}], better on {100 * test['win_rate']:.0f}% of runs) and "
           f"{versus['improvement_pct']:+.2f} points against the bottom-level prior "

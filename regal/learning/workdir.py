@@ -141,22 +141,24 @@ class ScalarEvents:
   """TensorBoard scalars in an event file of `logdir`, each step's written and synced before
   the checkpoint that covers it; on resume from `resume_step` (0 too, where `logdir` holds
   events already), a START session log there makes TensorBoard drop what a killed run logged
-  past the checkpoint.
+  past the checkpoint (`purge=False`: none, for figures a rerun logs again unchanged).
 
   Not tensorboardX's SummaryWriter: it hands events to a background thread whose queue its
   flush() does not wait for (a kill right after a step lost that step's events though
   metrics.csv kept the row), and it names files by the second, so a rerun within the same
   second replaced the killed run's file. The event file format is still tensorboardX's."""
 
-  def __init__(self, logdir: str, resume_step: int):
+  def __init__(self, logdir: str, resume_step: int, purge: bool = True):
     from tensorboardX.event_file_writer import EventsWriter
     from tensorboardX.proto.event_pb2 import Event, SessionLog
     os.makedirs(logdir, exist_ok=True)
     earlier = bool(os.listdir(logdir))  # A killed run's events past `resume_step` go too.
     self._event = Event
+    # Named so that files of one second sort in the order they were opened (TensorBoard reads
+    # them by name: a later file's START must come after what it purges).
     self._writer = EventsWriter(os.path.join(logdir, "events"),
-                                f".{os.getpid()}.{os.urandom(4).hex()}")
-    if resume_step or earlier:
+                                f".{time.time_ns():020d}.{os.getpid()}.{os.urandom(4).hex()}")
+    if purge and (resume_step or earlier):
       self._writer.write_event(Event(wall_time=time.time(), step=resume_step + 1,
                                      session_log=SessionLog(status=SessionLog.START)))
     self._writer.flush()

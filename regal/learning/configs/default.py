@@ -74,7 +74,12 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
       qs=(0.3, 0.6, 1.0),  # Chosen on the validation graphs, calibration_seeds each.
       calibration_seeds=5, test_seeds=5,
       placement="calibrated",  # How class probabilities become affinity keys.
-      seeds="predicted"))  # One more first-population seed: the predicted split and order.
+      seeds="predicted",  # One more first-population seed: the predicted split and order.
+      # REINFORCE after imitation (`prior_finetune`): steps of `finetune_graphs` training
+      # graphs x `finetune_samples` rollouts, Gaussian actions of scale `finetune_noise`
+      # around the outputs; kept only if it beats the imitation on the validation graphs.
+      finetune_steps=20, finetune_graphs=8, finetune_samples=4, finetune_noise=0.3,
+      finetune_learning_rate=1e-3))
   config.policy = ml_collections.ConfigDict(dict(
       hidden=32, rounds=2, update="residual", aggregation="sum", placement_bins=2,
       priority_bins=16, initial_steer=0.1))
@@ -121,6 +126,8 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
     config.prior.label_evals, config.prior.label_runs = 600, 1
     config.prior.steps, config.prior.qs = 5, (0.6,)
     config.prior.calibration_seeds, config.prior.test_seeds = 1, 1
+    config.prior.finetune_steps, config.prior.finetune_graphs = 2, 2
+    config.prior.finetune_samples = 2
   elif preset:
     raise ValueError(f"unknown preset {preset!r}; known: paper, long, wc, test")
   return config
