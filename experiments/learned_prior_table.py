@@ -37,7 +37,7 @@ from absl import flags  # noqa: E402
 from regal_datasets import errors  # noqa: E402
 from regal_experiments import command, prior_lib, report  # noqa: E402
 from regal.learning import policy as policy_lib  # noqa: E402
-from regal.learning import prior_net, prior_policy, prior_train  # noqa: E402
+from regal.learning import prior_guide, prior_net, prior_policy, prior_train  # noqa: E402
 from regal.learning import rollout_pool, stats  # noqa: E402
 from regal.search import guides  # noqa: E402
 
@@ -75,7 +75,7 @@ _PRIOR_SEEDS = flags.DEFINE_multi_enum("prior_seeds", [], ["predicted", "heurist
 _DEFAULT_BUDGET = flags.DEFINE_bool("default_budget", False, "At each graph's default budget "
                                     "(regal.optimize's) instead of --evals: unguided, the "
                                     "learned prior with its predicted seed at q 1 and at the "
-                                    "budget-scaled q (`prior_train.budget_q`); --max_graphs "
+                                    "budget-scaled q (`prior_guide.budget_q`); --max_graphs "
                                     "of the graphs.")
 _MAX_GRAPHS = flags.DEFINE_integer("max_graphs", 0, "At most this many measured graphs (0: "
                                    "all).", lower_bound=0, upper_bound=100_000)
@@ -196,7 +196,7 @@ def main(argv: Sequence[str]) -> None:
             "learned q=1 + predicted seeds": prior_policy.PriorGuide(learned, 1.0,
                                                                      seeds="predicted"),
             "learned budget q + predicted seeds": lambda index: prior_policy.PriorGuide(
-                learned, prior_train.budget_q(1.0, _EVALS.value, prior_lib.budget(
+                learned, prior_guide.budget_q(1.0, _EVALS.value, prior_lib.budget(
                     measured[index], "default")), seeds="predicted")}
   if _MAX_GRAPHS.value:
     measured = measured[:_MAX_GRAPHS.value]

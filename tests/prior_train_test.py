@@ -15,7 +15,7 @@ from regal_datasets import devices as devices_lib
 from regal_datasets import errors
 from regal_datasets.synthetic import sized_graph
 from regal.app import methods, optimize_lib
-from regal.learning import checkpoint, prior_finetune, prior_train
+from regal.learning import checkpoint, prior_finetune, prior_guide, prior_train
 from regal.learning.configs import default as default_config
 from regal.learning.rollout_pool import RolloutPool
 from regal.scoring import performance
@@ -199,9 +199,9 @@ def test_the_trained_prior_guides_regal_optimize(trained):
 
 
 def test_the_budget_scales_q_past_the_calibrated_budget():
-  assert prior_train.budget_q(0.6, 5000, None) == 0.6
-  assert prior_train.budget_q(0.6, 5000, 4000) == 0.6
-  assert prior_train.budget_q(1.0, 5000, 100_000) == pytest.approx(0.05)
+  assert prior_guide.budget_q(0.6, 5000, None) == 0.6
+  assert prior_guide.budget_q(0.6, 5000, 4000) == 0.6
+  assert prior_guide.budget_q(1.0, 5000, 100_000) == pytest.approx(0.05)
 
 
 def test_inference_reads_the_last_runs_guide_settings(trained, tmp_path):
@@ -214,9 +214,9 @@ def test_inference_reads_the_last_runs_guide_settings(trained, tmp_path):
   prior_train.train_and_evaluate(config, workdir)
   problem = performance.Problem(sized_graph(30, seed=2), devices_lib.homogeneous(2),
                                 model="sync")
-  _, _, _, prior, _ = prior_train.load(workdir, problem)
+  _, _, _, prior, _ = prior_guide.load(workdir, problem)
   assert prior.seeds == "none"
-  guided = prior_train.LearnedPriorGuide(workdir).guide(problem, 0, guides.Guidance())
+  guided = prior_guide.LearnedPriorGuide(workdir).guide(problem, 0, guides.Guidance())
   assert not guided.seeds
 
 

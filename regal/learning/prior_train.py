@@ -23,7 +23,6 @@ validation and test improvements (kill-safe as `workdir.ScalarEvents` says).
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
 import json
@@ -36,10 +35,8 @@ import ml_collections
 import numpy as np
 
 from regal_datasets import atomic, errors
-from regal_datasets import devices as devices_lib
 from regal.learning import checkpoint
-from regal.learning import policy as policy_lib
-from regal.learning import policy_runner, prior_net, prior_policy, stats, train_lib
+from regal.learning import prior_guide, prior_net, prior_policy, stats, train_lib
 from regal.learning import workdir as workdir_files
 from regal.learning.rollout import Task
 from regal.learning.rollout_pool import RolloutPool
@@ -114,63 +111,6 @@ def check_config(config: ml_collections.ConfigDict) -> None:
                              "config.learner=mutants")
 
 
-def _devices(config):
-  return devices_lib.homogeneous(config.num_devices)
-
-
-def _net(config: ml_collections.ConfigDict) -> prior_net.PriorNet:
-  return prior_net.PriorNet(policy_lib.PolicyConfig(**config.policy.to_dict()),
-                            prior_net.num_classes(_devices(config)))
-
-
-def load(workdir: str, problem) -> tuple[prior_net.PriorNet, Any, float, Any, int]:
-  """(network, parameters, chosen q, its `config.prior`, the budget q was chosen at) of the
-  learned prior in `workdir`, checked against the problem (its device count and objective
-  must be what the prior was trained for)."""
-  path = os.path.join(workdir, PRIOR_FILE)
-  meta = checkpoint.read_meta(path)
-  config = policy_runner.trained_config(meta, workdir, problem)
-  if "q" not in meta:
-    raise errors.ConfigError(f"the policy in {workdir} is not calibrated yet: rerun its "
-                             f"training to finish")
-  params, _ = checkpoint.restore_raw(path)  # No template: `init` costs ~0.4 s.
-  return _net(config), params, float(meta["q"]), config.prior, int(config.evals)
-
-
-def holds_prior(workdir: str) -> bool:
-  return os.path.exists(os.path.join(workdir, PRIOR_FILE))
-
-
-def budget_q(q: float, trained_evals: int, evals: int | None) -> float:
-  """The prior's q for a search of `evals` evaluations: the calibrated q up to the budget it
-  was calibrated at, then falling as trained_evals / evals (the prior's share of the budget
-  stays what it was calibrated for; past it the search explores as unguided)."""
-  if not evals or evals <= trained_evals:
-    return q
-  return q * trained_evals / evals
-
-
-@dataclasses.dataclass(frozen=True)
-class LearnedPriorGuide:
-  """The learned prior of a training workdir as a guide (`regal.optimize --policy WORKDIR`),
-  at the q its validation chose, scaled for budgets past the calibrated one (`budget_q`;
-  `evals`: the search's budget, None: the calibrated q). No model evaluation."""
-  workdir: str
-  evals: int | None = None
-
-  def planned_evaluations(self, problem) -> int:
-    del problem
-    return 0
-
-  def guide(self, problem, seed: int, before: guides.Guidance) -> guides.Guidance:
-    net, params, q, prior, trained_evals = load(self.workdir, problem)
-    q = budget_q(q, trained_evals, self.evals)
-    guided = _prior_guide(net, params, q, prior, before.seeds).guide(problem, seed, before)
-    return dataclasses.replace(guided, details={
-        **guided.details, "policy": self.workdir, "prior_q": q,
-        "steered_genes": int(np.sum(guided.prior_q > 0))})
-
-
 def long_run_answers(pool_of: Callable[[], RolloutPool], indices: list[int], runs: int,
                      evals: int, path: str, what: str) -> dict[int, np.ndarray]:
   """{index: the best answer of `runs` unguided searches of `evals` evaluations} for the
@@ -226,7 +166,7 @@ class _Run:
 
   def network(self, answers: dict[int, np.ndarray]):
     """(network, parameters, loss history) of stage 2, trained or read back."""
-    net = _net(self.config)
+    net = prior_guide.network(self.config)
     path = self.path(PRETRAINED_FILE)
     problem_of = lambda split: [self.problems[i] for i in self.splits[split]]  # noqa: E731
     batches = {split: prior_policy.batch(problem_of(split),
@@ -330,16 +270,9 @@ def _summary(objectives: dict[str, np.ndarray], arm: str, base: str = "unguided"
 
 def _learned_prior(run: _Run, net, params, q: float):
   def prior(index: int, seed: int) -> guides.Guidance:
-    return _prior_guide(net, params, q, run.config.prior).guide(
+    return prior_guide.prior_guide(net, params, q, run.config.prior).guide(
         run.problems[index], seed, guides.Guidance())
   return prior
-
-
-def _prior_guide(net, params, q: float, prior: ml_collections.ConfigDict,
-                 seeds: dict | None = None) -> prior_policy.PriorGuide:
-  return prior_policy.PriorGuide(
-      lambda p: prior_policy.outputs(net, params, p, seeds=seeds), q,
-      prior.get("placement", "calibrated"), prior.get("seeds", "none"))
 
 
 def _bottom_level_prior(run: _Run, q: float):
@@ -508,7 +441,7 @@ def _guide_seconds(net, prior: ml_collections.ConfigDict, path: str, problems) -
       _forget_compiled()
       started = time.perf_counter()
       params, _ = checkpoint.restore_raw(path)
-      _prior_guide(net, params, 1.0, prior, seeded.seeds).guide(problem, 0, seeded)
+      prior_guide.prior_guide(net, params, 1.0, prior, seeded.seeds).guide(problem, 0, seeded)
       if timed:
         seconds.append(time.perf_counter() - started)
   return float(np.median(seconds))
