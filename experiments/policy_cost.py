@@ -9,8 +9,8 @@ without `--policy`, first with an empty compile cache (`REGAL_CACHE_DIR`: the fi
 on a new size), then `--repeats` times with it warm. Reported: the guide's seconds inside the
 run (`details.guide_seconds`: heuristic seeds, checkpoint read, libraries, trace, compile or
 cache load, features, forward pass; what the equal-wall-time comparison counts), the process
-wall time of each arm, and the guided minus unguided wall (medians). The issue-82 target: once
-cached, <= 0.3 s per call.
+wall time of each arm, and the guided minus unguided wall (medians): what the policy adds to a
+call. The issue-82 target: once cached, <= 0.3 s per call.
 """
 from __future__ import annotations
 
@@ -98,14 +98,17 @@ def main(argv: Sequence[str]) -> None:
         f"{r['unguided']['cold_wall']:.2f} / {r['unguided']['warm_wall']:.2f}",
         f"{r['guided']['cold_wall']:.2f} / {r['guided']['warm_wall']:.2f}",
         f"{r['cold_extra_wall']:+.2f} / {r['warm_extra_wall']:+.2f}"] for r in rows])
-  worst = max(r["guided"]["warm_guide"] for r in rows)
+  worst = max(r["warm_extra_wall"] for r in rows)
   meets = worst <= TARGET_SECONDS
-  body += ["", f"Verdict: once cached the guide takes at most {worst:.2f} s per call "
+  body += ["", "The guide's seconds inside the run hold every guide of the run, the heuristic "
+           "seeds the unguided run computes too; what the policy adds to a call is the extra "
+           "wall time.", "",
+           f"Verdict: once cached the policy adds at most {worst:.2f} s per call "
            f"({'within' if meets else 'above'} the {TARGET_SECONDS} s target)."]
   report.publish(_OUT.value, "policy_cost" + ("_quick" if _QUICK.value else ""), lines, body,
                  {**facts, "policy": _POLICY.value, "model": _MODEL.value,
                   "devices": _DEVICES.value, "evals": _EVALS.value, "repeats": repeats,
-                  "rows": rows, "worst_warm_guide_seconds": worst, "meets_target": meets})
+                  "rows": rows, "worst_warm_extra_seconds": worst, "meets_target": meets})
 
 
 if __name__ == "__main__":

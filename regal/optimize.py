@@ -120,10 +120,11 @@ flags.DEFINE_enum("prior", "none", list(choices.PRIORS), "A parameter-free prior
                   "rank; the others as unguided) or group_island (devices in link groups "
                   "only: islands confined to stage-balanced splits of the ops among the "
                   "groups, and a free run, seed the search; all within the budget).")
-flags.DEFINE_string("policy", None, "A regal.train workdir: its trained prior (the default "
-                    "learner: per op, a key around where long runs schedule it and its device "
-                    "or link group, for a share q of fresh keys, and a seed) or mutant policy "
-                    "(per-gene Beta mutants) steers the search, within the same budget.")
+flags.DEFINE_string("policy", None, "A regal.train workdir, or 'default' (the prior shipped "
+                    "for this model and device count): its trained prior (the default learner: "
+                    "per op, a key around where long runs schedule it and its device or link "
+                    "group, for a share q of fresh keys, and a seed) or mutant policy (per-gene "
+                    "Beta mutants) steers the search, within the same budget.")
 flags.DEFINE_bool(
     "compare_unguided", False, "With --policy: also run the same search without the policy "
     "and report it in the details, with its own evaluations (the answer stays the guided "

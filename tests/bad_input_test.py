@@ -230,6 +230,12 @@ OPTIMIZE_CASES = [
      "--doppler_checkpoint missing.msgpack: no such file"),
     ("missing_policy", ["--graph", "good.json", "--policy", "no_such_run"], 2,
      "--policy no_such_run: no such directory"),
+    ("no_shipped_policy", ["--graph", "good.json", "--devices", "3", "--policy", "default"], 2,
+     "--policy default: no shipped policy for the wc model on 3 devices (runtime); shipped: "),
+    ("policy_on_unlike_devices", ["--graph", "good.json", "--device_spec", "devices_unlike.json",
+                                  "--policy", "default"], 2,
+     "trained on identical devices, every pair linked alike; these 2 devices are of different "
+     "speeds"),
     ("prior_without_brkga", ["--graph", "good.json", "--method", "heft", "--prior",
                              "bottom_level"], 2, "--prior steers BRKGA's fresh keys"),
     ("prior_unknown", ["--graph", "good.json", "--prior", "oracle"], 2,

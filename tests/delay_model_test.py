@@ -102,3 +102,15 @@ def test_fitness_scores_the_delay_model_with_priorities_on_both_engines():
   reference = [performance.score_reference(problem, c)[0] for c in chromosomes]
   np.testing.assert_array_equal(values["jax"], values["native"])
   np.testing.assert_array_equal(values["native"], np.float32(reference))
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags(max_ops=30), st.integers(0, 2 ** 31 - 1), st.booleans())
+def test_native_priority_order_is_the_references(graph, seed, ties):
+  """The compiled priority-driven topological order (the learned prior's features) is the
+  readable reference's, ties (to the lower id) and repeated edges included."""
+  priority = np.random.default_rng(seed).random(graph.num_ops)
+  if ties:
+    priority = np.round(priority * 2) / 2
+  assert list(native_delay.priority_topological_order(graph, priority)) == \
+      delay_reference.priority_topological_order(graph, priority)

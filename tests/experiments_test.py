@@ -387,3 +387,34 @@ def test_problem_route_quick(tmp_path):
   _, data = read_report(out, "problem_route-quick")
   assert set(data["rows"]) == {"this tree", "baseline HEAD"}
   assert all(row["stops"] > 0 for row in data["rows"].values())
+
+
+def test_policy_cost_quick(tmp_path):
+  """The shipped WC x2 prior's cost per regal.optimize call, cold and warm."""
+  out = str(tmp_path)
+  run_quick("regal_experiments.policy_cost", out)
+  markdown, data = read_report(out, "policy_cost_quick")
+  (row,) = data["rows"]
+  assert row["ops"] == 50 and row["guided"]["cold_guide"] > 0 and row["guided"]["warm_guide"] > 0
+  assert row["unguided"]["warm_guide"] is None
+  assert data["worst_warm_extra_seconds"] == row["warm_extra_wall"]
+  assert "Verdict: once cached the policy adds at most" in markdown
+
+
+def test_ship_policy_ships_a_training_and_reports_every_shipped_prior(tmp_path):
+  workdir, folder, out = (str(tmp_path / name) for name in ("run", "policies", "report"))
+  subprocess.run([sys.executable, "-m", "regal.train", "--config=regal/learning/configs/"
+                  "default.py:test", "--config.num_actors=0", "--workdir", workdir],
+                 cwd=REPO_ROOT, check=True, capture_output=True, timeout=1200)
+  for name in ("sync_x2", "again"):
+    completed = subprocess.run(
+        [sys.executable, "-m", "regal_experiments.ship_policy", "--workdir", workdir, "--name",
+         name, "--command", "python -m regal.train ...", "--policies", folder, "--out", out],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+  with open(os.path.join(folder, "index.json")) as f:
+    names = [e["name"] for e in json.load(f)["policies"]]
+  assert sorted(names) == ["again", "sync_x2"]
+  assert all(os.path.exists(os.path.join(folder, n, "prior.msgpack")) for n in names)
+  with open(os.path.join(out, "shipped_policies.md")) as f:
+    assert "| sync_x2 | sync, 2 devices, runtime |" in f.read()

@@ -3,6 +3,7 @@ reached by names no well-known package uses (regal, regal_datasets, regal_brkga,
 regal_experiments), and a Hugging Face `datasets` beside it stays the `datasets` users import,
 inside a checkout and out of it (a stand-in of theirs here: nothing is downloaded)."""
 import configparser
+import json
 import os
 import subprocess
 import sys
@@ -40,6 +41,11 @@ def test_a_built_distribution_holds_only_our_names(tmp_path):
   assert (tmp_path / "regal_datasets" / "graph.py").exists()
   assert (tmp_path / "regal_brkga" / "engine.py").exists()
   assert (tmp_path / "regal" / "search" / "brkga_presets.json").exists()
+  # The trained priors `--policy default` runs (regal.learning.shipped), each one listed.
+  policies = tmp_path / "regal" / "learning" / "policies"
+  with open(policies / "index.json") as f:
+    names = [entry["name"] for entry in json.load(f)["policies"]]
+  assert names and all((policies / name / "prior.msgpack").exists() for name in names)
 
 
 def _stand_in_hugging_face(site) -> dict[str, str]:

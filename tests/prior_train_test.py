@@ -223,9 +223,8 @@ def test_inference_reads_the_last_runs_guide_settings(trained, tmp_path):
 def test_a_shipped_prior_is_found_by_its_problem_and_checked_against_its_index(trained,
                                                                                tmp_path):
   from regal.learning import shipped
-  from regal_experiments import ship_policy
   folder = str(tmp_path / "policies")
-  policies = ship_policy.ship(trained[0], "sync_x2", "python -m regal.train ...", folder)
+  policies = shipped.ship(trained[0], "sync_x2", "python -m regal.train ...", folder)
   assert [(e["name"], e["model"], e["num_devices"], e["objective"]) for e in policies] == [
       ("sync_x2", "sync", 2, "runtime")]
   assert policies[0]["test_improvement_pct"] == trained[1]["test"]["improvement_pct"]

@@ -23,7 +23,7 @@ import numpy as np
 from regal_datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import performance
-from regal.scoring.delay import reference as delay_reference
+from regal.scoring.delay import native as delay_native
 
 
 
@@ -58,11 +58,11 @@ def runtime_features(graph: Graph, speed: float = 1.0) -> np.ndarray:
 def schedule_positions(graph: Graph, priority: np.ndarray) -> np.ndarray:
   """[P, o] each op's position (0 first) in the schedule of each of P solutions: the
   priority-driven topological order the models execute
-  (`delay.reference.priority_topological_order`)."""
+  (`delay.reference.priority_topological_order`, compiled: `delay.native`)."""
   priority = np.atleast_2d(np.asarray(priority, np.float64))
   position = np.zeros(priority.shape, np.int64)
   for row, op_priority in enumerate(priority):
-    position[row, delay_reference.priority_topological_order(graph, op_priority)] = np.arange(
+    position[row, delay_native.priority_topological_order(graph, op_priority)] = np.arange(
         graph.num_ops)
   return position
 

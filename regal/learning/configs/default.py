@@ -78,7 +78,7 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
       # REINFORCE after imitation (`prior_finetune`): steps of `finetune_graphs` training
       # graphs x `finetune_samples` rollouts, Gaussian actions of scale `finetune_noise`
       # around the outputs; kept only if it beats the imitation on the validation graphs.
-      finetune_steps=20, finetune_graphs=8, finetune_samples=4, finetune_noise=0.3,
+      finetune_steps=8, finetune_graphs=4, finetune_samples=4, finetune_noise=0.3,
       finetune_learning_rate=1e-3))
   config.policy = ml_collections.ConfigDict(dict(
       hidden=32, rounds=2, update="residual", aggregation="sum", placement_bins=2,

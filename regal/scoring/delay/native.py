@@ -10,6 +10,7 @@ costs O((o + K) log o) instead of the JAX scan's O(o^2).
 from __future__ import annotations
 
 import dataclasses
+import heapq
 
 import numba
 import numpy as np
@@ -134,3 +135,40 @@ def simulate(graph: NativeDelayGraph, placement: np.ndarray, op_priority: np.nda
 
   native_common.run_split(run, population, threads)
   return (makespan, end) if record_times else makespan
+
+
+def priority_topological_order(graph: Graph, op_priority: np.ndarray) -> np.ndarray:
+  """`delay.reference.priority_topological_order` compiled, the same order for the same float64
+  priorities (ties to the lower id): the learned prior's features order five heuristic seeds per
+  call with it (0.19 s in Python on 800 ops)."""
+  num_ops = graph.num_ops
+  edges = np.unique(np.asarray(graph.edge_src, np.int64) * num_ops
+                    + np.asarray(graph.edge_dst, np.int64))  # Distinct, by source.
+  src, dst = edges // max(num_ops, 1), edges % max(num_ops, 1)
+  succs_ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=num_ops))])
+  in_degree = np.bincount(dst, minlength=num_ops).astype(np.int64)
+  return _priority_order(succs_ptr.astype(np.int64), dst, in_degree,
+                         np.asarray(op_priority, np.float64))
+
+
+@numba.njit(cache=True)
+def _priority_order(succs_ptr, succs, in_degree, priority):
+  num_ops = in_degree.shape[0]
+  missing = in_degree.copy()
+  heap = [(0.0, np.int64(0)) for _ in range(0)]
+  for v in range(num_ops):
+    if missing[v] == 0:
+      heap.append((-priority[v], np.int64(v)))
+  heapq.heapify(heap)
+  order = np.empty(num_ops, np.int64)
+  taken = 0
+  while len(heap) > 0:
+    _, op = heapq.heappop(heap)
+    order[taken] = op
+    taken += 1
+    for k in range(succs_ptr[op], succs_ptr[op + 1]):
+      succ = succs[k]
+      missing[succ] -= 1
+      if missing[succ] == 0:
+        heapq.heappush(heap, (-priority[succ], np.int64(succ)))
+  return order[:taken]
