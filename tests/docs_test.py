@@ -61,8 +61,12 @@ def _masked(text: str) -> list[str]:
   or loaded from the caches (which a run before this one in the suite decides): the things that
   differ between runs."""
   lines = [re.sub(r"\d+(\.\d+)? s\b", "N s", line) for line in text.splitlines()]
-  return [re.sub(r"programs were (compiled|loaded from the cache) \(.*", "programs were had",
-                 line) for line in lines]
+  lines = [re.sub(r"programs were (compiled|loaded from the cache) \(.*", "programs were had",
+                  line) for line in lines]
+  # The live line's updates come every few seconds: how many a run prints is its speed.
+  progress = re.compile(r"^  [\d,]+ of [\d,]+ evaluations, best objective ")
+  return [line for k, line in enumerate(lines)
+          if not (progress.match(line) and k and progress.match(lines[k - 1]))]
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
