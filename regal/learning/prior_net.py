@@ -164,7 +164,7 @@ def affinity_means(probability: np.ndarray, how: str = "calibrated") -> np.ndarr
 
 def _normal_quantile(probability: np.ndarray) -> np.ndarray:
   """The standard normal's quantile function, elementwise (the standard library's: importing
-  scipy.special for it took 0.6 s of every guided run)."""
+  scipy.special for it cost every guided run: experiments/results/issue82/README.md)."""
   inverse = statistics.NormalDist().inv_cdf
   flat = np.asarray(probability, np.float64).ravel()
   return np.array([inverse(p) for p in flat], np.float64).reshape(np.shape(probability))
@@ -179,7 +179,8 @@ def steered_keys(outputs: PriorOutputs, num_ops: int, layout, devices: devices_l
   class alike, so the device inside a class stays the search's choice), spread
   `AFFINITY_SPREAD`; transfer genes unsteered."""
   sl = slice(first_node, first_node + num_ops)
-  # In numpy: each eager JAX op on a new shape compiles a program (~0.1 s apiece).
+  # In numpy: each eager JAX op on a new shape compiles a program
+  # (experiments/results/issue82/README.md).
   key = 1.0 / (1.0 + np.exp(-np.asarray(outputs.key, np.float64)[sl]))
   spread = np.asarray(outputs.key_spread, np.float64)[sl]
   logits = np.asarray(outputs.class_logits, np.float64)[sl]

@@ -146,7 +146,8 @@ _APPLY = {}
 
 def _forward_program(net: prior_net.PriorNet):
   """The network's forward pass as a `regal_brkga.programs.Program`: a later process loads
-  its executable without tracing the Flax modules again (0.34 s of a guided run's 0.54 s);
+  its executable without tracing the Flax modules again (the guide's cost:
+  experiments/results/issue82/README.md);
   named by the network's configuration, so two networks of one parameter shape do not share
   an executable."""
   from regal_brkga import programs
