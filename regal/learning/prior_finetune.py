@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Sequence
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -82,8 +82,10 @@ class Finetuner:
   jitted gradient step, and the pool that runs its rollouts."""
 
   def __init__(self, net: prior_net.PriorNet, problems: Sequence[performance.Problem],
-               train: Sequence[int], settings: Settings, pool, workdir: str, run_id: str):
+               train: Sequence[int], settings: Settings, pool, workdir: str, run_id: str,
+               heuristic_seeds: Callable[[int], dict[str, np.ndarray]] | None = None):
     self.net, self.problems, self.train = net, list(problems), list(train)
+    self.heuristic_seeds = heuristic_seeds  # Graph index -> its seeds (None: computed).
     self.settings, self.pool, self.workdir = settings, pool, workdir
     self.state_path = os.path.join(workdir, f"finetune-{run_id}.msgpack")
     self._features: dict[int, object] = {}
@@ -104,7 +106,9 @@ class Finetuner:
 
   def features(self, index: int):
     if index not in self._features:
-      self._features[index] = prior_policy.features(self.problems[index])
+      self._features[index] = prior_policy.features(
+          self.problems[index],
+          seeds=self.heuristic_seeds(index) if self.heuristic_seeds else None)
     return self._features[index]
 
   def batch(self, indices: Sequence[int]):

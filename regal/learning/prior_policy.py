@@ -81,8 +81,11 @@ def features(problem: performance.Problem, seed_placements: bool = True,
 
 
 def batch(problems: Sequence[performance.Problem], answers: Sequence[np.ndarray],
-          seed_placements: bool = True) -> prior_net.Batch:
-  graphs = [features(p, seed_placements) for p in problems]
+          seed_placements: bool = True,
+          seeds: Sequence[dict[str, np.ndarray]] | None = None) -> prior_net.Batch:
+  """`seeds`: each problem's heuristic chromosomes when the caller has them."""
+  graphs = [features(p, seed_placements, None if seeds is None else seeds[k])
+            for k, p in enumerate(problems)]
   keys, classes = zip(*(labels(p, a) for p, a in zip(problems, answers)))
   nodes = sum(p.graph.num_ops for p in problems)
   edges = sum(int(g.n_edge[0]) for g in graphs)

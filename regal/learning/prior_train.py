@@ -138,6 +138,10 @@ def long_run_answers(pool_of: Callable[[], RolloutPool], indices: list[int], run
   return {index: np.asarray(done[k], np.float32) for k, index in enumerate(indices)}
 
 
+def _runs_phrase(runs: int) -> str:
+  return "one run" if runs == 1 else f"the best of {runs} runs"
+
+
 class _Run:
   """One training run's problems, pool and stage files."""
 
@@ -147,9 +151,18 @@ class _Run:
     self.problems, self.splits = train_lib.split_problems(config)
     self.pool = RolloutPool(self.problems, config.evals, config.num_actors,
                             preset=config.get("brkga_preset", "default"))
+    self._seeds: dict[int, dict[str, np.ndarray]] = {}
 
   def path(self, name: str) -> str:
     return os.path.join(self.workdir, name)
+
+  def heuristic_seeds(self, index: int) -> dict[str, np.ndarray]:
+    """Graph `index`'s heuristic seeds, computed once per run: the prior's features read
+    them, and the stages ask for each graph's features once per arm and seed."""
+    if index not in self._seeds:
+      from regal.baselines import heuristics
+      self._seeds[index] = heuristics.seeds(self.problems[index])
+    return self._seeds[index]
 
   def stage(self, name: str, what: str, count: int, compute, unit: str) -> dict[int, Any]:
     path = self.path(name)
@@ -162,15 +175,16 @@ class _Run:
     return long_run_answers(
         lambda: self.pool, self.splits["train"] + self.splits["valid"], prior.label_runs,
         prior.label_evals, self.path(f"answers-{self.ids['labels']}.npz"),
-        f"labels: the best of {prior.label_runs} runs of {prior.label_evals:,} evaluations")
+        f"labels: {_runs_phrase(prior.label_runs)} of {prior.label_evals:,} evaluations")
 
   def network(self, answers: dict[int, np.ndarray]):
     """(network, parameters, loss history) of stage 2, trained or read back."""
     net = prior_guide.network(self.config)
     path = self.path(PRETRAINED_FILE)
     problem_of = lambda split: [self.problems[i] for i in self.splits[split]]  # noqa: E731
-    batches = {split: prior_policy.batch(problem_of(split),
-                                         [answers[i] for i in self.splits[split]])
+    batches = {split: prior_policy.batch(
+        problem_of(split), [answers[i] for i in self.splits[split]],
+        seeds=[self.heuristic_seeds(i) for i in self.splits[split]])
                for split in ("train", "valid")}
     if os.path.exists(path):
       meta = checkpoint.read_meta(path)
@@ -270,7 +284,8 @@ def _summary(objectives: dict[str, np.ndarray], arm: str, base: str = "unguided"
 
 def _learned_prior(run: _Run, net, params, q: float):
   def prior(index: int, seed: int) -> guides.Guidance:
-    return prior_guide.prior_guide(net, params, q, run.config.prior).guide(
+    return prior_guide.prior_guide(net, params, q, run.config.prior,
+                                   run.heuristic_seeds(index)).guide(
         run.problems[index], seed, guides.Guidance())
   return prior
 
@@ -398,7 +413,7 @@ def _finetune(run: _Run, net, params, q: float, valid: dict[str, np.ndarray]) ->
       noise=float(prior.finetune_noise), learning_rate=float(prior.finetune_learning_rate),
       q=q, placement=prior.placement, seeds=prior.seeds, seed=config.seed)
   tuner = prior_finetune.Finetuner(net, run.problems, run.splits["train"], settings, run.pool,
-                                   run.workdir, run.ids["finetune"])
+                                   run.workdir, run.ids["finetune"], run.heuristic_seeds)
   tuned, history = tuner.run(params, run.path(EVENTS_DIR), prior.steps + 1)
   measured = run.measure(f"finetune-valid-{run.ids['finetune']}.json",
                          "the fine-tuned prior on validation graphs", run.splits["valid"],

@@ -1,7 +1,7 @@
 """Training configurations for `python -m regal.train` (ml_collections).
 
   --config=regal/learning/configs/default.py         the default (the learned prior; sync
-                                                     model, 2 devices): ~8 minutes on 2 cores
+                                                     model, 2 devices): ~14 minutes on 2 cores
   --config=regal/learning/configs/default.py:wc      the same for the WC model on 4 devices
   --config=regal/learning/configs/default.py:paper   REGAL's synthetic setting (hours to days)
   --config=regal/learning/configs/default.py:long    an hour on 2 CPU cores: REGAL at 5K
@@ -69,17 +69,19 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   # per-gene mutant distributions by imitation then REINFORCE (the rest of this config).
   config.learner = "prior"
   config.prior = ml_collections.ConfigDict(dict(
-      label_evals=50_000, label_runs=2,  # Labels: the best of 2 runs at 10x the budget.
+      label_evals=50_000, label_runs=1,  # Labels: one run at 10x the budget (issue 82 report).
       steps=400, learning_rate=3e-3,  # Full-batch Adam; the best validation step kept.
-      qs=(0.3, 0.6, 1.0),  # Chosen on the validation graphs, calibration_seeds each.
-      calibration_seeds=5, test_seeds=5,
+      # q chosen on the validation graphs, calibration_seeds each (q 1 was never the best:
+      # experiments/results/issue82/README.md).
+      qs=(0.3, 0.6),
+      calibration_seeds=4, test_seeds=5,
       placement="calibrated",  # How class probabilities become affinity keys.
       seeds="predicted",  # One more first-population seed: the predicted split and order.
       # REINFORCE after imitation (`prior_finetune`): steps of `finetune_graphs` training
       # graphs x `finetune_samples` rollouts, Gaussian actions of scale `finetune_noise`
       # around the outputs; kept only if it beats the imitation on the validation graphs.
       finetune_steps=8, finetune_graphs=4, finetune_samples=4, finetune_noise=0.3,
-      finetune_learning_rate=1e-3))
+      finetune_learning_rate=1e-4))
   config.policy = ml_collections.ConfigDict(dict(
       hidden=32, rounds=2, update="residual", aggregation="sum", placement_bins=2,
       priority_bins=16, initial_steer=0.1))
