@@ -346,3 +346,24 @@ def run_cli(main: Callable[[Sequence[str]], None], argv: Sequence[str] | None = 
     _end(0)
 
   app.run(guarded_main, argv=None if argv is None else list(argv), flags_parser=_parse_flags)
+
+
+def define_registered(name: str, default: str | None, registry, help_text: str,
+                      also: Sequence[str] = ()):
+  """A string flag whose value names a record of `registry` (`regal_datasets.registry`) or
+  one of `also`: its choices are the registry's when the flags are read, so a record
+  registered after the flag was defined is accepted; `--help` lists those of definition."""
+  from absl import flags
+
+  class RegisteredParser(flags.ArgumentParser):
+    def parse(self, argument):
+      if argument in registry or argument in also:
+        return argument
+      known = "|".join([*registry.names(), *(a for a in also if a not in registry)])
+      raise ValueError(f"value should be one of <{known}>")
+
+    def flag_type(self) -> str:
+      return "string enum"
+
+  known = "|".join([*registry.names(), *(a for a in also if a not in registry)])
+  return flags.DEFINE(RegisteredParser(), name, default, f"<{known}>: {help_text}")

@@ -64,10 +64,11 @@ flags.DEFINE_enum("split", "test", list(dataset_lib.SPLITS), "Dataset split.")
 flags.DEFINE_integer("index", 0, "Graph index within the split.",
                      lower_bound=0, upper_bound=2**31 - 1)
 flags.DEFINE_string("data_dir", None, "Dataset cache folder.")
-flags.DEFINE_enum("model", "wc", [*choices.MODELS, choices.SPLIT_MODEL],
-                  "Performance model. blocks: a profiled workload's single-sample "
-                  "latency, each accelerator one contiguous block "
-                  "(regal/scoring/blocks/), devices from its file unless --device_spec.")
+cli.define_registered("model", "wc", choices.MODEL_REGISTRY,
+                      "Performance model. blocks: a profiled workload's single-sample "
+                      "latency, each accelerator one contiguous block "
+                      "(regal/scoring/blocks/), devices from its file unless --device_spec.",
+                      also=(choices.SPLIT_MODEL,))
 flags.DEFINE_enum("objective", "runtime",
                   [*choices.OBJECTIVES, choices.SPLIT_OBJECTIVE],
                   "What to minimize. throughput: a profiled workload's pipeline "
@@ -78,10 +79,11 @@ flags.DEFINE_float("memory_limit", None, "Per-device memory limit in bytes "
 flags.DEFINE_enum("engine", "auto", list(choices.ENGINES), "How batched "
                   "scoring runs: native (the WC model's compiled host loop), jax, or "
                   "auto (native for the WC model on a CPU, else jax).")
-flags.DEFINE_enum("method", "brkga", [*choices.METHODS, *(
-    m for m in choices.SPLIT_METHODS if m not in choices.METHODS)],
+cli.define_registered(
+    "method", "brkga", choices.METHOD_REGISTRY,
     "Placement method: brkga or a baseline (regal/baselines); with --objective throughput: "
-    + ", ".join(choices.SPLIT_METHODS) + " (default search).")
+    + ", ".join(choices.SPLIT_METHODS) + " (default search).",
+    also=choices.SPLIT_METHOD_REGISTRY)
 flags.DEFINE_integer("evals", None, "Fitness evaluations (BRKGA, hill climb, local "
                      "and random search budget). Default: sized from the graph so "
                      "BRKGA searches up to ~10 s on a 2-core CPU (deterministic; "
@@ -91,12 +93,12 @@ flags.DEFINE_float("time_limit", None, "Seconds: BRKGA stops at the first "
                    "(default: 10 with the default budget, else no limit); "
                    "the cpsat and quickp solvers' limit "
                    "(default 10).")
-flags.DEFINE_enum("decoder", None, list(choices.DECODERS), "How BRKGA "
-                  "reads chromosomes: direct (device keys' argmax), list (a list "
-                  "scheduler by earliest finish time; regal/scoring/list_decoder.py) "
-                  "or consumer (direct, each transfer sent in its readers' priority; "
-                  "regal/scoring/consumer_transfers.py; models that order transfers). "
-                  "Default: the preset's.")
+cli.define_registered("decoder", None, choices.DECODER_REGISTRY, "How BRKGA "
+                      "reads chromosomes: direct (device keys' argmax), list (a list "
+                      "scheduler by earliest finish time; regal/scoring/list_decoder.py) "
+                      "or consumer (direct, each transfer sent in its readers' priority; "
+                      "regal/scoring/consumer_transfers.py; models that order transfers). "
+                      "Default: the preset's.")
 flags.DEFINE_enum("exact_solver", "auto", ["auto", "off"], "auto: BRKGA runs "
                   "CP-SAT beside it on graphs of the delay model (objective "
                   "runtime) up to 64 ops: the solver's answer is a candidate, "
@@ -114,12 +116,12 @@ flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph, map the answer "
                     "back and (brkga) refine it on the original graph: off, auto "
                     "(graphs above 500 ops: QuickP fusion, then heavy edges to 256 "
                     "groups, keeping the critical path short) or a group count.")
-flags.DEFINE_enum("prior", "none", list(choices.PRIORS), "A parameter-free prior over "
-                  "BRKGA's fresh keys: none (the unguided search), bottom_level (each "
-                  "priority gene, with probability 0.3, drawn around the op's bottom-level "
-                  "rank; the others as unguided) or group_island (devices in link groups "
-                  "only: islands confined to stage-balanced splits of the ops among the "
-                  "groups, and a free run, seed the search; all within the budget).")
+cli.define_registered("prior", "none", choices.PRIOR_REGISTRY, "A parameter-free prior over "
+                      "BRKGA's fresh keys: none (the unguided search), bottom_level (each "
+                      "priority gene, with probability 0.3, drawn around the op's bottom-level "
+                      "rank; the others as unguided) or group_island (devices in link groups "
+                      "only: islands confined to stage-balanced splits of the ops among the "
+                      "groups, and a free run, seed the search; all within the budget).")
 flags.DEFINE_string("policy", None, "A regal.train workdir, or 'default' (the prior shipped "
                     "for this model and device count): its trained prior (the default learner: "
                     "per op, a key around where long runs schedule it and its device or link "

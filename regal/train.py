@@ -7,10 +7,10 @@ r"""Trains the policy that guides the search (Ray actors by default).
   python -m regal.train --workdir runs/measured --config.reward=measured \
       --config.finetune_from=runs/regal --config.num_steps=10   # fine-tune on measured times
 
-Rerunning with the same --workdir resumes from its checkpoint. Logic lives in
-`regal.learning.prior_train.train_and_evaluate` (config.learner "prior": a prior over the
-search's fresh keys imitating long runs) and `regal.learning.train_lib.train_and_evaluate`
-("mutants": REGAL's per-gene mutant distributions, imitation then REINFORCE).
+Rerunning with the same --workdir resumes from its checkpoint. `config.learner` names a record
+of `regal.learning.learners` ("prior": a prior over the search's fresh keys imitating long
+runs, then REINFORCE, `prior_train`; "mutants": REGAL's per-gene mutant distributions,
+`train_lib`); one registered from elsewhere runs the same way.
 """
 from __future__ import annotations
 
@@ -55,14 +55,6 @@ try:  # ml_collections reads the --config.FIELD overrides of sys.argv here, at d
       "Training configuration (path[:preset]).")
 except (AttributeError, KeyError, SyntaxError) as error:
   cli.exit_bad_config(error, sys.argv)
-LEARNERS = ("prior", "mutants")  # config.learner: `regal.learning.configs.default`.
-# What only REGAL's mutant learner reads (the prior learner reads `prior.*` instead).
-MUTANTS_ONLY = ("batch_size", "num_steps", "learning_rate", "clip_norm", "entropy_weight",
-                "normalize_advantage", "reference_seeds", "eval_seeds", "imitation_steps",
-                "imitation_learning_rate", "samples_per_graph", "eval_every",
-                "test_filter_pct", "num_eval_graphs", "log_every", "reward", "finetune_from",
-                "standin_seconds", "measure_repeats", "policy.placement_bins",
-                "policy.priority_bins", "policy.initial_steer")
 _DATASET = flags.DEFINE_string(
     "dataset", None, "Training graphs: 'synthetic' (REGAL's generator), a built dataset folder "
     "(python -m regal_datasets.build --out DIR) or a folder of graph files in any supported format, "
@@ -79,16 +71,15 @@ def main(argv: Sequence[str]) -> None:
   config = _CONFIG.value
   if _DATASET.value is not None:
     config.dataset = _DATASET.value
-  if config.learner not in LEARNERS:
-    raise errors.ConfigError(f"unknown config.learner {config.learner!r}; known: "
-                             f"{', '.join(LEARNERS)}")
+  from regal.learning import registries  # Light: the records load without JAX.
+  learner = registries.LEARNERS.get(config.learner)  # Unknown: one line naming the known.
   if config.reward == "measured":
     from regal.scoring import parallel
     parallel.use_host_devices(config.num_devices)  # Before JAX starts.
   train_lib.check_config(config)  # A value that cannot run is said before a flag it ignores.
   given = {arg[len("--config."):].split("=")[0] for arg in sys.argv[1:]
            if arg.startswith("--config.")}
-  unused = MUTANTS_ONLY if config.learner == "prior" else ("prior",)
+  unused = learner.ignores
   for name in sorted(given):
     if name in unused or name.split(".")[0] in unused:
       raise errors.ConfigError(f"--config.{name} would do nothing here: config.learner is "
@@ -100,13 +91,7 @@ def main(argv: Sequence[str]) -> None:
     import logging as std_logging
 
     cli.init_ray(address=_RAY_ADDRESS.value, logging_level=std_logging.ERROR)
-  if config.learner == "prior":
-    from regal.learning import prior_train
-    report = prior_train.train_and_evaluate(config, _WORKDIR.value)
-    print(report["verdict"])
-  else:
-    report = train_lib.train_and_evaluate(config, _WORKDIR.value)
-    print(train_lib.verdict(report, config.eval_seeds))
+  print(learner.train(config, _WORKDIR.value))
   print(f"report: {os.path.join(_WORKDIR.value, 'report.json')}")
 
 

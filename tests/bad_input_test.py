@@ -598,7 +598,8 @@ TRAIN_IMPORT_CASES = [
     # `--config.learner` once per interpreter: ml_collections defines an override's flag when
     # it first parses it (the batched cases above hold one already).
     ("unknown_learner", [f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
-                         "--config.learner=nope"], 2, "unknown config.learner 'nope'"),
+                         "--config.learner=nope"], 2,
+     "unknown learner 'nope'; known: prior, mutants"),
     ("prior_setting_with_the_mutant_learner", [
         f"--config={REPO_ROOT}/regal/learning/configs/default.py:test",
         "--config.learner=mutants", "--config.prior.steps=3"], 2,

@@ -110,6 +110,10 @@ def test_the_optimizer_checks_its_flags_before_the_libraries_load():
   from regal.app import choices, methods, pipeline_lib
   from regal.doppler_policy import method as doppler_method
   from regal.scoring import decoders, performance
+  # Each registry's declared names are its records' (loading them checks it, name by name).
+  for registry in (choices.MODEL_REGISTRY, choices.DECODER_REGISTRY, choices.METHOD_REGISTRY,
+                   choices.SPLIT_METHOD_REGISTRY, choices.PRIOR_REGISTRY):
+    assert [record.name for record in registry.values()] == list(registry.names())
   assert choices.MODELS == tuple(performance.MODELS)
   assert choices.SPLIT_MODEL == pipeline_lib.MODEL
   assert choices.OBJECTIVES == tuple(performance.OBJECTIVES)
@@ -122,5 +126,4 @@ def test_the_optimizer_checks_its_flags_before_the_libraries_load():
                                                   tuple(methods.DEFAULT_ARMS))
   assert choices.MAX_DOPPLER_SAMPLES == doppler_method.MAX_SAMPLES
   assert choices.MAX_EVALS == methods.MAX_EVALS
-  from regal.search import guides
-  assert choices.PRIORS == tuple(guides.PRIORS)
+  assert choices.PRIORS == ("none", "bottom_level", "group_island")

@@ -36,7 +36,7 @@ def mirror():
           lambda c: _mirror(c, problem.layout))(chromosomes),
       shardable=True))
   yield decoder
-  decoders._REGISTRY.pop(decoder.name)
+  decoders.unregister(decoder.name)
 
 
 def test_a_registered_decoder_reads_the_search_and_its_answer_is_re_encoded(mirror):

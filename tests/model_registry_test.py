@@ -63,7 +63,7 @@ def hop_model():
       "hop_delay_test", "the delay model with a constant latency per crossing edge",
       reference=hop_delay, native=hop_delay_host))
   yield model
-  models._REGISTRY.pop(model.name)
+  models.unregister(model.name)
 
 
 @pytest.fixture(scope="module")

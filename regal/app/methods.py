@@ -14,15 +14,15 @@ from typing import Any, Callable
 import numpy as np
 
 from regal_datasets import errors
-from regal_datasets.registry import Registry
 from regal import baselines
-from regal.app import choices
+from regal.app import choices, registries
 from regal.baselines import data_parallel, heuristics
 from regal.doppler_policy import options as doppler_options
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import decoders, models, performance
 from regal.search import brkga_presets, brkga_search, guides, portfolio, schedule_polish
 from regal.search import progress as search_progress
+from regal.search import registries as search_registries
 
 # A record names its implementation; what only some methods run (Doppler's policy, the learned
 # guides, CP-SAT, the profiled workloads' splits) loads when one of them runs.
@@ -81,7 +81,7 @@ class RunConfig:
   # BRKGA's guides and settings.
   arms: tuple[str, ...] = DEFAULT_ARMS
   policy_dir: str | None = None
-  prior: str = "none"  # A parameter-free prior over fresh keys (`guides.PRIORS`).
+  prior: str = "none"  # A parameter-free prior over fresh keys (`search.registries.PRIORS`).
   brkga_preset: str = brkga_presets.DEFAULT
   decoder: str | None = None
   compare_unguided: bool = False
@@ -113,12 +113,11 @@ class RunConfig:
     if unknown or not self.arms:
       raise errors.ConfigError(f"unknown seed arm(s) {unknown or self.arms}; known: "
                                f"{', '.join(ARMS)}")
-    if self.measured is not None and (self.method != "doppler" or self.coarsen_spec != "off"):
+    if self.measured is not None and ("reward" not in get(self.method).reads
+                                      or self.coarsen_spec != "off"):
       raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "
                                "--method doppler and without --coarsen")
-    if self.prior not in guides.PRIORS:
-      raise errors.ConfigError(f"unknown prior {self.prior!r}; known: "
-                               f"{', '.join(guides.PRIORS)}")
+    search_registries.PRIORS.get(self.prior)  # An unknown prior: one line naming the known.
     if self.exact_solver not in ("auto", "off"):
       raise errors.ConfigError(f"exact_solver must be auto or off, got {self.exact_solver!r}")
     from regal.app import sharding  # Local: sharding builds on the baselines.
@@ -152,7 +151,10 @@ class Method:
   it ignores is refused). A baseline also has `solve(problem, evals, seed, time_limit)`, what
   `run_method` calls without a run's config; `makespan_only`: it plans the makespan alone
   (the memory objectives are refused). `split(workload, config, deadline)` splits a profiled
-  workload for the `split_objectives` it models."""
+  workload for the `split_objectives` it models. `refines_coarsened`: on a coarsened graph
+  its answer is climbed on the original one (a search's multilevel refinement);
+  `shards_by_batch`: it splits an imported graph itself, each op on its batch (one shard per
+  device unless `--shard K`), where other methods split only with `--shard`."""
   name: str
   run: Callable[[performance.Problem, RunConfig, int, performance.ReferenceScores],
                 baselines.MethodResult] | None
@@ -161,6 +163,8 @@ class Method:
   makespan_only: bool = False
   split: Callable[[Any, Any, float], tuple[np.ndarray, dict]] | None = None
   split_objectives: tuple[str, ...] = SPLIT_OBJECTIVES
+  refines_coarsened: bool = False
+  shards_by_batch: bool = False
 
 
 def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
@@ -177,8 +181,9 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   chain = seed_guides(config.arms, config.doppler)
   if data_parallel.is_sharded(problem.graph):
     chain.append(guides.AlignedShards())
-  if guides.PRIORS[config.prior] is not None:
-    chain.append(guides.PRIORS[config.prior](evals))
+  prior = search_registries.PRIORS.get(config.prior).make(evals)
+  if prior is not None:
+    chain.append(prior)
   if policy_dir:
     from regal.learning import shipped, trained_guide
     policy_dir = shipped.resolve(policy_dir, problem.model, problem.devices.num_devices,
@@ -332,6 +337,34 @@ def _split(name: str, split, reads: frozenset[str] = frozenset()) -> Method:
   return Method(name, None, reads, split=split)
 
 
+def register(method: Method) -> Method:
+  """`RunConfig(method=name)` and `optimize_lib.run` run it from then on (or
+  `pipeline_lib.run`, for a method that splits): in `registries.METHODS` where it takes a
+  graph (`run`), in `registries.SPLIT_METHODS` where it splits (`split`)."""
+  for registry, takes in ((registries.METHODS, method.run), (registries.SPLIT_METHODS,
+                                                             method.split)):
+    if takes is not None:
+      registry.register(method)
+  return method
+
+
+def unregister(name: str) -> Method:
+  """Takes a method out (a test's toy, once it is done)."""
+  found = [registry.unregister(name) for registry in (registries.METHODS,
+                                                      registries.SPLIT_METHODS)
+           if name in registry]
+  return found[0]
+
+
+def get(name: str) -> Method:
+  """Method `name`, of either kind (an unknown one: one line naming them all)."""
+  for registry in (registries.METHODS, registries.SPLIT_METHODS):
+    if name in registry:
+      return registry.get(name)
+  known = dict.fromkeys(schedule_names() + split_names())
+  raise errors.ConfigError(f"unknown method {name!r}; known: {', '.join(known)}")
+
+
 # The one method registry: each method and the options it reads besides the problem
 # (flag names); `regal.optimize` refuses a flag nothing in the run would read
 # (`optimize_cli.readers`: these records, and what the other flags switch on, such as the
@@ -343,10 +376,9 @@ _SOLVER = frozenset({"time_limit", "seed"})
 _BRKGA_OPTIONS = frozenset({"time_limit", "seed_arms", "brkga_preset", "policy", "prior",
                             "decoder"})
 _DOPPLER_OPTIONS = frozenset({"doppler_checkpoint", "doppler_save", "reward"})
-_REGISTRY: Registry[Method] = Registry("method")
 B = baselines  # Each baseline's module loads when its method runs (`baselines.__getattr__`).
 for _method in (
-    Method("brkga", _run_brkga, _BATCHED | _BRKGA_OPTIONS),
+    Method("brkga", _run_brkga, _BATCHED | _BRKGA_OPTIONS, refines_coarsened=True),
     Method("doppler", _run_doppler, _BATCHED | _DOPPLER_OPTIONS),
     _baseline("critical_path", lambda p, evals, seed, limit: B.list_scheduling.critical_path(p)),
     _baseline("critical_path_doppler",
@@ -365,28 +397,17 @@ for _method in (
               makespan_only=True, split=_splitter("cpsat"), split_objectives=("throughput",)),
     _baseline("quickp", lambda p, evals, seed, limit: B.exact.quickp(p, limit, seed=seed),
               _SOLVER, makespan_only=True),
-    _baseline("data_parallel", lambda p, evals, seed, limit: B.data_parallel.data_parallel(p)),
+    _baseline("data_parallel", lambda p, evals, seed, limit: B.data_parallel.data_parallel(p),
+              shards_by_batch=True),
     # A profiled workload's split (`--objective throughput`, `--model blocks`); cpsat above.
     _split("search", _splitter("search"), frozenset({"evals", "seed", "time_limit"})),
     _split("pipedream", _splitter("pipedream")),
     _split("contiguous_dp", _splitter("contiguous_dp")),
     _split("one_accelerator", _splitter("one_accelerator")),
 ):
-  _REGISTRY.register(_method)
-# `register(method)`: `RunConfig(method=name)` and `optimize_lib.run` run it from then on
-# (or `pipeline_lib.run`, for a method that splits).
-register = _REGISTRY.register
-get = _REGISTRY.get
-
-
-def schedule_names() -> tuple[str, ...]:
-  """The methods of a schedule problem (`regal.optimize --method` on a graph)."""
-  return tuple(name for name, method in _REGISTRY.items() if method.run is not None)
-
-
-def split_names() -> tuple[str, ...]:
-  """The methods that split a profiled workload."""
-  return tuple(name for name, method in _REGISTRY.items() if method.split is not None)
+  register(_method)
+schedule_names = registries.METHODS.names  # `regal.optimize --method` on a graph.
+split_names = registries.SPLIT_METHODS.names  # On a profiled workload.
 
 
 METHODS = schedule_names()  # The built-in schedule methods.
@@ -408,8 +429,8 @@ def get_split(name: str, objective: str) -> Method:
   from regal.baselines import pipeline_methods
   pipeline_methods.check_objective(objective)
   how = "--objective throughput" if objective == "throughput" else "--model blocks"
-  method = _REGISTRY.get(name) if name in _REGISTRY else None
-  if method is None or method.split is None:
+  method = registries.SPLIT_METHODS.get(name) if name in registries.SPLIT_METHODS else None
+  if method is None:
     raise errors.ConfigError(f"{how} takes --method {', '.join(split_names())}; got {name!r}")
   if objective not in method.split_objectives:
     raise errors.ConfigError(f"--method {name} models the pipeline max-load only (--objective "

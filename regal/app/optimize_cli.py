@@ -56,7 +56,8 @@ class Reader:
 def readers() -> list[Reader]:
   """Every reader of an option: each schedule method (its record's `reads`), then what the
   other flags switch on."""
-  brkga = lambda: FLAGS.method == "brkga"  # noqa: E731
+  # The guided search (what reads a search preset: brkga) switches the readers below on.
+  brkga = lambda: "brkga_preset" in methods.get(FLAGS.method).reads  # noqa: E731
   execute = lambda: FLAGS.execute or FLAGS.reward == "measured"  # noqa: E731
   found = [Reader(f"--method {name}", methods.get(name).reads,
                   lambda name=name: FLAGS.method == name) for name in methods.schedule_names()]
@@ -202,7 +203,8 @@ def run(inputs: optimize_inputs.Inputs, flag_groups) -> None:
   if on_devices:
     from regal.execute import choose_program, executor
     device_list = executor.available_devices(devices.num_devices)
-    if FLAGS.reward == "measured" or FLAGS.shard == "off" and FLAGS.method != "data_parallel":
+    if FLAGS.reward == "measured" or (FLAGS.shard == "off"
+                                      and not methods.get(FLAGS.method).shards_by_batch):
       program = choose_program.program_for(graph, seed=FLAGS.seed)
     if FLAGS.reward == "measured":
       from regal.execute.measured import MeasuredReward

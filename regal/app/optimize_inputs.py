@@ -22,7 +22,8 @@ from regal_datasets import io as graph_io
 from regal_datasets.devices import DeviceSpec
 from regal_datasets.graph import Graph
 from regal.app import choices
-from regal.learning import checkpoint, shipped
+from regal.learning import checkpoint, learners, shipped
+from regal.learning import registries as learner_registries
 
 FLAGS = flags.FLAGS
 # A profiled workload's split: `--objective throughput` or `--model blocks`.
@@ -83,12 +84,13 @@ def check_policy(devices: DeviceSpec) -> None:
     return
   FLAGS.policy = shipped.resolve(FLAGS.policy, FLAGS.model, devices.num_devices,
                                  FLAGS.objective)
-  found = [path for path in (os.path.join(FLAGS.policy, checkpoint.PRIOR_FILE),
-                             checkpoint.in_workdir(FLAGS.policy)) if os.path.exists(path)]
-  if not found:
-    raise errors.ConfigError(f"no trained policy in {FLAGS.policy} (neither "
-                             f"{checkpoint.PRIOR_FILE} nor {checkpoint.WORKDIR_FILE})")
-  checkpoint.check_trained_for(checkpoint.read_meta(found[0]), FLAGS.policy, FLAGS.model,
+  found = learners.trained_in(FLAGS.policy)
+  if found is None:
+    files = dict.fromkeys(learner.policy_file for learner in learner_registries.LEARNERS.values()
+                          if learner.policy_file)
+    raise errors.ConfigError(f"no trained policy in {FLAGS.policy} (none of "
+                             f"{', '.join(files)})")
+  checkpoint.check_trained_for(checkpoint.read_meta(found[1]), FLAGS.policy, FLAGS.model,
                                devices, FLAGS.objective)
 
 

@@ -25,7 +25,8 @@ from regal.app import result as result_lib
 from regal.app import report as report_lib
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import bounds, performance
-from regal.search import compile_clock, guides
+from regal.search import compile_clock
+from regal.search import registries as search_registries
 
 
 
@@ -78,12 +79,14 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   coarsen_spec = config.coarsen_spec
   model, objective, memory_limit = config.model, config.objective, config.memory_limit
   # Split (--shard, data parallelism) and cost (a preset's roofline) before anything else.
-  planned = sharding.plan(graph, devices, config.shard, method, model, objective, memory_limit)
+  planned = sharding.plan(graph, devices, config.shard, method, model, objective, memory_limit,
+                          shards_by_batch=methods.get(method).shards_by_batch)
   graph, devices = planned.graph, planned.devices
   if devices.num_devices > graph.num_ops:
     raise errors.ConfigError(f"graph {graph.name!r}: {devices.num_devices} devices for "
                              f"{graph.num_ops} ops: at most {graph.num_ops} devices can be used")
-  if config.prior in guides.NEEDS_LINK_GROUPS and devices_lib.link_groups(devices).max() == 0:
+  if (search_registries.PRIORS.get(config.prior).needs_link_groups
+      and devices_lib.link_groups(devices).max() == 0):
     raise errors.ConfigError(f"--prior {config.prior} splits the ops among link groups, but "
                              f"these {devices.num_devices} devices form one (give a device "
                              f"spec with groups, e.g. --device_preset nvlink_two_groups)")
@@ -134,7 +137,7 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
                       "coarse_ops": coarsening.num_groups,
                       "coarse_tensors": solved.graph.num_tensors,
                       "coarse_objective": float(coarse_objective), "seconds": coarsen_seconds}
-    if method == "brkga":
+    if methods.get(method).refines_coarsened:
       deadline = np.inf if time_limit is None else start + time_limit
       candidates, coarse_details["refinement"] = _refine(problem, candidates, method, seed,
                                                          deadline)

@@ -165,16 +165,18 @@ def _shard_counts(devices: DeviceSpec) -> list[int]:
 
 
 def plan(graph: Graph, devices: DeviceSpec, shard: str | int, method: str, model: str = "wc",
-         objective: str = "runtime", memory_limit: float | None = None) -> Plan:
-  """What the run places (the module doc)."""
+         objective: str = "runtime", memory_limit: float | None = None,
+         shards_by_batch: bool = False) -> Plan:
+  """What the run places (the module doc); `shards_by_batch`: the method splits the graph
+  itself, each op on its batch (its record's field, `methods.Method.shards_by_batch`)."""
   shard = parse(shard)
-  if shard == "off" and method != "data_parallel":
+  if shard == "off" and not shards_by_batch:
     original, original_devices = accelerators.recost(graph, devices)
     return Plan(original, original_devices, original, original_devices, None)
   shard_imported.candidates(graph, 2)  # Refuses a graph without op shapes, in one line.
   original, original_devices = accelerators.recost(
       shard_imported.without_resident_costs(graph), devices)
-  if method == "data_parallel":  # Its own choice ("auto", or no --shard): one per device.
+  if shards_by_batch:  # Its own choice ("auto", or no --shard): one per device.
     shards = devices.num_devices if shard in ("off", "auto") else shard
     shard_imported.check_shards(graph, shards)
     candidates = [(shards, "batch")]
@@ -195,8 +197,8 @@ def plan(graph: Graph, devices: DeviceSpec, shard: str | int, method: str, model
     else:
       choice = choice_for(graph, shards, strategy, devices)
       if not any(label is not None for label in choice):
-        if method == "data_parallel":
-          raise errors.ConfigError(f"--method data_parallel: no op of graph {graph.name!r} "
+        if shards_by_batch:
+          raise errors.ConfigError(f"--method {method}: no op of graph {graph.name!r} "
                                    f"has a batch dimension that {shards} divides")
         continue
       split, split_devices = accelerators.recost(shard_imported.shard(graph, shards, choice),
@@ -209,7 +211,7 @@ def plan(graph: Graph, devices: DeviceSpec, shard: str | int, method: str, model
     if best is None or value < best[0] * (1 - 1e-9):
       best = (value, split, split_devices, row)
   _, graph_out, devices_out, row = best
-  details = {"mode": "data_parallel" if method == "data_parallel" else shard,
+  details = {"mode": method if shards_by_batch else shard,
              "chosen": {"shards": row["shards"], "strategy": row["strategy"]},
              "candidates": measured, "source_ops": graph.num_ops, "ops": graph_out.num_ops,
              "resident_reads": graph_out.metadata.get("sharding", {}).get("resident_reads", 0)}

@@ -22,7 +22,7 @@ import numpy as np
 
 from regal_datasets.registry import Registry
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import consumer_transfers
+from regal.scoring import consumer_transfers, registries
 from regal.scoring.model_record import Model
 
 Decoded = chromosome_lib.Decoded
@@ -53,8 +53,9 @@ class Decoder:
                         HostDecode] | None = None
 
 
-_REGISTRY: Registry[Decoder] = Registry("decoder")
+_REGISTRY: Registry[Decoder] = registries.DECODERS  # Built-in names declared there.
 register = _REGISTRY.register  # Adds a decoder (a name once).
+unregister = _REGISTRY.unregister  # Takes one out (a test's toy).
 get = _REGISTRY.get  # A decoder by name (an unknown one: one line naming the known ones).
 names = _REGISTRY.names
 

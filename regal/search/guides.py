@@ -36,6 +36,7 @@ from regal.scoring import performance
 from regal.search import brkga_presets
 from regal.search import brkga_search
 from regal.search import progress as search_progress
+from regal.search import registries
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,20 +295,30 @@ class BottomLevelPrior:
                                prior_spread=np.full(layout.size, self.spread, np.float32))
 
 
-# `regal.optimize --prior`: name -> the guide for a run of `evals` evaluations (None: none).
-PRIORS: dict[str, Callable[[int], Guide] | None] = {
-    "none": None,
-    "bottom_level": lambda evals: BottomLevelPrior(),
-    "group_island": lambda evals: GroupIsland(evals),
-}
-NEEDS_LINK_GROUPS = ("group_island",)  # Priors that do nothing on devices in one link group.
+@dataclasses.dataclass(frozen=True)
+class Prior:
+  """A parameter-free prior (`regal.optimize --prior NAME`): `make(evals)` is its guide for a
+  run of `evals` evaluations (None: no guide); `needs_link_groups`: it does nothing on devices
+  in one link group (the run refuses it there)."""
+  name: str
+  make: Callable[[int], Guide | None]
+  needs_link_groups: bool = False
 
 
-def register_prior(name: str, make: Callable[[int], Guide]) -> None:
-  """Adds a parameter-free prior: `make(evals)` is its guide (`RunConfig(prior=name)`)."""
-  if name in PRIORS:
-    raise ValueError(f"prior {name!r} is registered already")
-  PRIORS[name] = make
+def register_prior(name: str, make: Callable[[int], Guide],
+                   needs_link_groups: bool = False) -> Prior:
+  """Adds a parameter-free prior: `make(evals)` is its guide (`RunConfig(prior=name)`,
+  `regal.optimize --prior name`)."""
+  return registries.PRIORS.register(Prior(name, make, needs_link_groups))
+
+
+def unregister_prior(name: str) -> Prior:
+  return registries.PRIORS.unregister(name)
+
+
+register_prior("none", lambda evals: None)
+register_prior("bottom_level", lambda evals: BottomLevelPrior())
+register_prior("group_island", lambda evals: GroupIsland(evals), needs_link_groups=True)
 
 
 def arm_of(seed_name: str) -> str:
