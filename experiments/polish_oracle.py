@@ -102,8 +102,9 @@ def _windows_on(native, placement: np.ndarray, order: np.ndarray, moved: np.ndar
   for op in moved[np.argsort(start[moved], kind="stable")].tolist():
     by_start = order[np.argsort(start[order], kind="stable")]
     free = window_solve.window(by_start, op, schedule_polish.WINDOW_OPS)
-    resolved = window_solve.resolve(native, placement, by_start, start, end, free,
-                                    seconds, seed, compact=compact)
+    resolved = window_solve.resolve(
+        native, window_solve.Incumbent(placement, by_start, start, end), free, seconds, seed,
+        compact=compact)
     if resolved is not None:
       new_makespan, new_start, new_end = schedule_polish.score(native, resolved[0],
                                                                resolved[1])

@@ -224,7 +224,8 @@ def test_a_window_resolve_repairs_misplaced_ops_inside_it():
   makespan, start, end = schedule_polish.score(native, placement, order)
   assert makespan > instance.optimum
   by_start = order[np.argsort(start[order], kind="stable")]
-  resolved = window_solve.resolve(native, placement, by_start, start, end, free, 5.0)
+  incumbent = window_solve.Incumbent(placement, by_start, start, end)
+  resolved = window_solve.resolve(native, incumbent, free, 5.0)
   assert resolved is not None
   new_placement, new_order, planned = resolved
   assert _topological(instance.graph(), new_order)
@@ -247,8 +248,8 @@ def test_a_two_device_resolve_keeps_every_other_op_and_its_ops_on_the_pair():
   assert makespan > instance.optimum
   by_start = order[np.argsort(start[order], kind="stable")]
   free = np.isin(placement, pair)
-  resolved = window_solve.resolve(native, placement, by_start, start, end, free, 10.0,
-                                  devices=pair)
+  incumbent = window_solve.Incumbent(placement, by_start, start, end)
+  resolved = window_solve.resolve(native, incumbent, free, 10.0, devices=pair)
   assert resolved is not None
   new_placement, new_order, planned = resolved
   assert _topological(instance.graph(), new_order)
@@ -301,8 +302,8 @@ def test_a_compact_resolve_is_better_by_makespan_then_sum_of_ends():
     makespan, start, end = schedule_polish.score(native, placement, order)
     by_start = order[np.argsort(start[order], kind="stable")]
     free = window_solve.window(by_start, int(centre), 12)
-    resolved = window_solve.resolve(native, placement, by_start, start, end, free, 5.0,
-                                    compact=True)
+    incumbent = window_solve.Incumbent(placement, by_start, start, end)
+    resolved = window_solve.resolve(native, incumbent, free, 5.0, compact=True)
     if resolved is None:
       continue
     found += 1
@@ -315,8 +316,8 @@ def test_a_compact_resolve_is_better_by_makespan_then_sum_of_ends():
   _, _, native, order = _certificate(80, 4, 1.0, seed=2)  # The optimum: the sum alone may fall.
   makespan, start, end = schedule_polish.score(native, instance.placement, order)
   free = window_solve.window(order, int(order[30]), 12)
-  resolved = window_solve.resolve(native, instance.placement, order, start, end, free, 5.0,
-                                  compact=True)
+  incumbent = window_solve.Incumbent(instance.placement, order, start, end)
+  resolved = window_solve.resolve(native, incumbent, free, 5.0, compact=True)
   if resolved is not None:
     new_makespan, _, new_end = schedule_polish.score(native, resolved[0], resolved[1])
     assert new_makespan == makespan and new_end.sum() < end.sum()
@@ -330,7 +331,8 @@ def test_a_window_at_the_optimum_finds_nothing_better():
   makespan, start, end = schedule_polish.score(native, instance.placement, order)
   assert makespan == instance.optimum
   free = window_solve.window(order, int(order[40]), 30)
-  assert window_solve.resolve(native, instance.placement, order, start, end, free, 5.0) is None
+  incumbent = window_solve.Incumbent(instance.placement, order, start, end)
+  assert window_solve.resolve(native, incumbent, free, 5.0) is None
 
 
 def test_the_window_move_applies_only_to_integer_times_on_alike_links():

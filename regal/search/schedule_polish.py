@@ -432,8 +432,8 @@ def _exact_move(graph: NativeDelayGraph, best, rng: np.random.Generator, deadlin
   critical = _critical_of(graph, order, placement, start, end, makespan)
   by_start = order[np.argsort(start[order], kind="stable")]
   free, devices = choose(graph, placement, critical, by_start, rng)
-  resolved = window_solve.resolve(graph, placement, by_start, start, end, free, seconds, seed,
-                                  devices=devices, compact=exact.compact)
+  resolved = window_solve.resolve(graph, window_solve.Incumbent(placement, by_start, start, end),
+                                  free, seconds, seed, devices=devices, compact=exact.compact)
   return _if_better(graph, resolved, makespan, end, exact.compact)
 
 

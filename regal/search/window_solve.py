@@ -15,6 +15,8 @@ does not call it.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from regal.baselines import cpsat_solve
@@ -48,19 +50,28 @@ def window(order: np.ndarray, centre: int, size: int) -> np.ndarray:
   return mask
 
 
-def resolve(graph: NativeDelayGraph, placement: np.ndarray, order: np.ndarray,
-            start: np.ndarray, end: np.ndarray, free: np.ndarray, time_limit: float,
+class Incumbent(NamedTuple):
+  """The schedule a re-solve starts from: each op's device, the ops by start time (`order`
+  must list them by `start`), and the delay model's start and end times."""
+  placement: np.ndarray
+  order: np.ndarray
+  start: np.ndarray
+  end: np.ndarray
+
+
+def resolve(graph: NativeDelayGraph, incumbent: Incumbent, free: np.ndarray, time_limit: float,
             seed: int = 0, devices: np.ndarray | None = None, compact: bool = False
             ) -> tuple[np.ndarray, np.ndarray, int] | None:
   """The ops of `free` (a mask over ops) re-solved: (placement, order by planned start,
   planned makespan: the delay model runs it no later), or None when CP-SAT found nothing
   better than the incumbent within `time_limit` seconds. The free ops choose among `devices`
-  (default: all) and their times; the ops before the first free one in `order` keep their
-  times; every other op keeps its device and its place in its device's sequence. `order` must
-  list the ops by `start` (the incumbent's times, `end` its ends). With `compact`, better means
-  (makespan, sum of op ends) lexicographically lower, as the insertion descent ranks schedules:
-  one repair among several defects that each hold the makespan then counts."""
+  (default: all) and their times; the ops before the first free one in the incumbent's order
+  keep their times; every other op keeps its device and its place in its device's sequence.
+  With `compact`, better means (makespan, sum of op ends) lexicographically lower, as the
+  insertion descent ranks schedules: one repair among several defects that each hold the
+  makespan then counts."""
   from ortools.sat.python import cp_model  # Only the solvers need OR-Tools.
+  placement, order, start, end = incumbent
   num_ops, num_devices = graph.num_ops, graph.num_devices
   choices = (np.arange(num_devices) if devices is None
              else np.asarray(devices, np.int64)).tolist()
