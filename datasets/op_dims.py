@@ -335,12 +335,54 @@ def from_onnx_node(node, in_shapes: list[Shape | None], out_shapes: list[Shape],
   if op == "Reshape":
     dims = reshape_dims(ins[0], out)
     return dataclasses.replace(dims, inputs=dims.inputs + ((None,) * len(ins[1]),))
+  if op == "Gather" and len(ins) == 2 and ins[0]:
+    return _onnx_gather(ins, out, attribute(node, "axis", 0) % len(ins[0]))
+  if op == "Conv" and len(ins[0]) >= 3 and len(ins[1]) == len(ins[0]) and len(out) == len(ins[0]):
+    return _onnx_conv(ins, out, attribute(node, "group", 1))
   if op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin") and len(ins) == 1:
     axes = attribute(node, "axes", list(range(len(ins[0]))))
     keep = bool(attribute(node, "keepdims", 1))
     combine = {"ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}.get(op)
     return reduce_dims(ins[0], out, tuple(a % len(ins[0]) for a in axes), combine, keep)
   return None
+
+
+def _onnx_gather(ins: list[Shape], out: Shape, axis: int) -> OpDims | None:
+  """Gather (an embedding's lookup: table [V, H], ids [B, S] -> [B, S, H]): the indices' axes
+  and the data's other axes follow the output's; the gathered axis stays whole (split, each
+  part would need a masked lookup and a sum)."""
+  data, indices = ins
+  if len(out) != len(data) - 1 + len(indices):
+    return None
+  labels = _Labels([out])
+  out_labels = labels.outputs[0]
+  data_axes: list[int | None] = [
+      out_labels[i] if i < axis else None if i == axis else out_labels[i + len(indices) - 1]
+      for i in range(len(data))]
+  index_axes: list[int | None] = [out_labels[axis + j] for j in range(len(indices))]
+  return labels.done([data_axes, index_axes])
+
+
+def _onnx_conv(ins: list[Shape], out: Shape, group: int) -> OpDims:
+  """Conv (X [N, C, spatial...], W [M, C / group, kernel...], bias [M]): the batch maps;
+  without groups the output channels follow W's first axis and the input channels are summed;
+  spatial axes stay whole (they would need halos), as `_conv_dims` for JAX."""
+  labels = _Labels([out])
+  out_labels = labels.outputs[0]
+  x: list[int | None] = [None] * len(ins[0])
+  w: list[int | None] = [None] * len(ins[1])
+  x[0] = out_labels[0]
+  operands = [x, w]
+  if group == 1:
+    w[0] = out_labels[1]
+    label = labels.fresh(ins[0][1])
+    x[1] = w[1] = label
+    labels.combine[label] = "sum"
+  if len(ins) > 2:
+    operands.append([out_labels[1] if group == 1 else None])
+  mapped = {label for axes in operands for label in axes if label is not None}
+  labels.fixed(*[label for label in out_labels if label not in mapped])
+  return labels.done(operands)
 
 
 def einsum_dims(equation: str, ins: list[Shape], out: Shape) -> OpDims | None:

@@ -225,3 +225,60 @@ def test_a_folder_of_graphs_includes_its_onnx_files(tmp_path):
   (tmp_path / "optima.csv").write_text("name,optimum\n")
   assert [p.rsplit("/", 1)[-1] for p in graph_io.graph_files(str(tmp_path))] == [
       "mlp.onnx", "tiny.json"]
+
+
+def _embedding_model(batch=4, seq=6, vocab=50, hidden=8) -> onnx.ModelProto:
+  """A token embedding as torch exports it (Gather on the table by int64 ids), then a layer."""
+  nodes = [helper.make_node("Gather", ["table", "ids"], ["embedded"], axis=0, name="embed"),
+           helper.make_node("MatMul", ["embedded", "w"], ["h"], name="fc"),
+           helper.make_node("Relu", ["h"], ["y"], name="relu")]
+  graph = helper.make_graph(
+      nodes, "embedding", [helper.make_tensor_value_info("ids", TensorProto.INT64,
+                                                         [batch, seq])],
+      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, hidden])],
+      [_weight("table", vocab, hidden), _weight("w", hidden, hidden)])
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _conv_net(batch=4) -> onnx.ModelProto:
+  """Two convolutions (the second grouped), a global average pool, a classifier."""
+  nodes = [helper.make_node("Conv", ["x", "k1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+           helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+           helper.make_node("Conv", ["r1", "k2"], ["c2"], group=2, name="conv2"),
+           helper.make_node("ReduceMean", ["c2"], ["pooled"], axes=[2, 3], keepdims=0,
+                            name="pool"),
+           helper.make_node("MatMul", ["pooled", "w"], ["y"], name="classifier")]
+  graph = helper.make_graph(
+      nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
+      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])],
+      [_weight("k1", 6, 3, 3, 3), _weight("b1", 6), _weight("k2", 4, 3, 3, 3),
+       _weight("w", 4, 5)])
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("model", [_embedding_model, _conv_net])
+def test_embeddings_and_convolutions_split_on_the_batch(model):
+  """Gather (an embedding) and Conv carry the batch from their data input to their output, so
+  data parallelism splits every op with FLOPs, each shard's FLOPs adding to the whole."""
+  from regal_datasets import op_dims, shard_imported
+  graph = onnx_import.from_model(model(), "model")
+  batch_labels = op_dims.batch_labels(graph)
+  assert op_dims.label_flops_share(graph, batch_labels) == 1.0
+  choice = shard_imported.data_parallel_choice(graph, 2)
+  computing = [op for op, flops in enumerate(graph.metadata["op_flops"]) if flops > 0]
+  assert all(choice[op] is not None for op in computing)
+  split = shard_imported.shard(graph, 2, choice)
+  assert sum(split.metadata["op_flops"]) == pytest.approx(graph.metadata["total_flops"])
+
+
+def test_a_convolution_splits_its_output_channels_and_sums_its_input_channels():
+  from regal_datasets import op_dims
+  graph = onnx_import.from_model(_conv_net(), "cnn")
+  dims = op_dims.graph_dims(graph)
+  conv1, conv2 = (dims[graph.op_names.index(name)] for name in ("conv1", "conv2"))
+  x, kernel, bias = conv1.inputs
+  out = conv1.outputs[0]
+  assert (x[0], kernel[0], bias[0]) == (out[0], out[1], out[1])
+  assert x[1] == kernel[1] and conv1.combine == {x[1]: "sum"}
+  assert set(conv1.splittable()) == {out[0], out[1], x[1]}  # Not the spatial axes.
+  assert set(conv2.splittable()) == {conv2.outputs[0][0]}  # Grouped: the batch alone.
