@@ -1,6 +1,7 @@
 """An ONNX model as a computation graph (issue 70: a user's own model, from PyTorch or anywhere).
 
-`load(path)` reads the model with the `onnx` package, runs its shape inference, and turns:
+`load(path)` checks the model with the `onnx` package and runs its shape inference on the file
+(models past protobuf's 2 GB included; weights are never read), and turns:
 
 * every graph input that is not an initializer into an op of type "input" (cost 0);
 * every initializer (a weight) into an op of type "param" (cost 0) whose one tensor is the
@@ -138,24 +139,38 @@ def _static_shapes(model) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
   return shapes, item_bytes
 
 
+def _brief(error: Exception, width: int = 200) -> str:
+  return " ".join(str(error).split())[:width]
+
+
 def from_model(model, name: str = "onnx_model",
                flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE) -> Graph:
-  """The graph of an `onnx.ModelProto` (the module doc)."""
+  """The graph of an `onnx.ModelProto` held in memory (the module doc; under 2 GB, protobuf's
+  limit: `load` reads larger files from their path)."""
   import onnx
-  if not flops_per_byte > 0:
-    raise errors.ConfigError(f"flops_per_byte must be positive, got {flops_per_byte}")
+  _check_flops_per_byte(flops_per_byte)
   try:
     onnx.checker.check_model(model)
   except Exception as error:  # pylint: disable=broad-except  # onnx raises its own kinds.
-    raise errors.FormatError(f"ONNX model {name!r} is not valid: "
-                             f"{' '.join(str(error).split())[:200]}") from None
+    raise errors.FormatError(f"ONNX model {name!r} is not valid: {_brief(error)}") from None
   try:
     # data_prop: shapes computed from shapes (torch's Shape -> Gather -> Concat -> Reshape of a
     # flatten) propagate, so a statically shaped export stays static.
     model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
   except Exception as error:  # pylint: disable=broad-except  # onnx raises its own kinds.
     raise errors.FormatError(f"ONNX model {name!r}: shape inference failed "
-                             f"({' '.join(str(error).split())[:200]})") from None
+                             f"({_brief(error)})") from None
+  return _graph(model, name, flops_per_byte)
+
+
+def _check_flops_per_byte(flops_per_byte: float) -> None:
+  if not flops_per_byte > 0:
+    raise errors.ConfigError(f"flops_per_byte must be positive, got {flops_per_byte}")
+
+
+def _graph(model, name: str, flops_per_byte: float) -> Graph:
+  """The graph of a checked model whose shapes were inferred (its weights need not be
+  loaded: their shapes and types are in the model)."""
   shapes, item_bytes = _static_shapes(model)
   builder = GraphBuilder(name)
   tensor_of: dict[str, int] = {}
@@ -222,19 +237,36 @@ def from_model(model, name: str = "onnx_model",
 
 
 def load(path: str, flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE) -> Graph:
-  """The graph of the ONNX file at `path`; one-line errors for a file that is not ONNX."""
+  """The graph of the ONNX file at `path`; one-line errors for a file that is not ONNX. The
+  check and the shape inference run on the file, as the `onnx` package does for models past
+  protobuf's 2 GB, and the weights are never read: a 7B model's external data stays on disk."""
+  import tempfile
+
   import onnx
   from google.protobuf.message import DecodeError
+  _check_flops_per_byte(flops_per_byte)
+  name = os.path.splitext(os.path.basename(path))[0]
+  if not os.path.isfile(path):
+    raise errors.FormatError(f"{path}: no such file")
   try:
-    model = onnx.load(path)
-  except FileNotFoundError:
-    raise errors.FormatError(f"{path}: no such file") from None
-  except onnx.checker.ValidationError as error:  # Its external data is missing or unreadable.
-    raise errors.FormatError(f"{path}: its weights cannot be read "
-                             f"({' '.join(str(error).split())[:160]})") from None
+    model = onnx.load(path, load_external_data=False)
   except (DecodeError, ValueError, RuntimeError, UnicodeDecodeError) as error:
-    raise errors.FormatError(f"{path}: not an ONNX model "
-                             f"({' '.join(str(error).split())[:120]})") from None
+    raise errors.FormatError(f"{path}: not an ONNX model ({_brief(error, 120)})") from None
   if not model.graph.node:
     raise errors.FormatError(f"{path}: not an ONNX model (no graph nodes)")
-  return from_model(model, os.path.splitext(os.path.basename(path))[0], flops_per_byte)
+  try:
+    onnx.checker.check_model(path)
+  except Exception as error:  # pylint: disable=broad-except  # onnx raises its own kinds.
+    external = "stored in" in str(error) or "external" in str(error).lower()
+    raise errors.FormatError(
+        f"{path}: its weights cannot be read ({_brief(error, 160)})" if external else
+        f"ONNX model {name!r} is not valid: {_brief(error)}") from None
+  with tempfile.TemporaryDirectory() as folder:
+    inferred = os.path.join(folder, "inferred.onnx")
+    try:
+      onnx.shape_inference.infer_shapes_path(path, inferred, strict_mode=True, data_prop=True)
+    except Exception as error:  # pylint: disable=broad-except  # onnx raises its own kinds.
+      raise errors.FormatError(f"ONNX model {name!r}: shape inference failed "
+                               f"({_brief(error)})") from None
+    model = onnx.load(inferred, load_external_data=False)
+  return _graph(model, name, flops_per_byte)

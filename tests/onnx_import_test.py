@@ -282,3 +282,26 @@ def test_a_convolution_splits_its_output_channels_and_sums_its_input_channels():
   assert x[1] == kernel[1] and conv1.combine == {x[1]: "sum"}
   assert set(conv1.splittable()) == {out[0], out[1], x[1]}  # Not the spatial axes.
   assert set(conv2.splittable()) == {conv2.outputs[0][0]}  # Grouped: the batch alone.
+
+
+def test_a_model_past_protobufs_2_gb_imports_without_reading_its_weights(tmp_path):
+  """A 3 GiB weight in external data (a sparse file: nothing is written or read): the check and
+  shape inference run on the file, and the weight's bytes come from its shape and type."""
+  rows = 3 * 2 ** 30 // 4 // 1024
+  weight = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[rows, 1024],
+                       data_location=TensorProto.EXTERNAL)
+  for key, value in (("location", "w.data"), ("offset", "0"), ("length", str(rows * 4096))):
+    entry = weight.external_data.add()
+    entry.key, entry.value = key, value
+  with open(tmp_path / "w.data", "wb") as f:
+    f.truncate(rows * 4096)
+  graph = helper.make_graph(
+      [helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")], "big",
+      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, rows])],
+      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1024])], [weight])
+  onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+            str(tmp_path / "big.onnx"))
+  imported = graph_io.load_graph(str(tmp_path / "big.onnx"))
+  weight_tensor = list(imported.tensor_producer).index(imported.op_names.index("param:w"))
+  assert imported.tensor_size[weight_tensor] == 3 * 2 ** 30
+  assert imported.metadata["op_flops"][imported.op_names.index("fc")] == 2 * 4 * rows * 1024
