@@ -143,16 +143,28 @@ def reduce_dims(in_shape: Shape, out_shape: Shape, axes: Sequence[int], combine:
 
 
 def reshape_dims(in_shape: Shape, out_shape: Shape) -> OpDims:
-  """Axes that keep their size after equal products of the axes before them map; merged or
-  split axes are read whole."""
+  """Axes that keep their size after equal products of the axes before them map. Where axes
+  merge or split ([B, S] -> [B * S], or back), the outermost input and output axes of the group
+  share a label of the smaller's size when it divides the larger: a block of it is one
+  contiguous run of the row-major data on both sides (`shard_imported.block_region` scales
+  the larger axis). Other merged or split axes are read whole."""
   labels = _Labels([out_shape])
   out = labels.outputs[0]
   before_in = [math.prod(in_shape[:i]) for i in range(len(in_shape))]
-  before_out = {(math.prod(out_shape[:j]), out_shape[j]): j for j in range(len(out_shape))}
-  inputs = []
+  before_out = [math.prod(out_shape[:j]) for j in range(len(out_shape))]
+  inputs: list[int | None] = [None] * len(in_shape)
+  j = 0
   for i, size in enumerate(in_shape):
-    j = before_out.get((before_in[i], size))
-    inputs.append(out[j] if j is not None else None)
+    if size == 1:
+      continue  # A unit axis: nothing to split.
+    while j < len(out_shape) and (before_out[j] < before_in[i] or out_shape[j] == 1):
+      j += 1
+    if j == len(out_shape) or before_out[j] != before_in[i]:
+      continue  # Inside a group: its outermost axes carry its label.
+    outer = min(size, out_shape[j])
+    if outer and max(size, out_shape[j]) % outer == 0:
+      inputs[i] = out[j]
+      labels.sizes[out[j]] = outer
   mapped = {label for label in inputs if label is not None}
   labels.fixed(*[label for label in out if label not in mapped])
   return labels.done([inputs])

@@ -135,6 +135,25 @@ def _elements(region: Region) -> int:
   return math.prod(hi - lo for lo, hi in region)
 
 
+def block_region(axes: Sequence[int | None], shape: Sequence[int], label: int, size: int,
+                 block: int, shards: int) -> Region:
+  """The region of a tensor (its axes' labels, its shape) that block `block` of `shards` reads
+  or writes when its op splits on `label` (of `size`): each axis carrying the label is cut at
+  the label's block boundaries, scaled by how many of the label's units the axis holds (an
+  axis that merges the label with inner axes, a reshape's [B, S] -> [B * S], holds S per
+  unit), the others whole."""
+  lo, hi = size * block // shards, size * (block + 1) // shards
+  region = []
+  for axis_label, n in zip(axes, shape):
+    if axis_label != label:
+      region.append((0, n))
+      continue
+    if n % size:
+      raise ValueError(f"an axis of {n} carries a label of size {size}")
+    region.append((lo * (n // size), hi * (n // size)))
+  return tuple(region)
+
+
 def shard(graph: Graph, shards: int, choice: Sequence[int | None],
           name: str | None = None) -> Graph:
   """`graph` with op o split on `choice[o]` into `shards` blocks (the module doc)."""
@@ -214,12 +233,10 @@ def shard(graph: Graph, shards: int, choice: Sequence[int | None],
       for tensor, axes in zip(operands[op] or (), d.inputs):
         if tensor is None:
           continue
-        region = tuple((lo, hi) if axis_label == label else (0, n)
-                       for axis_label, n in zip(axes, shapes[tensor]))
-        read(new, tensor, region)
+        read(new, tensor, block_region(axes, shapes[tensor], label, size, s, shards))
       for tensor, axes, full in zip(outputs[op], d.outputs, whole_out):
-        region = full if contracted else tuple(
-            (lo, hi) if axis_label == label else r for axis_label, r in zip(axes, full))
+        region = full if contracted else block_region(axes, shapes[tensor], label, size, s,
+                                                      shards)
         block = add_tensor(new, tensor, region)
         if contracted:
           partials.append(block)

@@ -305,3 +305,45 @@ def test_a_model_past_protobufs_2_gb_imports_without_reading_its_weights(tmp_pat
   weight_tensor = list(imported.tensor_producer).index(imported.op_names.index("param:w"))
   assert imported.tensor_size[weight_tensor] == 3 * 2 ** 30
   assert imported.metadata["op_flops"][imported.op_names.index("fc")] == 2 * 4 * rows * 1024
+
+
+def _int64(name, value):
+  return numpy_helper.from_array(np.array(value, np.int64), name)
+
+
+def _heads_chain(B=2, S=6, H=8, NH=2) -> onnx.ModelProto:
+  """x.view(B * S, H) @ w, then .view(B, S, heads, head_dim).transpose(1, 2), the sizes read
+  from x.size() as torch exports them (Shape -> Gather -> Mul / Unsqueeze -> Concat -> Reshape)."""
+  nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+           helper.make_node("Gather", ["shape", "zero"], ["b"], axis=0),
+           helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
+           helper.make_node("Mul", ["b", "s"], ["bs"]),
+           helper.make_node("Unsqueeze", ["bs", "axes"], ["bs1"]),
+           helper.make_node("Unsqueeze", ["b", "axes"], ["b1"]),
+           helper.make_node("Unsqueeze", ["s", "axes"], ["s1"]),
+           helper.make_node("Concat", ["bs1", "hidden"], ["rows_shape"], axis=0),
+           helper.make_node("Reshape", ["x", "rows_shape"], ["rows"]),
+           helper.make_node("MatMul", ["rows", "w"], ["projected"], name="project"),
+           helper.make_node("Concat", ["b1", "s1", "heads", "head_dim"], ["heads_shape"], axis=0),
+           helper.make_node("Reshape", ["projected", "heads_shape"], ["split_heads"]),
+           helper.make_node("Transpose", ["split_heads"], ["y"], perm=[0, 2, 1, 3])]
+  constants = [_int64("zero", 0), _int64("one", 1), _int64("axes", [0]), _int64("hidden", [H]),
+               _int64("heads", [NH]), _int64("head_dim", [H // NH]),
+               _weight("w", H, H)]
+  graph = helper.make_graph(
+      nodes, "heads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, S, H])],
+      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, NH, S, H // NH])], constants)
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_exported_attention_projection_with_computed_shapes_splits_on_its_batch():
+  """The reshapes merge the batch into the rows and split it out again; their target shapes
+  are computed from Shape: the data path splits on the batch, the shape arithmetic stays whole,
+  FLOPs are conserved."""
+  from regal_datasets import shard_imported
+  graph = onnx_import.from_model(_heads_chain(), "heads")
+  choice = shard_imported.data_parallel_choice(graph, 2)
+  split_types = {graph.op_types[op] for op, label in enumerate(choice) if label is not None}
+  assert split_types == {"input", "Reshape", "MatMul", "Transpose"}
+  split = shard_imported.shard(graph, 2, choice)
+  assert sum(split.metadata["op_flops"]) == graph.metadata["total_flops"]

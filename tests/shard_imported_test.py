@@ -33,11 +33,14 @@ def _layer(kind: str, width: int, h, prev, w):
   if kind == "transpose":
     half = h.shape[-1] // 2
     return h.reshape(B, S, half, 2).transpose(0, 1, 3, 2).reshape(B, S, 2 * half)
+  if kind == "flatten":  # torch's x.view(B * S, F) @ w, then .view(B, S, width).
+    rows = h.reshape(B * S, h.shape[-1]) @ w[:h.shape[-1], :width]
+    return rows.reshape(B, S, width)
   return h * prev  # "product": two tensors.
 
 
 KINDS = ("dense", "bias_relu", "attention", "norm", "seq_sum", "max_shift", "transpose",
-         "product")
+         "flatten", "product")
 
 
 def _function(kinds, widths):
@@ -90,6 +93,41 @@ def test_a_split_graph_computes_what_the_function_does(kinds, widths, picks, pla
   roles = [row[2] for row in split.metadata["shard_of"]]
   kept = sum(f for f, role in zip(split.metadata["op_flops"], roles) if role != "reduce")
   assert kept == pytest.approx(graph.metadata["total_flops"], rel=1e-12)
+
+
+@hypothesis.settings(max_examples=200, deadline=None)
+@hypothesis.given(factors=st.lists(st.sampled_from((1, 2, 3, 4)), min_size=1, max_size=5),
+                  cuts=st.lists(st.booleans(), min_size=8, max_size=8),
+                  regroup=st.lists(st.booleans(), min_size=8, max_size=8))
+def test_a_reshape_block_is_the_same_run_of_data_on_both_sides(factors, cuts, regroup):
+  """Against row-major order itself: for every label a reshape maps (merged or split axes
+  included), block k of K on the input is the same set of flat positions as block k on the
+  output, for every K that divides the label."""
+  def grouped(flags):
+    shape, size = [], 1
+    for factor, cut in zip(factors, flags):
+      size *= factor
+      if cut:
+        shape.append(size)
+        size = 1
+    return tuple(shape + [size])
+  in_shape, out_shape = grouped(cuts), grouped(regroup)
+  dims = op_dims.reshape_dims(in_shape, out_shape)
+  small, large = sorted((in_shape[0], out_shape[0]))
+  if small > 1 and large % small == 0:  # The batch of [B, S] -> [B * S] (or back) splits.
+    assert dims.inputs[0][0] == dims.outputs[0][0] is not None
+
+  def positions(shape, region):
+    flat = np.arange(int(np.prod(shape))).reshape(shape)
+    return set(flat[tuple(slice(lo, hi) for lo, hi in region)].ravel().tolist())
+  for label in dims.splittable():
+    size = dims.sizes[label]
+    for shards in (k for k in range(2, size + 1) if size % k == 0):
+      for block in range(shards):
+        read = shard_imported.block_region(dims.inputs[0], in_shape, label, size, block, shards)
+        written = shard_imported.block_region(dims.outputs[0], out_shape, label, size, block,
+                                              shards)
+        assert positions(in_shape, read) == positions(out_shape, written)
 
 
 def test_a_split_on_every_kind_of_label_matches_the_function():

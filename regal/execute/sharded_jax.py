@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from regal_datasets import errors, op_dims
+from regal_datasets import errors, op_dims, shard_imported
 from regal_datasets.graph import Graph
 from regal_datasets.jax_import import Traced
 from regal.execute.jax_program import bind, bind_args, input_values
@@ -117,10 +117,8 @@ def sharded_jax_program(traced: Traced, sharded: Graph, seed: int = 0) -> Progra
       full = tuple((0, n) for n in shapes[operand])
       needed = full
       if role in ("shard", "partial"):
-        size = dims[op].sizes[label]
-        lo, hi = size * shard // shards, size * (shard + 1) // shards
-        needed = tuple((lo, hi) if axis_label == label else whole
-                       for axis_label, whole in zip(dims[op].inputs[position], full))
+        needed = shard_imported.block_region(dims[op].inputs[position], shapes[operand], label,
+                                             dims[op].sizes[label], shard, shards)
       positions.append(len(steps))
       if any(t == operand and tuple(map(tuple, r)) == needed
              for t, r, _ in resident_reads[new_op]):  # A parameter: loaded once per device.
