@@ -9,10 +9,11 @@ A preset names one kind for every device (`h100`, `a100`, `tpu_v5e`, `v100`, `cp
 `regal_datasets.devices`' (`KINDS`, `accelerator_spec`), this module costs graphs on them. An op's time on a kind is its roofline,
 max(FLOPs / peak FLOP/s, bytes read and written / memory bandwidth); a tensor crosses a link
 in latency + bytes / bandwidth (NVLink or ICI between accelerators of one kind, PCIe between
-a GPU and the host). Peak rates are the dense figures for the graphs' float32 matmuls as XLA
-runs them by default (TF32 tensor cores on A100 / H100, bfloat16 passes on TPU; V100 has no
-TF32: its FP32 rate); memory is the device's HBM (the host: its DRAM). Launch overheads and
-fusion are not modelled: every op is its own kernel at its roofline.
+a GPU and the host). Peak rates are dense: an op whose output is 16-bit (BF16 / FP16) runs at
+the kind's 16-bit peak, any other at its 32-bit rate as XLA runs float32 by default (TF32
+tensor cores on A100 / H100, bfloat16 passes on TPU; V100 has no TF32: its FP32 rate); the
+figures and their sources are `regal_datasets.devices.KINDS`'. Memory is the device's HBM (the
+host: its DRAM). Launch overheads and fusion are not modelled: every op is its own kernel.
 
 Times keep the importers' unit (one unit is 10 ps, the time a nominal 100 GB/s link takes per
 byte; `regal_datasets.jax_import.NOMINAL_LINK_BYTES_PER_SECOND`), so results read in seconds. The
@@ -48,6 +49,23 @@ def op_bytes(graph: Graph) -> np.ndarray:
   return read + written
 
 
+def op_item_bytes(graph: Graph) -> np.ndarray:
+  """[num_ops] bytes per element of each op's first output (2: it computes in 16 bits); 4
+  where the graph records no tensor shapes or the op has no output."""
+  found = np.full(graph.num_ops, 4.0)
+  shapes = graph.metadata.get("tensor_shapes")
+  if not shapes or len(shapes) != graph.num_tensors:
+    return found
+  first = {}
+  for tensor, producer in enumerate(graph.tensor_producer.tolist()):
+    first.setdefault(producer, tensor)
+  for op, tensor in first.items():
+    elements = int(np.prod(shapes[tensor])) if len(shapes[tensor]) else 1
+    if elements:
+      found[op] = graph.tensor_size[tensor] / elements
+  return found
+
+
 def roofline_seconds(graph: Graph, kind: str) -> np.ndarray:
   """[num_ops] seconds of each op on `kind`: max(FLOPs / peak, bytes / memory bandwidth);
   sources and what derives from parameters alone (present before the step, computed once:
@@ -55,8 +73,9 @@ def roofline_seconds(graph: Graph, kind: str) -> np.ndarray:
   from regal_datasets import shard_imported  # Local: shard_imported builds on the importers.
   accelerator = KINDS[kind]
   flops = np.asarray(graph.metadata["op_flops"], float)
-  seconds = np.maximum(flops / accelerator.peak_flops, op_bytes(graph) /
-                       accelerator.memory_bandwidth)
+  peak = np.where(op_item_bytes(graph) <= 2, accelerator.half_peak_flops,
+                  accelerator.peak_flops)
+  seconds = np.maximum(flops / peak, op_bytes(graph) / accelerator.memory_bandwidth)
   sources = np.array([t in ("input", "param", "const") for t in graph.op_types])
   return np.where(sources | shard_imported.resident_ops(graph), 0.0, seconds)
 

@@ -197,7 +197,9 @@ def link_groups(spec: DeviceSpec) -> np.ndarray:
 # ----- real accelerators (costed by `regal_datasets.accelerators`' roofline) -------------------------
 @dataclasses.dataclass(frozen=True)
 class Accelerator:
-  """One device kind (SI units: FLOP/s, bytes/s, bytes, seconds)."""
+  """One device kind (SI units: FLOP/s, bytes/s, bytes, seconds). `peak_flops`: dense 32-bit
+  math as XLA runs it by default (TF32 tensor cores where there are); `half_peak_flops`: dense
+  16-bit math (BF16, or FP16 where there is no BF16), what an op computing in 16 bits runs at."""
   name: str
   peak_flops: float
   memory_bandwidth: float
@@ -205,15 +207,25 @@ class Accelerator:
   link_bandwidth: float  # To a peer of the same kind, each direction.
   link_latency: float
   family: str  # Accelerators of one family share the fast link; others meet over PCIe.
+  half_peak_flops: float
 
 
+# Sources (dense figures, no sparsity): NVIDIA H100 Tensor Core GPU datasheet (SXM: TF32 494.7,
+# BF16 989.4 TFLOP/s, 3.35 TB/s, NVLink 900 GB/s both ways); NVIDIA A100 datasheet (SXM 80GB:
+# TF32 156, BF16 312 TFLOP/s, 2.039 TB/s, NVLink 600 GB/s); NVIDIA V100 datasheet (SXM2: FP32
+# 15.7, FP16 tensor 125 TFLOP/s, 900 GB/s, NVLink 300 GB/s); Google Cloud TPU v5e (BF16 197
+# TFLOP/s, 819 GB/s HBM, 16 GB; 32-bit math runs as BF16 passes); the host: a 2-socket AVX-512
+# server, an estimate with no 16-bit speed-up claimed.
 KINDS = {
-    "h100": Accelerator("H100-SXM-80GB", 494.7e12, 3.35e12, 80e9, 450e9, 3e-6, "nvidia"),
-    "a100": Accelerator("A100-SXM-80GB", 156e12, 2.039e12, 80e9, 300e9, 3e-6, "nvidia"),
-    "v100": Accelerator("V100-SXM2-32GB", 15.7e12, 0.9e12, 32e9, 150e9, 3e-6, "nvidia"),
-    "tpu_v5e": Accelerator("TPU-v5e", 197e12, 0.819e12, 16e9, 200e9, 2e-6, "tpu"),
+    "h100": Accelerator("H100-SXM-80GB", 494.7e12, 3.35e12, 80e9, 450e9, 3e-6, "nvidia",
+                        989.4e12),
+    "a100": Accelerator("A100-SXM-80GB", 156e12, 2.039e12, 80e9, 300e9, 3e-6, "nvidia",
+                        312e12),
+    "v100": Accelerator("V100-SXM2-32GB", 15.7e12, 0.9e12, 32e9, 150e9, 3e-6, "nvidia",
+                        125e12),
+    "tpu_v5e": Accelerator("TPU-v5e", 197e12, 0.819e12, 16e9, 200e9, 2e-6, "tpu", 197e12),
     "cpu": Accelerator("CPU-host (2-socket, AVX-512)", 3e12, 0.3e12, 512e9, 0.3e12, 1e-6,
-                       "host"),
+                       "host", 3e12),
 }
 PCIE_BANDWIDTH = 50e9  # PCIe 5.0 x16, each direction, as measured rather than nominal.
 PCIE_LATENCY = 10e-6

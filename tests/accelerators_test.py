@@ -99,3 +99,22 @@ def test_a_spec_naming_unlike_kinds_without_speeds_runs_as_their_preset():
   np.testing.assert_allclose(accelerators.recost(graph, spec)[1].speed,
                              accelerators.recost(graph, preset)[1].speed)
   assert accelerators.recost(graph, spec)[1].speed[1] < 0.5
+
+
+@pytest.mark.parametrize("kind", ["h100", "a100", "v100"])
+def test_an_op_computing_in_16_bits_runs_at_the_16_bit_peak(kind):
+  """A compute-bound matmul by hand: FLOPs over the dense BF16 (V100: FP16) peak in bfloat16,
+  over the 32-bit peak in float32; the memory-bound tanh reads and writes half the bytes."""
+  size = 4096
+  accelerator = accelerators.KINDS[kind]
+  seconds = {}
+  for dtype in (jnp.float32, jnp.bfloat16):
+    graph = jax_import.trace_graph(lambda w, x: jnp.tanh(x @ w),
+                                   jax.ShapeDtypeStruct((size, size), dtype),
+                                   jax.ShapeDtypeStruct((size, size), dtype))
+    seconds[dtype] = dict(zip(graph.op_types, accelerators.roofline_seconds(graph, kind)))
+  flops = 2 * size ** 3
+  assert seconds[jnp.float32]["dot_general"] == pytest.approx(flops / accelerator.peak_flops)
+  assert seconds[jnp.bfloat16]["dot_general"] == pytest.approx(
+      flops / accelerator.half_peak_flops)
+  assert seconds[jnp.bfloat16]["tanh"] == pytest.approx(seconds[jnp.float32]["tanh"] / 2)
