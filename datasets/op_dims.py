@@ -293,23 +293,35 @@ def _conv_dims(ins: list[Shape], out: Shape, params: dict) -> OpDims:
   """conv_general_dilated: batch and output features map (without feature or batch groups);
   input features contract (summed); spatial axes stay whole (they would need halos)."""
   numbers = params["dimension_numbers"]
-  lhs_spec, rhs_spec, out_spec = numbers.lhs_spec, numbers.rhs_spec, numbers.out_spec
+  return _convolution(ins, out, numbers.lhs_spec, numbers.rhs_spec, numbers.out_spec,
+                      params["feature_group_count"] != 1 or params["batch_group_count"] != 1,
+                      batch_grouped=params["batch_group_count"] != 1)
+
+
+def _convolution(ins: list[Shape], out: Shape, lhs_spec, rhs_spec, out_spec, grouped: bool,
+                 batch_grouped: bool = False, bias: bool = False) -> OpDims:
+  """A convolution whose specs give (batch, features, spatial...) axes of the input, output and
+  kernel ((out features, in features, spatial...)): the batch maps; without groups the output
+  features follow the kernel's and the input features are summed; spatial axes stay whole.
+  `bias`: a third operand over the output features."""
   labels = _Labels([out])
   out_labels = labels.outputs[0]
   lhs: list[int | None] = [None] * len(ins[0])
   rhs: list[int | None] = [None] * len(ins[1])
-  grouped = params["feature_group_count"] != 1 or params["batch_group_count"] != 1
   lhs[lhs_spec[0]] = out_labels[out_spec[0]]
   if not grouped:
     rhs[rhs_spec[0]] = out_labels[out_spec[1]]
     label = labels.fresh(ins[0][lhs_spec[1]])
     lhs[lhs_spec[1]] = rhs[rhs_spec[1]] = label
     labels.combine[label] = "sum"
-  mapped = {label for label in lhs + rhs if label is not None}
+  operands = [lhs, rhs]
+  if bias:
+    operands.append([None if grouped else out_labels[out_spec[1]]])
+  mapped = {label for axes in operands for label in axes if label is not None}
   labels.fixed(*[label for label in out_labels if label not in mapped])
-  if params["batch_group_count"] != 1:
+  if batch_grouped:
     labels.fixed(out_labels[out_spec[0]])
-  return labels.done([lhs, rhs])
+  return labels.done(operands)
 
 
 # ----- ONNX operators ----------------------------------------------------------------------
@@ -376,25 +388,10 @@ def _onnx_gather(ins: list[Shape], out: Shape, axis: int) -> OpDims | None:
 
 
 def _onnx_conv(ins: list[Shape], out: Shape, group: int) -> OpDims:
-  """Conv (X [N, C, spatial...], W [M, C / group, kernel...], bias [M]): the batch maps;
-  without groups the output channels follow W's first axis and the input channels are summed;
-  spatial axes stay whole (they would need halos), as `_conv_dims` for JAX."""
-  labels = _Labels([out])
-  out_labels = labels.outputs[0]
-  x: list[int | None] = [None] * len(ins[0])
-  w: list[int | None] = [None] * len(ins[1])
-  x[0] = out_labels[0]
-  operands = [x, w]
-  if group == 1:
-    w[0] = out_labels[1]
-    label = labels.fresh(ins[0][1])
-    x[1] = w[1] = label
-    labels.combine[label] = "sum"
-  if len(ins) > 2:
-    operands.append([out_labels[1] if group == 1 else None])
-  mapped = {label for axes in operands for label in axes if label is not None}
-  labels.fixed(*[label for label in out_labels if label not in mapped])
-  return labels.done(operands)
+  """Conv (X [N, C, spatial...], W [M, C / group, kernel...], bias [M]), as `_conv_dims` for
+  JAX: its layout is (batch, features, spatial...) on every side."""
+  layout = tuple(range(len(out)))
+  return _convolution(ins, out, layout, layout, layout, group != 1, bias=len(ins) > 2)
 
 
 def einsum_dims(equation: str, ins: list[Shape], out: Shape) -> OpDims | None:
