@@ -13,8 +13,9 @@ are replaced by their shapes) and turns every primitive application into an op:
 
 Cost model (FLOPs, recorded per op in `metadata["op_flops"]`): `dot_general` 2 x batch x free
 x free x contracted; `conv_general_dilated` 2 x output elements x kernel elements per output
-feature; elementwise ops one per output element; reductions one per input element;
-`reduce_window` one per output element and window position. Data movement (reshape, transpose,
+feature, over the input's dilation (a strided convolution's gradient skips inserted zeros);
+elementwise ops one per output element; reductions one per input element; `reduce_window`
+one per output element and window position. Data movement (reshape, transpose,
 gather, ...) has no FLOPs but is charged one unit per output element, as is any primitive this
 table does not know (logged once each). An op's compute cost is its units divided by
 `flops_per_byte`, the device's FLOP rate over the link's byte rate (default 1000: ~100 TFLOP/s
@@ -26,7 +27,9 @@ seconds (`regal.app.units`).
 What splitting the graph needs (`regal_datasets.shard_imported`) is in its metadata too: per op its
 `op_dims` (`regal_datasets.op_dims`: each axis's index label) and `operands` (each operand's tensor,
 null for a literal), per tensor its `tensor_shapes`, and `data_inputs`: the input ops of the
-data arguments (`data_args`, default the last), whose axis 0 is the batch.
+data arguments (`data_args`, default the last), whose axis 0 is the batch. Per op its
+`op_scopes`: the name stack it was traced under (Flax modules, `jax.named_scope`, and
+`jvp(...)` / `transpose(jvp(...))` around a gradient's forward and backward ops).
 """
 from __future__ import annotations
 
@@ -109,7 +112,10 @@ def equation_flops(eqn) -> tuple[float, float]:
     rhs = eqn.invars[1].aval
     out_feature_dim = eqn.params["dimension_numbers"].rhs_spec[0]
     per_output = math.prod(rhs.shape) // rhs.shape[out_feature_dim]
-    flops = 2.0 * out_elements * per_output
+    # An input dilated by s (a strided convolution's input gradient) is mostly inserted
+    # zeros: one kernel tap in s per axis meets a value, and cuDNN / XLA skip the rest.
+    dilated = math.prod(eqn.params.get("lhs_dilation") or (1,))
+    flops = 2.0 * out_elements * per_output / dilated
     return flops, flops
   if name in _ELEMENTWISE:
     return float(out_elements), float(out_elements)
@@ -165,13 +171,15 @@ class _Importer:
     self.operands: list = []  # Per op: the tensor of each operand (None: a literal).
     self.tensor_shapes: list = []  # Per tensor: its shape.
     self.literals: dict = {}  # Variables bound to literals through inlined bodies.
+    self.scopes: list[str] = []  # Per op: its equation's name stack ("" for a source).
 
   def add_op(self, op_type: str, flops: float, units: float, outvars, inputs: list[int],
-             equation=None):
+             equation=None, scope: str = ""):
     count = self.counts.get(op_type, 0)
     self.counts[op_type] = count + 1
     op = self.builder.add_op(f"{op_type}_{count}", units / self.flops_per_byte, op_type)
     self.op_flops.append(flops)
+    self.scopes.append(scope)
     self.equations.append(equation)
     dims = op_dims.from_equation(equation[0]) if equation is not None else None
     self.dims.append(None if dims is None else dims.to_json())
@@ -188,11 +196,13 @@ class _Importer:
   def add_source(self, aval) -> None:
     """The records of an input or constant op just added."""
     self.op_flops.append(0.0)
+    self.scopes.append("")
     self.equations.append(None)
     self.dims.append(op_dims.source_dims(_shape(aval)).to_json())
     self.operands.append([])
 
-  def walk(self, jaxpr, env: dict) -> None:
+  def walk(self, jaxpr, env: dict, prefix: str = "") -> None:
+    """Adds `jaxpr`'s equations; `prefix`: the name stack of the equation that calls it."""
     literals = self.literals
     def read(var):
       return env.get(var) if not hasattr(var, "val") else None  # Literals carry no tensor.
@@ -205,6 +215,8 @@ class _Importer:
       return ("literal", literals[var]) if value is None and var in literals else value
 
     for eqn in jaxpr.eqns:
+      stack = str(eqn.source_info.name_stack)
+      scope = "/".join(part for part in (prefix, stack) if part)
       sub = _sub_jaxprs(eqn) if self.inline else None
       if sub is not None and eqn.primitive.name not in ("scan", "while", "cond"):
         inner = {var: read(v) for var, v in zip(sub.invars, eqn.invars)}
@@ -212,7 +224,7 @@ class _Importer:
           value = operand(v)
           if isinstance(value, tuple):
             literals[var] = value[1]
-        self.walk(sub, inner)
+        self.walk(sub, inner, scope)
         for outer, result in zip(eqn.outvars, sub.outvars):
           env[outer] = None if hasattr(result, "val") else inner.get(result)
           if hasattr(result, "val"):
@@ -223,7 +235,7 @@ class _Importer:
       flops, units = equation_flops(eqn)
       tensors = self.add_op(eqn.primitive.name, flops, units, eqn.outvars,
                             [read(v) for v in eqn.invars],
-                            (eqn, [operand(v) for v in eqn.invars]))
+                            (eqn, [operand(v) for v in eqn.invars]), scope)
       env.update(zip(eqn.outvars, tensors))
 
 
@@ -289,7 +301,7 @@ def trace(fn: Callable[..., Any], *args: Any, name: str = "jax_function", inline
       "link_bytes_per_second": NOMINAL_LINK_BYTES_PER_SECOND, "inline": inline,
       "total_flops": float(sum(importer.op_flops)), "op_flops": importer.op_flops,
       "op_dims": importer.dims, "operands": importer.operands, "data_inputs": data_inputs,
-      "tensor_shapes": importer.tensor_shapes})
+      "tensor_shapes": importer.tensor_shapes, "op_scopes": importer.scopes})
   outputs = [None if hasattr(v, "val") else env.get(v) for v in closed.jaxpr.outvars]
   return Traced(importer.builder.build(), importer.equations,
                 [v.aval for v in closed.jaxpr.invars], list(closed.consts), outputs)

@@ -255,7 +255,10 @@ def shard(graph: Graph, shards: int, choice: Sequence[int | None],
   split_ops = sum(label is not None for label in choice)
   builder.metadata.update({
       key: value for key, value in meta.items()
-      if key not in ("op_dims", "operands", "tensor_shapes", "op_flops", "data_inputs")})
+      if key not in ("op_dims", "operands", "tensor_shapes", "op_flops", "data_inputs",
+                     "op_scopes")})
+  if "op_scopes" in meta:  # Each shard, partial or reduce keeps its source op's scope.
+    builder.metadata["op_scopes"] = [meta["op_scopes"][row[0]] for row in shard_of]
   builder.metadata.update({
       "op_flops": new_flops, "shard_of": shard_of, "tensor_region": regions,
       "resident_reads": resident_reads,

@@ -1,6 +1,8 @@
 """The zoo's architectures as Flax linen modules (`regal_datasets.zoo` traces them; parameters
 are only ever shapes, via `jax.eval_shape`). Each module's sizes are its fields; the zoo passes
-the position counts it checks a sequence against (`zoo.POSITIONS`)."""
+the position counts it checks a sequence against (`zoo.POSITIONS`). Batch norm uses the
+batch's statistics when its `batch_stats` are mutable (a training step), else the running
+ones; `remat` wraps each transformer block in `nn.remat` (recomputed in the backward pass)."""
 from __future__ import annotations
 
 import functools
@@ -10,6 +12,11 @@ import jax
 import jax.numpy as jnp
 
 
+def batch_norm(module: nn.Module) -> nn.BatchNorm:
+  """Batch norm as training runs it when the statistics are being updated."""
+  return nn.BatchNorm(use_running_average=not module.is_mutable_collection("batch_stats"))
+
+
 # ----- ResNet-50 ---------------------------------------------------------------------------
 class Bottleneck(nn.Module):
   features: int
@@ -17,7 +24,7 @@ class Bottleneck(nn.Module):
 
   @nn.compact
   def __call__(self, x):
-    norm = functools.partial(nn.BatchNorm, use_running_average=True)
+    norm = functools.partial(batch_norm, self)
     y = nn.relu(norm()(nn.Conv(self.features, (1, 1), use_bias=False)(x)))
     y = nn.Conv(self.features, (3, 3), (self.strides, self.strides), use_bias=False)(y)
     y = nn.relu(norm()(y))
@@ -34,7 +41,7 @@ class ResNet50(nn.Module):
   @nn.compact
   def __call__(self, x):
     x = nn.Conv(64, (7, 7), (2, 2), padding=[(3, 3), (3, 3)], use_bias=False)(x)
-    x = nn.relu(nn.BatchNorm(use_running_average=True)(x))
+    x = nn.relu(batch_norm(self)(x))
     x = nn.max_pool(x, (3, 3), (2, 2), padding="SAME")
     for stage, blocks in enumerate((3, 4, 6, 3)):
       for block in range(blocks):
@@ -53,7 +60,7 @@ class ConvBN(nn.Module):
   def __call__(self, x):
     x = nn.Conv(self.features, self.kernel, self.strides, padding=self.padding,
                 use_bias=False)(x)
-    return nn.relu(nn.BatchNorm(use_running_average=True)(x))
+    return nn.relu(batch_norm(self)(x))
 
 
 def _avg_branch(x, features):
@@ -156,15 +163,18 @@ class BertBase(nn.Module):
   layers: int = 12
   hidden: int = 768
   vocab: int = 30522
+  lm_head: bool = False  # Masked-LM logits through the tied embedding (pre-training's head).
+  remat: bool = False
 
   @nn.compact
   def __call__(self, tokens):
-    x = nn.Embed(self.vocab, self.hidden)(tokens)
+    embed = nn.Embed(self.vocab, self.hidden)
     positions = nn.Embed(self.max_len, self.hidden)(jnp.arange(tokens.shape[1]))
-    x = nn.LayerNorm()(x + positions[None])
+    x = nn.LayerNorm()(embed(tokens) + positions[None])
+    layer = nn.remat(BertLayer) if self.remat else BertLayer
     for _ in range(self.layers):
-      x = BertLayer(self.hidden)(x)
-    return x
+      x = layer(self.hidden)(x)
+    return embed.attend(x) if self.lm_head else x
 
 
 # ----- Llama block -------------------------------------------------------------------------
@@ -215,7 +225,25 @@ class LlamaBlock(nn.Module):
     return x + nn.Dense(self.hidden, use_bias=False)(gate * up)
 
 
-# ----- GPT-2 small -------------------------------------------------------------------------
+class Llama(nn.Module):
+  """A Llama-2-style decoder: token embedding, blocks, RMSNorm, an untied LM head."""
+  layers: int = 32
+  hidden: int = 4096
+  heads: int = 32
+  mlp: int = 11008
+  vocab: int = 32000
+  remat: bool = False
+
+  @nn.compact
+  def __call__(self, tokens):
+    x = nn.Embed(self.vocab, self.hidden)(tokens)
+    block = nn.remat(LlamaBlock) if self.remat else LlamaBlock
+    for _ in range(self.layers):
+      x = block(self.hidden, self.heads, self.mlp)(x)
+    return nn.Dense(self.vocab, use_bias=False)(RMSNorm()(x))
+
+
+# ----- GPT-2 -------------------------------------------------------------------------------
 class GPT2Block(nn.Module):
   hidden: int = 768
   heads: int = 12
@@ -232,19 +260,22 @@ class GPT2Block(nn.Module):
     return x + y
 
 
-class GPT2Small(nn.Module):
+class GPT2(nn.Module):
   max_len: int  # Positions.
   layers: int = 12
   hidden: int = 768
+  heads: int = 12
   vocab: int = 50257
+  remat: bool = False
 
   @nn.compact
   def __call__(self, tokens):
     token_embedding = nn.Embed(self.vocab, self.hidden)
     positions = nn.Embed(self.max_len, self.hidden)(jnp.arange(tokens.shape[1]))
     x = token_embedding(tokens) + positions[None]
+    block = nn.remat(GPT2Block) if self.remat else GPT2Block
     for _ in range(self.layers):
-      x = GPT2Block(self.hidden)(x)
+      x = block(self.hidden, self.heads)(x)
     return token_embedding.attend(nn.LayerNorm()(x))  # The tied LM head: logits.
 
 

@@ -42,7 +42,7 @@ from regal.app import methods, optimize_lib  # noqa: E402
 from regal.scoring import performance  # noqa: E402
 from regal_datasets import coarsen  # noqa: E402
 
-ZOO_SIZES = {100: dict(layers=1), 1000: dict(layers=12), 10000: dict(layers=36, backward=True)}
+ZOO_SIZES = {100: dict(layers=1), 1000: dict(layers=12), 10000: dict(layers=36, step="backward")}
 
 _QUICK = flags.DEFINE_bool("quick", False, "100 and 1,000 ops, 1000 evaluations, populations "
                            "64 and 256.")

@@ -490,6 +490,10 @@ ZOO_CASES = [
     ("zoo_layers_of_resnet", ["--model", "resnet50", "--layers", "2"], 2,
      "--layers would do nothing here: --model resnet50 does not read it"),
     ("zoo_batch_zero", ["--batch", "0"], 2, "flag --batch=0"),
+    ("zoo_train_a_block", ["--model", "llama_block", "--step", "train"], 2,
+     "--step train: llama_block has no training head"),
+    ("zoo_remat_forward", ["--model", "gpt2_small", "--remat"], 2,
+     "--remat would do nothing here"),
     ("zoo_out_unwritable", ["--out", "/proc/regal_zoo.json"], 2,
      "--out /proc/regal_zoo.json: cannot write there"),
 ]
