@@ -190,7 +190,10 @@ def rotary(x):
   half = x.shape[-1] // 2
   frequency = 1.0 / 10000 ** (jnp.arange(half) / half)
   angle = jnp.arange(x.shape[1])[:, None] * frequency[None]
-  cos, sin = jnp.cos(angle)[None, :, None], jnp.sin(angle)[None, :, None]
+  # In the activations' precision, as Llama's code casts them: else a BF16 step computes
+  # attention in FP32.
+  cos = jnp.cos(angle)[None, :, None].astype(x.dtype)
+  sin = jnp.sin(angle)[None, :, None].astype(x.dtype)
   first, second = x[..., :half], x[..., half:]
   return jnp.concatenate([first * cos - second * sin, first * sin + second * cos], axis=-1)
 

@@ -12,7 +12,7 @@ REPO_ROOT = source_tree.REPO_ROOT
 # Lower number = lower layer; a module may import its own layer and those below.
 LAYERS = {
     "regal_brkga": 0, "regal_datasets": 0, "regal.startup": 0,
-    "regal.scoring": 1, "regal.execute": 2, "regal.baselines": 3, "regal.search": 4,
+    "regal.scoring": 1, "regal.parallelism": 1, "regal.execute": 2, "regal.baselines": 3, "regal.search": 4,
     "regal.learning": 5, "regal.doppler_policy": 6, "regal.app": 7,
     "regal.optimize": 8, "regal.train": 8, "regal": 8,
     "regal_experiments": 9,

@@ -1,0 +1,114 @@
+"""The configurations engineers set by hand, and the search over all of them (issue 83).
+
+Each configuration is a family of meshes (`plan.Mesh`) an engineer would try for it, with the
+micro-batch counts the batch allows (gradient accumulation, or 1F1B's micro-batches); its
+answer is its fastest mesh that fits, or, when none fits, the one that needs least memory,
+marked infeasible with what overflowed:
+
+  data_parallel    every device a replica (DDP)
+  fsdp             every device a replica, everything sharded (FSDP / ZeRO-3)
+  tensor_parallel  Megatron's tensor parallelism within a node, data parallel across nodes
+  tensor_data      tensor x data: every tensor width within a node, data parallel over the rest
+  pipeline_data    pipeline x data: 1F1B over 2..blocks stages, data parallel over the rest
+
+`auto` searches the whole space: every data x tensor x pipeline factorisation, ZeRO 0-3 and
+every micro-batch count, so its answer is never slower than a configuration's.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterable
+
+from regal.parallelism import collectives, plan
+from regal.parallelism.profile import StepProfile
+from regal_datasets.registry import Registry
+
+
+@dataclasses.dataclass(frozen=True)
+class Configuration:
+  name: str
+  summary: str
+  meshes: Callable[[StepProfile, int, collectives.Fabric], Iterable[plan.Mesh]]
+
+
+CONFIGURATIONS: Registry[Configuration] = Registry("configuration")
+
+
+def _divisors(n: int) -> list[int]:
+  return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def _with_micro_batches(profile: StepProfile, data: int, tensor: int, pipeline: int,
+                        zero: int = 0) -> Iterable[plan.Mesh]:
+  if profile.batch % data:
+    return
+  for micro in _divisors(profile.batch // data):
+    if pipeline == 1 or micro >= pipeline:  # 1F1B fills its stages.
+      yield plan.Mesh(data, tensor, pipeline, zero, micro)
+
+
+def _data_parallel(profile, devices, fabric):
+  yield from _with_micro_batches(profile, devices, 1, 1)
+
+
+def _fsdp(profile, devices, fabric):
+  yield from _with_micro_batches(profile, devices, 1, 1, zero=3)
+
+
+def _tensor_parallel(profile, devices, fabric):
+  tensor = max(t for t in _divisors(devices) if t <= fabric.gpus_per_node)
+  yield from _with_micro_batches(profile, devices // tensor, tensor, 1)
+
+
+def _tensor_data(profile, devices, fabric):
+  for tensor in _divisors(devices):
+    if 1 < tensor <= fabric.gpus_per_node:
+      yield from _with_micro_batches(profile, devices // tensor, tensor, 1)
+
+
+def _pipeline_data(profile, devices, fabric):
+  for pipeline in _divisors(devices):
+    if 1 < pipeline <= profile.blocks:
+      yield from _with_micro_batches(profile, devices // pipeline, 1, pipeline)
+
+
+def _everything(profile, devices, fabric):
+  for data in _divisors(devices):
+    for tensor in _divisors(devices // data):
+      pipeline = devices // (data * tensor)
+      if pipeline > max(profile.blocks, 1):
+        continue
+      for zero in plan.ZERO_STAGES:
+        if data == 1 and zero:
+          continue  # Nothing to shard over.
+        yield from _with_micro_batches(profile, data, tensor, pipeline, zero)
+
+
+for _record in (
+    Configuration("data_parallel", "every device a replica (DDP)", _data_parallel),
+    Configuration("fsdp", "every device a replica, everything sharded (ZeRO-3)", _fsdp),
+    Configuration("tensor_parallel", "Megatron tensor parallelism within a node",
+                  _tensor_parallel),
+    Configuration("tensor_data", "tensor x data parallelism", _tensor_data),
+    Configuration("pipeline_data", "pipeline (1F1B) x data parallelism", _pipeline_data),
+    Configuration("auto", "the search: every mesh, ZeRO stage and micro-batch count",
+                  _everything),
+):
+  CONFIGURATIONS.register(_record)
+BASELINES = ("data_parallel", "fsdp", "tensor_parallel", "tensor_data", "pipeline_data")
+
+
+def best(profile: StepProfile, devices: int, name: str,
+         fabric: collectives.Fabric | None = None) -> plan.Estimate | None:
+  """A configuration's answer on `devices` devices: its fastest feasible mesh, else the one
+  needing least memory (infeasible); None if it has no mesh for this step at all."""
+  fabric = fabric or collectives.FABRICS[profile.kind]
+  estimates = [plan.estimate(profile, mesh, fabric)
+               for mesh in CONFIGURATIONS.get(name).meshes(profile, devices, fabric)
+               if not plan.check(profile, mesh, devices)]
+  if not estimates:
+    return None
+  feasible = [e for e in estimates if e.feasible]
+  if feasible:
+    return min(feasible, key=lambda e: (e.step_seconds, e.memory_bytes))
+  return min(estimates, key=lambda e: (e.memory_bytes, e.step_seconds))

@@ -1,0 +1,310 @@
+"""What a training-step graph costs, op by op, before it is split (issue 83).
+
+`profile(graph, kind)` reads a graph made by `regal_datasets.train_step` (the zoo's `--step
+train`) and returns a `StepProfile`: per op its phase, its unit (a repeated block, or the
+model's outer ops), its seconds on one device of `kind`, whether it grows with the batch, and
+what Megatron-style tensor parallelism does to it. Everything `plan.estimate` needs to price a
+mesh is here, so a mesh is priced without touching the graph again.
+
+Seconds: kernels as XLA fuses them (`fusion_groups`: elementwise and data-movement ops join
+their neighbours' kernel, at most one matmul, convolution or reduction per kernel), each
+kernel's roofline, max(FLOPs / (peak x matmul efficiency), bytes in and out / (bandwidth x
+memory efficiency)), at the 16-bit peak for 16-bit ops, plus a launch (`KERNEL_COSTS`).
+
+Tensor parallelism (Megatron-LM, Shoeybi et al. 2019), derived from the data flow rather than
+from layer names: walking the ops in order, a tensor is `replicated`, `split` (each rank
+holds a part) or `partial` (each rank holds a summand). An op that reads a parameter matrix
+(a matmul on a weight, an embedding lookup) starts a split region when its other input is
+replicated (column-parallel) and ends one when it is split (row-parallel: the output is
+partial); a sum with a partial term stays partial; any other reader of a partial first
+all-reduces it (the collective is charged there, once per tensor); an op reading a split
+tensor is split and runs 1 / t of its work on each of t ranks. In the backward pass the same
+rule gives Megatron's two all-reduces per block and the input gradients' partial sums.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+
+from regal_datasets import accelerators, errors, train_step
+from regal_datasets.graph import Graph
+
+# Kinds not in this table are refused. Assumptions, to be calibrated against measured steps:
+# a large BF16 GEMM reaches about 70% of the dense peak in cuBLAS / XLA, streaming kernels
+# about 85% of HBM bandwidth; a kernel launch costs 3 us on a GPU (CUDA launch and XLA's
+# dispatch), 1 us on a TPU (one compiled program, no launches, per-op overheads).
+KERNEL_COSTS = {
+    "h100": (0.70, 0.85, 3e-6), "a100": (0.70, 0.85, 3e-6), "v100": (0.70, 0.85, 3e-6),
+    "tpu_v5e": (0.70, 0.85, 1e-6), "cpu": (0.50, 0.70, 1e-6),
+}
+BLOCK_PATTERN = r"(Block|Layer)_\d+$"  # Flax names the k-th `XBlock` child `XBlock_k`.
+_FUSIBLE_KINDS = ("elementwise", "movement")
+_ELEMENTWISE = set("""
+abs add add_any and cos div eq erf exp exp2 expm1 ge gt integer_pow is_finite le log log1p
+logistic lt max min mul ne neg not or pow rsqrt select_n sign sin sqrt square sub tanh
+""".split())
+_MOVEMENT = set("""
+reshape broadcast_in_dim transpose squeeze expand_dims convert_element_type slice concatenate
+pad copy rev stop_gradient
+""".split())
+REPLICATED, SPLIT, PARTIAL = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class StepProfile:
+  """Per-op arrays of one training step on one device (full batch, no split); `units` names
+  each unit index (blocks in order, then "outer")."""
+  graph_name: str
+  kind: str
+  batch: int
+  units: tuple[str, ...]
+  unit: np.ndarray  # [ops] int: index into `units`.
+  phase: np.ndarray  # [ops] str: `train_step.PHASES`.
+  seconds: np.ndarray  # [ops] roofline seconds, fused, launch overhead included.
+  scales: np.ndarray  # [ops] bool: its work grows with the batch.
+  split: np.ndarray  # [ops] bool: tensor parallelism divides its work.
+  all_reduce_bytes: np.ndarray  # [ops] bytes a tensor-parallel group all-reduces before it.
+  saved_bytes: np.ndarray  # [ops] its outputs the backward pass reads (held in between).
+  backward_bytes: np.ndarray  # [ops] its outputs, for backward ops (a unit's working set).
+  parameter_bytes: np.ndarray  # [units] FP32 masters each unit holds.
+  parameter_split_bytes: np.ndarray  # [units] of which tensor parallelism splits.
+  boundary_bytes: float  # A block's input: what a pipeline stage sends per step.
+  after_blocks: np.ndarray  # [ops] bool: an outer op fed by the blocks (the head, the loss).
+  training: dict
+
+  @property
+  def blocks(self) -> int:
+    return len(self.units) - 1
+
+
+def _primitive(op_type: str) -> str:
+  if op_type in _ELEMENTWISE:
+    return "elementwise"
+  if op_type in _MOVEMENT:
+    return "movement"
+  return "other"
+
+
+def _block_of(scope: str, pattern: re.Pattern) -> str | None:
+  for part in scope.split("/"):
+    if pattern.search(part):
+      return re.sub(r"^Checkpoint", "", part)  # nn.remat renames `XBlock` `CheckpointXBlock`.
+  return None
+
+
+def _input_block(name: str, pattern: re.Pattern) -> str | None:
+  for part in re.findall(r"\['([^']+)'\]", name):
+    if pattern.search(part):
+      return re.sub(r"^Checkpoint", "", part)
+  return None
+
+
+def fusion_groups(graph: Graph, phase: np.ndarray, unit: np.ndarray,
+                  readers: list[list[int]]) -> np.ndarray:
+  """[ops] the kernel each op runs in, as XLA fuses: elementwise and data-movement ops join
+  their producers' and readers' kernels, a kernel holds at most one other op (a matmul, a
+  convolution, a reduction), and kernels stay inside one phase and one unit."""
+  parent = list(range(graph.num_ops))
+  heavy = [_primitive(t) not in _FUSIBLE_KINDS for t in graph.op_types]
+  holds_heavy = list(heavy)  # Per kernel (its root op): whether it holds a heavy op.
+
+  def root(op: int) -> int:
+    while parent[op] != op:
+      parent[op] = parent[parent[op]]
+      op = parent[op]
+    return op
+
+  for tensor, producer in enumerate(graph.tensor_producer.tolist()):
+    if phase[producer] == "input":
+      continue
+    for reader in readers[tensor]:
+      if phase[reader] != phase[producer] or unit[reader] != unit[producer]:
+        continue
+      a, b = root(producer), root(reader)
+      if a != b and not (holds_heavy[a] and holds_heavy[b]):
+        parent[b] = a
+        holds_heavy[a] = holds_heavy[a] or holds_heavy[b]
+  return np.array([root(op) for op in range(graph.num_ops)])
+
+
+def fused_seconds(graph: Graph, kind: str, phase: np.ndarray, unit: np.ndarray,
+                  readers: list[list[int]]) -> np.ndarray:
+  """[ops] seconds of each op on `kind`: its kernel's roofline (the FLOPs of its ops at their
+  precision's peak; the bytes entering and leaving the kernel) plus a launch, shared among
+  the kernel's ops in proportion to their FLOP and byte times."""
+  group = fusion_groups(graph, phase, unit, readers)
+  accelerator = accelerators.KINDS[kind]
+  matmul_share, memory_share, launch = KERNEL_COSTS[kind]
+  peak = np.where(accelerators.op_item_bytes(graph) <= 2, accelerator.half_peak_flops,
+                  accelerator.peak_flops) * matmul_share
+  flop_seconds = np.asarray(graph.metadata["op_flops"], float) / peak
+  moved = np.zeros(graph.num_ops)  # Bytes each op moves across its kernel's edge.
+  size = graph.tensor_size
+  for tensor, producer in enumerate(graph.tensor_producer.tolist()):
+    outside = [r for r in readers[tensor] if group[r] != group[producer]]
+    if outside or not readers[tensor]:  # Read by another kernel, or a step output.
+      moved[producer] += size[tensor]
+    for reader in outside:
+      moved[reader] += size[tensor]
+  byte_seconds = moved / (accelerator.memory_bandwidth * memory_share)
+  counted = phase != "input"
+  flops_total = np.bincount(group, weights=flop_seconds * counted, minlength=graph.num_ops)
+  bytes_total = np.bincount(group, weights=byte_seconds * counted, minlength=graph.num_ops)
+  members = np.bincount(group, weights=counted.astype(float), minlength=graph.num_ops)
+  kernel = np.maximum(flops_total, bytes_total) + launch
+  weight = flop_seconds + byte_seconds
+  weight_total = np.bincount(group, weights=weight * counted, minlength=graph.num_ops)
+  share = np.where(weight_total[group] > 0, weight / np.maximum(weight_total[group], 1e-300),
+                   1.0 / np.maximum(members[group], 1))
+  return np.where(counted, kernel[group] * share, 0.0)
+
+
+def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN) -> StepProfile:
+  """The `StepProfile` of a training-step graph on devices of `kind`."""
+  if "training" not in graph.metadata or "op_scopes" not in graph.metadata:
+    raise errors.ConfigError(
+        f"graph {graph.name!r} is not a training step (make one with regal_datasets.zoo "
+        f"--step train, or regal_datasets.train_step)")
+  if kind not in KERNEL_COSTS:
+    raise errors.ConfigError(f"no kernel costs for kind {kind!r}; known: "
+                             f"{', '.join(KERNEL_COSTS)}")
+  pattern = re.compile(block_pattern)
+  meta = graph.metadata
+  num_ops = graph.num_ops
+  phase = np.array(train_step.phases(graph))
+  operands = meta["operands"]
+  shapes = [tuple(s) for s in meta["tensor_shapes"]]
+  sources = phase == "input"
+  size = graph.tensor_size
+  producer = graph.tensor_producer
+
+  # Units: blocks in the order they first run, then the outer ops (embedding, head, loss).
+  names: list[str] = []
+  op_block: list[str | None] = []
+  for op, scope in enumerate(meta["op_scopes"]):
+    block = (_input_block(graph.op_names[op], pattern) if sources[op]
+             else _block_of(scope, pattern))
+    if block is not None and block not in names:
+      names.append(block)
+    op_block.append(block)
+  units = tuple(names) + ("outer",)
+  index = {name: k for k, name in enumerate(units)}
+  unit = np.array([index[b] if b is not None else len(names) for b in op_block])
+  readers: list[list[int]] = [[] for _ in range(graph.num_tensors)]
+  for op, ops_in in enumerate(operands):
+    for tensor in dict.fromkeys(t for t in ops_in if t is not None):
+      readers[tensor].append(op)
+  # What grows with the batch: ops touching a tensor whose leading axis is the batch (or the
+  # batch times the sequence, flattened), unless the tensor derives from the parameters and
+  # optimizer state alone (a weight whose first axis happens to match).
+  outputs_of: list[list[int]] = [[] for _ in range(num_ops)]
+  for t in range(graph.num_tensors):
+    outputs_of[producer[t]].append(t)
+  data = set(meta["data_inputs"])
+  batch = int(shapes[next(t for t in range(graph.num_tensors) if producer[t] in data)][0])
+  tokens = {batch} | {batch * shapes[t][1] for t in range(graph.num_tensors)
+                      if producer[t] in data and len(shapes[t]) >= 2}
+  state_only = np.zeros(graph.num_tensors, bool)  # Derived from parameters / state alone.
+  scales = np.zeros(num_ops, bool)
+  for op in range(num_ops):
+    ins = [t for t in operands[op] if t is not None]
+    derived = (sources[op] and op not in data) or (bool(ins) and all(state_only[t]
+                                                                     for t in ins))
+    for t in outputs_of[op]:
+      state_only[t] = derived
+    scales[op] = not sources[op] and any(
+        shapes[t] and shapes[t][0] in tokens and not state_only[t]
+        for t in ins + outputs_of[op])
+  # Per-parameter work outside the blocks' scopes (the step casts every weight to BF16 and
+  # every gradient back, then updates it) belongs to the block whose parameter it is.
+  outer = len(names)
+  for op in range(num_ops):
+    if unit[op] == outer and not sources[op] and not scales[op]:
+      owners = {int(unit[producer[t]]) for t in operands[op]
+                if t is not None and len(shapes[t]) > 0}
+      if len(owners) == 1:
+        unit[op] = owners.pop()
+  seconds = fused_seconds(graph, kind, phase, unit, readers)
+
+  # Parameters: the FP32 masters (argument 0) and their views (casts, reshapes).
+  is_param_input = np.array([sources[op] and graph.op_names[op].startswith("input[0]")
+                             for op in range(num_ops)])
+  param_view = np.zeros(graph.num_tensors, bool)
+  param_of = np.full(graph.num_tensors, -1)
+  for t in range(graph.num_tensors):
+    op = producer[t]
+    if is_param_input[op]:
+      param_view[t], param_of[t] = True, t
+    elif _primitive(graph.op_types[op]) == "movement" and phase[op] != "optimizer":
+      ins = [x for x in operands[op] if x is not None]
+      if len(ins) == 1 and param_view[ins[0]]:
+        param_view[t], param_of[t] = True, param_of[ins[0]]
+
+  state = np.zeros(graph.num_tensors, np.int8)
+  split = np.zeros(num_ops, bool)
+  all_reduce = np.zeros(num_ops)
+  split_params: set[int] = set()
+  reduced: set[int] = set()
+  for op in range(num_ops):
+    if sources[op]:
+      continue
+    ins = [t for t in dict.fromkeys(operands[op]) if t is not None]
+    weights = [t for t in ins if param_view[t] and len(shapes[t]) >= 2]
+    activations = [t for t in ins if not param_view[t]]
+    op_type = graph.op_types[op]
+    if weights and op_type in ("dot_general", "gather"):
+      for t in activations:
+        if state[t] == PARTIAL and t not in reduced:
+          all_reduce[op] += size[t]
+          reduced.add(t)
+      into_split = any(state[t] == SPLIT for t in activations)
+      out = PARTIAL if (into_split or op_type == "gather") else SPLIT
+      split[op] = True
+      split_params.update(int(param_of[t]) for t in weights)
+    elif (op_type in ("add", "add_any") and any(state[t] == PARTIAL for t in ins)
+          and not any(state[t] == SPLIT for t in ins)):
+      # A replicated addend joins as its t-th part on each rank: partial sums add up locally
+      # and are all-reduced once, where something other than a sum reads them.
+      out, split[op] = PARTIAL, True
+    else:
+      for t in ins:
+        if state[t] == PARTIAL and t not in reduced:
+          all_reduce[op] += size[t]
+          reduced.add(t)
+      split[op] = any(state[t] == SPLIT for t in ins)
+      out = SPLIT if split[op] else REPLICATED
+    for t in outputs_of[op]:
+      state[t] = out
+  saved = np.zeros(num_ops)
+  backward_out = np.zeros(num_ops)
+  for t in range(graph.num_tensors):
+    op = producer[t]
+    if phase[op] == "forward" and any(phase[r] == "backward" for r in readers[t]):
+      saved[op] += size[t]
+    if phase[op] == "backward":
+      backward_out[op] += size[t]
+  parameter_bytes = np.zeros(len(units))
+  parameter_split = np.zeros(len(units))
+  for t in np.flatnonzero(is_param_input[producer]):
+    u = unit[producer[t]]
+    parameter_bytes[u] += size[t]
+    if t in split_params:
+      parameter_split[u] += size[t]
+  # A block's input: the first tensor of block 0 read from outside it.
+  boundary = 0.0
+  if len(names):
+    first = [op for op in range(num_ops) if unit[op] == 0 and phase[op] == "forward"]
+    outside = {t for op in first for t in operands[op] if t is not None
+               and unit[producer[t]] != 0 and not param_view[t]}
+    boundary = float(max((size[t] for t in outside), default=0.0))
+  after = np.zeros(num_ops, bool)
+  for op in range(num_ops):
+    if not sources[op]:
+      after[op] = unit[op] == outer and any(
+          unit[producer[t]] != outer or after[producer[t]]
+          for t in operands[op] if t is not None)
+  return StepProfile(graph.name, kind, batch, units, unit, phase, seconds, scales, split,
+                     all_reduce, saved, backward_out, parameter_bytes, parameter_split,
+                     boundary, after, dict(meta["training"]))

@@ -1,0 +1,128 @@
+"""regal.parallelism: a training step's profile, a mesh's time and memory, the configurations.
+Checked against what the papers publish: Megatron's two all-reduces per block each way
+(Shoeybi et al. 2019), the bytes per parameter of mixed-precision Adam with and without a
+distributed optimizer (Megatron-LM's docs: 18 and 6 + 12 / d), the 1F1B bubble (Narayanan
+et al. 2021), a kernel's roofline worked by hand."""
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from regal.parallelism import collectives, configurations, plan, profile
+from regal_datasets import accelerators, errors, jax_import, train_step, zoo
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+  graph = zoo.model_graph("gpt2_small", batch=8, seq_len=64, layers=4, step="train")
+  return graph, profile.profile(graph, "h100")
+
+
+@pytest.mark.parametrize("model,hidden", [("gpt2_small", 768), ("llama_7b", 4096),
+                                          ("bert_base", 768)])
+def test_tensor_parallelism_all_reduces_twice_per_block_each_way(model, hidden):
+  batch, seq = 2, 32
+  graph = zoo.model_graph(model, batch=batch, seq_len=seq, layers=3, step="train")
+  found = profile.profile(graph, "h100")
+  activation = batch * seq * hidden * 2  # [B, S, H] in BF16.
+  for block in (1, 2):  # Block 0 also all-reduces the vocabulary-parallel embedding.
+    for phase in ("forward", "backward"):
+      on = (found.unit == block) & (found.phase == phase) & (found.all_reduce_bytes > 0)
+      assert found.all_reduce_bytes[on].tolist() == [activation, activation], (block, phase)
+
+
+def test_bytes_per_parameter_are_megatrons(gpt2):
+  graph, found = gpt2
+  count = graph.metadata["training"]["parameters"]
+  static = ("parameters_fp32", "optimizer_state", "gradients_fp32", "parameters_bf16")
+  plain = plan.estimate(found, plan.Mesh(8))
+  assert sum(plain.memory[k] for k in static) == pytest.approx(18 * count)
+  distributed = plan.estimate(found, plan.Mesh(8, zero=1))
+  assert sum(distributed.memory[k] for k in static) == pytest.approx((6 + 12 / 8) * count)
+
+
+def test_one_f_one_b_idles_p_minus_1_of_m_plus_p_minus_1_slots(gpt2):
+  _, found = gpt2
+  for stages, micro in ((2, 2), (2, 8), (4, 4)):
+    step = plan.estimate(found, plan.Mesh(1, 1, stages, micro_batches=micro)).time
+    busy = step["compute"] + step["tensor_all_reduce"] + step["pipeline_sends"]
+    assert step["pipeline_bubble"] / (busy + step["pipeline_bubble"]) == pytest.approx(
+        (stages - 1) / (micro + stages - 1))
+
+
+def test_data_and_tensor_ranks_divide_the_work_they_split(gpt2):
+  _, found = gpt2
+  one = plan.estimate(found, plan.Mesh(1)).time["compute"]
+  assert plan.estimate(found, plan.Mesh(8)).time["compute"] == pytest.approx(one / 8)
+  split = found.split & found.scales & np.isin(found.phase, ("forward", "backward"))
+  whole = found.scales & ~found.split & np.isin(found.phase, ("forward", "backward"))
+  expected = found.seconds[split].sum() / 4 + found.seconds[whole].sum()
+  assert plan.estimate(found, plan.Mesh(1, 4)).time["compute"] == pytest.approx(expected)
+
+
+def test_fused_kernels_by_hand():
+  def fn(w, x):
+    y = jnp.exp(x @ w) * 2.0 + 1.0  # One kernel: the matmul and its epilogue.
+    return (y @ w).sum()  # Another: the second matmul; the sum a third.
+  graph = jax_import.trace_graph(fn, jax.ShapeDtypeStruct((256, 256), jnp.float32),
+                                 jax.ShapeDtypeStruct((64, 256), jnp.float32))
+  phase = np.array(train_step.phases(graph))
+  unit = np.zeros(graph.num_ops, int)
+  readers = [[] for _ in range(graph.num_tensors)]
+  for op, operands in enumerate(graph.metadata["operands"]):
+    for tensor in dict.fromkeys(t for t in operands if t is not None):
+      readers[tensor].append(op)
+  groups = profile.fusion_groups(graph, phase, unit, readers)
+  kernels = {groups[op] for op in range(graph.num_ops) if phase[op] != "input"}
+  assert len(kernels) == 3
+  seconds = profile.fused_seconds(graph, "h100", phase, unit, readers)
+  h100 = accelerators.KINDS["h100"]
+  matmul, memory, launch = profile.KERNEL_COSTS["h100"]
+  peak, bandwidth = h100.peak_flops * matmul, h100.memory_bandwidth * memory
+  first = max((2 * 64 * 256 * 256 + 3 * 64 * 256) / peak,
+              (4 * (256 * 256 + 64 * 256) + 4 * 64 * 256) / bandwidth)
+  second = max(2 * 64 * 256 * 256 / peak, 4 * (256 * 256 + 2 * 64 * 256) / bandwidth)
+  third = max(64 * 256 / peak, (4 * 64 * 256 + 4) / bandwidth)
+  assert seconds.sum() == pytest.approx(first + second + third + 3 * launch)
+
+
+def test_llama_7b_on_8_h100s():
+  started = time.perf_counter()
+  graph = zoo.model_graph("llama_7b", batch=8, seq_len=2048, step="train")
+  found = profile.profile(graph, "h100")
+  answers = {name: configurations.best(found, 8, name)
+             for name in configurations.CONFIGURATIONS.names()}
+  assert time.perf_counter() - started < 60
+  plain = answers["data_parallel"]
+  assert not plain.feasible
+  assert "optimizer_state 53.9" in plain.overflow and "of 80 GB" in plain.overflow
+  found_plan = answers["auto"]
+  assert found_plan.feasible and found_plan.memory_bytes <= 80e9
+  for name in configurations.BASELINES:
+    if answers[name].feasible:
+      assert found_plan.step_seconds <= answers[name].step_seconds
+  assert found_plan.mesh.describe()
+
+
+def test_the_search_never_loses_to_a_configuration(gpt2):
+  _, found = gpt2
+  searched = configurations.best(found, 8, "auto")
+  for name in configurations.BASELINES:
+    answer = configurations.best(found, 8, name)
+    if answer is not None and answer.feasible:
+      assert searched.step_seconds <= answer.step_seconds + 1e-12, name
+
+
+def test_what_cannot_be_priced_is_refused(gpt2):
+  _, found = gpt2
+  with pytest.raises(errors.ConfigError, match="not a training step"):
+    profile.profile(zoo.model_graph("gpt2_small", layers=1, seq_len=8), "h100")
+  with pytest.raises(errors.ConfigError, match="batch 8 does not split"):
+    plan.estimate(found, plan.Mesh(1, 1, 1, micro_batches=3))
+  with pytest.raises(errors.ConfigError, match="5 pipeline stages for 4 blocks"):
+    plan.estimate(found, plan.Mesh(1, 1, 5, micro_batches=8))
+  with pytest.raises(errors.ConfigError, match="no kernel costs"):
+    profile.profile(zoo.model_graph("gpt2_small", layers=1, seq_len=8, step="train"), "tpu")
+  assert collectives.FABRICS["h100"].gpus_per_node == 8
