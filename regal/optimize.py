@@ -82,8 +82,11 @@ flags.DEFINE_enum("engine", "auto", list(choices.ENGINES), "How batched "
 cli.define_registered(
     "method", "brkga", choices.METHOD_REGISTRY,
     "Placement method: brkga or a baseline (regal/baselines); with --objective throughput: "
-    + ", ".join(choices.SPLIT_METHODS) + " (default search).",
-    also=choices.SPLIT_METHOD_REGISTRY)
+    + ", ".join(choices.SPLIT_METHODS) + " (default search); on a training step (zoo "
+    "--step train) with --device_preset, a configuration: "
+    + ", ".join(n for n in choices.CONFIGURATION_REGISTRY.names() if n != "auto")
+    + " (regal/parallelism/configurations.py).",
+    also=choices.Registries(choices.SPLIT_METHOD_REGISTRY, choices.CONFIGURATION_REGISTRY))
 flags.DEFINE_integer("evals", None, "Fitness evaluations (BRKGA, hill climb, local "
                      "and random search budget). Default: sized from the graph so "
                      "BRKGA searches up to ~10 s on a 2-core CPU (deterministic; "
@@ -111,7 +114,9 @@ flags.DEFINE_string("shard", "off", "Split an imported graph's ops (JAX or ONNX)
                     "count K (each op on its batch, or another dimension K divides) or auto "
                     "(K among the device count's divisors, or no split, by measured benefit; "
                     "regal/app/sharding.py). With --method data_parallel: K shards instead "
-                    "of one per device (auto: one per device).")
+                    "of one per device (auto: one per device). On a training step (zoo "
+                    "--step train) with --device_preset, auto searches its meshes: data x "
+                    "tensor x pipeline, ZeRO, micro-batches (regal/app/training_lib.py).")
 flags.DEFINE_string("coarsen", "off", "Solve a coarsened graph, map the answer "
                     "back and (brkga) refine it on the original graph: off, auto "
                     "(graphs above 500 ops: QuickP fusion, then heavy edges to 256 "

@@ -8,6 +8,7 @@ under a second). What is not a registry yet is listed here, held equal to its ho
 `tests/cli_contract_test.py`.
 """
 from regal.app import registries as app_registries
+from regal.parallelism import registries as parallelism_registries
 from regal.scoring import registries as scoring_registries
 from regal.search import registries as search_registries
 
@@ -18,6 +19,22 @@ DECODER_REGISTRY = scoring_registries.DECODERS
 METHOD_REGISTRY = app_registries.METHODS
 SPLIT_METHOD_REGISTRY = app_registries.SPLIT_METHODS
 PRIOR_REGISTRY = search_registries.PRIORS
+CONFIGURATION_REGISTRY = parallelism_registries.CONFIGURATIONS  # A training step's meshes.
+
+
+class Registries:
+  """Several registries' names as one: what `--method` accepts besides a placement method."""
+
+  def __init__(self, *registries):
+    self.registries = registries
+
+  def __contains__(self, name: object) -> bool:
+    return any(name in registry for registry in self.registries)
+
+  def __iter__(self):
+    return iter(dict.fromkeys(n for registry in self.registries for n in registry))
+
+
 MODELS = MODEL_REGISTRY.names()
 DECODERS = DECODER_REGISTRY.names()
 METHODS = METHOD_REGISTRY.names()

@@ -184,11 +184,32 @@ def main_split(inputs: optimize_inputs.Inputs, flag_groups) -> None:
                         "contiguity (the result says feasible: false, with the violations)")
 
 
+def main_training(inputs: optimize_inputs.Inputs, flag_groups) -> None:
+  """A training step's mesh plan (`training_lib`): report, write, exit 3 if it does not fit."""
+  from regal.app import training_lib
+  given = [name for name in FLAGS if FLAGS[name].present
+           and any(name in names for _, names in flag_groups)]
+  configuration = training_lib.check(inputs.devices.kinds, FLAGS.shard, FLAGS.method,
+                                     _given("method"), given)
+  result = training_lib.run(inputs.graph, inputs.devices.num_devices, inputs.devices.kinds[0],
+                            configuration, source=inputs.source)
+  print(training_lib.summary(result))
+  if FLAGS.out:
+    atomic.write_text(FLAGS.out, json.dumps(result, indent=1, allow_nan=False) + "\n")
+    print(f"wrote {FLAGS.out}")
+  if not result["feasible"]:
+    cli.exit_infeasible("the plan does not fit in the devices' memory (the result says "
+                        "feasible: false, with what overflowed)")
+
+
 def run(inputs: optimize_inputs.Inputs, flag_groups) -> None:
   """`regal.optimize`'s main once `optimize_inputs` read its inputs (`flag_groups`: its --help
   groups)."""
   if optimize_inputs.splits_a_workload():
     return main_split(inputs, flag_groups)
+  from regal.app import training_lib
+  if training_lib.wanted(inputs.graph, FLAGS.method, FLAGS.shard, _given("method")):
+    return main_training(inputs, flag_groups)
   methods.get_schedule(FLAGS.method)  # A split method needs a profiled workload.
   check_flags()
   devices = inputs.devices

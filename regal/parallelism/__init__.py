@@ -1,2 +1,3 @@
 """The parallelism space of a training step and what each configuration costs (issue 83):
-collectives at NCCL's costs on real fabrics (`collectives`)."""
+a step's profile (`profile`), a mesh's time and memory (`plan`), collectives at NCCL's costs
+(`collectives`), the engineers' configurations and the search (`configurations`)."""

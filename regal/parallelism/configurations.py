@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 
 from regal.parallelism import collectives, plan
 from regal.parallelism.profile import StepProfile
-from regal_datasets.registry import Registry
+from regal.parallelism.registries import CONFIGURATIONS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,9 +29,6 @@ class Configuration:
   name: str
   summary: str
   meshes: Callable[[StepProfile, int, collectives.Fabric], Iterable[plan.Mesh]]
-
-
-CONFIGURATIONS: Registry[Configuration] = Registry("configuration")
 
 
 def _divisors(n: int) -> list[int]:
