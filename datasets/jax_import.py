@@ -6,8 +6,9 @@ are replaced by their shapes) and turns every primitive application into an op:
 * inputs: one op per argument leaf (type "input", cost 0), named by its pytree path;
 * an op per equation, typed by its primitive; sub-jaxprs of `jit`/`pjit`, `custom_jvp_call`,
   `custom_vjp_call`, `closed_call`, `remat` are inlined (`inline=True`) or kept as one op whose
-  cost is the sum of their body; `scan` counts its body `length` times, `while` once (its trip
-  count is unknown when tracing, logged), `cond` its most expensive branch;
+  cost is the sum of their body (a call named `fused_...` is always kept: one kernel,
+  `is_fused`); `scan` counts its body `length` times, `while` once (its trip count is unknown
+  when tracing, logged), `cond` its most expensive branch;
 * one output tensor per result, sized from its abstract value (elements x dtype bytes);
   one data edge per use.
 
@@ -46,6 +47,7 @@ from regal_datasets.graph import Graph, GraphBuilder
 DEFAULT_FLOPS_PER_BYTE = 1000.0
 NOMINAL_LINK_BYTES_PER_SECOND = 100e9  # One cost unit: the time this link takes per byte.
 _INLINED_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+FUSED_PREFIX = "fused_"
 _ELEMENTWISE = frozenset("""
 abs acos acosh add and asin asinh atan atan2 atanh cbrt ceil clamp conj cos cosh digamma div
 eq erf erf_inv erfc exp exp2 expm1 floor ge gt igamma imag integer_pow is_finite le lgamma log
@@ -98,6 +100,13 @@ def _sub_jaxprs(eqn):
     if hasattr(sub, "eqns"):  # Jaxpr (remat)
       return sub
   return None
+
+
+def is_fused(eqn) -> bool:
+  """A call named `fused_...` (a `jax.jit` or `jax.custom_vjp` function) runs as one kernel,
+  as FlashAttention does: it stays one op, its FLOPs its body's, its bytes its operands' and
+  results' (`zoo_models.fused_attention`)."""
+  return str(eqn.params.get("name", "")).startswith(FUSED_PREFIX)
 
 
 def equation_flops(eqn) -> tuple[float, float]:
@@ -217,7 +226,7 @@ class _Importer:
     for eqn in jaxpr.eqns:
       stack = str(eqn.source_info.name_stack)
       scope = "/".join(part for part in (prefix, stack) if part)
-      sub = _sub_jaxprs(eqn) if self.inline else None
+      sub = _sub_jaxprs(eqn) if self.inline and not is_fused(eqn) else None
       if sub is not None and eqn.primitive.name not in ("scan", "while", "cond"):
         inner = {var: read(v) for var, v in zip(sub.invars, eqn.invars)}
         for var, v in zip(sub.invars, eqn.invars):
@@ -233,7 +242,8 @@ class _Importer:
             literals[outer] = literals[result]
         continue
       flops, units = equation_flops(eqn)
-      tensors = self.add_op(eqn.primitive.name, flops, units, eqn.outvars,
+      op_type = str(eqn.params["name"]) if is_fused(eqn) else eqn.primitive.name
+      tensors = self.add_op(op_type, flops, units, eqn.outvars,
                             [read(v) for v in eqn.invars],
                             (eqn, [operand(v) for v in eqn.invars]), scope)
       env.update(zip(eqn.outvars, tensors))

@@ -10,8 +10,9 @@ and medium, Llama-2-7B. `--layers` shortens the layered ones (e.g. one layer for
 `--step` picks what is traced: `forward` (default); `backward`, the gradient of the summed
 output too; `train`, a training step as engineers run it (`regal_datasets.train_step`: the
 model's loss, backward, AdamW, BF16 compute on FP32 master weights), with `--remat` to
-recompute each block in the backward pass. This module, and the command, load the modules
-only to trace, so a mistake in the flags is one line before JAX loads.
+recompute each block in the backward pass; `--attention fused` runs attention as one kernel
+each way, as FlashAttention (the default for a training step). This module, and the command,
+load the modules only to trace, so a mistake in the flags is one line before JAX loads.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class ZooModel:
   layers: int | None = None  # Its layer count, where `--layers` may shorten it.
   positions: int | None = None  # The longest sequence it embeds (None: any).
   loss: str | None = None  # "classes", "masked_lm", "next_token"; None: no training head.
+  fusable: bool = False  # Its attention may run fused, as FlashAttention (`--attention`).
 
 
 ZOO = (
@@ -46,24 +48,34 @@ ZOO = (
              "masked_lm"),
     ZooModel("llama_block", "one Llama-2-7B decoder block: RMSNorm, rotary attention (32 heads "
              "of 128), SwiGLU MLP 11008 (no head: not trainable alone; see llama_7b)",
-             "hidden"),
+             "hidden", fusable=True),
     ZooModel("gpt2_small", "GPT-2 small (124M): 12 pre-LayerNorm layers, hidden 768, 12 heads, "
              "causal attention, GELU MLP 3072, vocab 50257, 1024 positions, tied LM head",
-             "tokens", 12, 1024, "next_token"),
+             "tokens", 12, 1024, "next_token", True),
     ZooModel("gpt2_medium", "GPT-2 medium (355M): gpt2_small with 24 layers, hidden 1024, 16 "
-             "heads, MLP 4096", "tokens", 24, 1024, "next_token"),
+             "heads, MLP 4096", "tokens", 24, 1024, "next_token", True),
     ZooModel("llama_7b", "Llama-2-7B (6.74B): 32 llama_block layers, vocab 32000, untied LM "
-             "head, 4096 positions", "tokens", 32, 4096, "next_token"),
+             "head, 4096 positions", "tokens", 32, 4096, "next_token", True),
 )
 MODELS = tuple(model.name for model in ZOO)
 SPECS = {model.name: model for model in ZOO}
 SEQUENCE_MODELS = tuple(m.name for m in ZOO if m.reads != "images")  # Read --seq_len.
 LAYERED_MODELS = tuple(m.name for m in ZOO if m.layers)  # Read --layers.
 STEPS = ("forward", "backward", "train")  # backward: the gradient of the summed output.
+ATTENTIONS = ("materialized", "fused")  # fused: one kernel each way (`zoo_models.fused_attention`).
+
+
+def attention_of(model: str, step: str, attention: str | None) -> str:
+  """The attention a trace uses: as given, else fused for a training step where the model
+  can (as trainers run FlashAttention), else materialized."""
+  if attention is None:
+    return "fused" if step == "train" and SPECS[model].fusable else "materialized"
+  return attention
 
 
 def check_size(model: str, batch: int = 1, seq_len: int = 128, layers: int | None = None,
-               step: str = "forward", remat: bool = False) -> None:
+               step: str = "forward", remat: bool = False,
+               attention: str | None = None) -> None:
   """A zoo model of these sizes exists: positive sizes, and a sequence no longer than the
   model's positions (else its embedding would read past them, silently); the step is one it
   can take."""
@@ -82,6 +94,12 @@ def check_size(model: str, batch: int = 1, seq_len: int = 128, layers: int | Non
   if step == "train" and spec.loss is None:
     raise errors.ConfigError(f"--step train: {model} has no training head (its loss is "
                              f"undefined); train llama_7b, or --layers 1 of it, instead")
+  if attention not in (None, *ATTENTIONS):
+    raise errors.ConfigError(f"unknown attention {attention!r}; known: {', '.join(ATTENTIONS)}")
+  if attention == "fused" and not spec.fusable:
+    raise errors.ConfigError(f"--attention fused: {model}'s attention is not ours to fuse; "
+                             f"models that can: "
+                             f"{', '.join(m.name for m in ZOO if m.fusable)}")
   if remat and (step == "forward" or not spec.layers):
     raise errors.ConfigError(
         f"--remat would do nothing here: it recomputes the blocks of "
@@ -89,8 +107,9 @@ def check_size(model: str, batch: int = 1, seq_len: int = 128, layers: int | Non
 
 
 def build(model: str, batch: int = 1, seq_len: int = 128, layers: int | None = None,
-          remat: bool = False, head: bool = False):
-  """(module, abstract input) of a zoo model; `head`: BERT with its masked-LM head."""
+          remat: bool = False, head: bool = False, fused: bool = False):
+  """(module, abstract input) of a zoo model; `head`: BERT with its masked-LM head; `fused`:
+  its attention one kernel each way."""
   import jax
   import jax.numpy as jnp
 
@@ -106,49 +125,60 @@ def build(model: str, batch: int = 1, seq_len: int = 128, layers: int | None = N
   if model == "bert_base":
     return m.BertBase(spec.positions, layers=layers, lm_head=head, remat=remat), tokens
   if model == "llama_block":
-    return m.LlamaBlock(), jax.ShapeDtypeStruct((batch, seq_len, 4096), jnp.float32)
+    return m.LlamaBlock(fused=fused), jax.ShapeDtypeStruct((batch, seq_len, 4096), jnp.float32)
   if model == "llama_7b":
-    return m.Llama(layers=layers, remat=remat), tokens
+    return m.Llama(layers=layers, remat=remat, fused=fused), tokens
   sizes = {"gpt2_small": {}, "gpt2_medium": {"hidden": 1024, "heads": 16}}[model]
-  return m.GPT2(spec.positions, layers=layers, remat=remat, **sizes), tokens
+  return m.GPT2(spec.positions, layers=layers, remat=remat, fused=fused, **sizes), tokens
 
 
 def model_graph(model: str, batch: int = 1, seq_len: int = 128, layers: int | None = None,
                 step: str = "forward", inline: bool = True,
-                flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE, remat: bool = False) -> Graph:
+                flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE, remat: bool = False,
+                attention: str | None = None) -> Graph:
   """A zoo model's forward pass, forward + backward, or training step as a graph; nothing is
   materialized."""
-  return model_trace(model, batch, seq_len, layers, step, inline, flops_per_byte, remat).graph
+  return model_trace(model, batch, seq_len, layers, step, inline, flops_per_byte, remat,
+                     attention).graph
+
+
+def cross_entropy(logits, targets):
+  """The mean negative log-likelihood of integer `targets`, in float32."""
+  import jax
+  import jax.numpy as jnp
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  return -jnp.mean(jnp.take_along_axis(log_probs, targets[..., None], axis=-1))
+
+
+def next_token_loss(logits, tokens):
+  """A language model's loss: each position predicts the next token."""
+  return cross_entropy(logits[:, :-1], tokens[:, 1:])
 
 
 def _loss(kind: str):
   """loss(output, batch) of a training head, in float32."""
-  import jax
-  import jax.numpy as jnp
-
-  def cross_entropy(logits, targets):
-    log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    return -jnp.mean(jnp.take_along_axis(log_probs, targets[..., None], axis=-1))
-
   if kind == "classes":
     return lambda logits, batch: cross_entropy(logits, batch[1])
   if kind == "masked_lm":  # Every position predicted (a masked LM scores 15%; same matmuls).
-    return lambda logits, tokens: cross_entropy(logits, tokens)
-  return lambda logits, tokens: cross_entropy(logits[:, :-1], tokens[:, 1:])
+    return cross_entropy
+  return next_token_loss
 
 
 def model_trace(model: str, batch: int = 1, seq_len: int = 128, layers: int | None = None,
                 step: str = "forward", inline: bool = True,
-                flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE, remat: bool = False) -> Traced:
+                flops_per_byte: float = DEFAULT_FLOPS_PER_BYTE, remat: bool = False,
+                attention: str | None = None) -> Traced:
   """`model_graph` with the equations behind every op (what `regal.execute` runs); the graph
   records how it was made (`metadata["zoo"]`), so `retrace(graph)` rebuilds this."""
   import jax
   import jax.numpy as jnp
 
   from regal_datasets.jax_import import trace
-  check_size(model, batch, seq_len, layers, step, remat)
+  check_size(model, batch, seq_len, layers, step, remat, attention)
   spec = SPECS[model]
-  module, example = build(model, batch, seq_len, layers, remat, head=step == "train")
+  attention = attention_of(model, step, attention)
+  module, example = build(model, batch, seq_len, layers, remat, head=step == "train",
+                          fused=attention == "fused")
   variables = jax.eval_shape(module.init, jax.random.key(0), example)
   name = (f"{model}_b{batch}" + (f"_s{seq_len}" if model in SEQUENCE_MODELS else "")
           + {"forward": "", "backward": "_fwbw", "train": "_train"}[step])
@@ -171,20 +201,29 @@ def model_trace(model: str, batch: int = 1, seq_len: int = 128, layers: int | No
     traced = trace(fn, variables, example, name=name, inline=inline,
                    flops_per_byte=flops_per_byte)
   made = {"model": model, "batch": batch, "seq_len": seq_len, "layers": layers, "step": step,
-          "inline": inline, "flops_per_byte": flops_per_byte, "remat": remat}
+          "inline": inline, "flops_per_byte": flops_per_byte, "remat": remat,
+          "attention": attention}
   graph = traced.graph.replace(metadata={**traced.graph.metadata, "zoo_model": model,
                                          "batch": batch, "step": step, "zoo": made})
   return dataclasses.replace(traced, graph=graph)
 
 
-def retrace(graph: Graph) -> Traced | None:
-  """The trace a zoo graph (or a split of one) was made from, or None for any other graph.
-  (A graph edited after it was made would not match: its op count is checked.)"""
+def how_made(graph: Graph) -> dict | None:
+  """`model_trace`'s arguments for a zoo graph (or a split of one), or None for any other."""
   made = graph.metadata.get("zoo")
   if not isinstance(made, dict):
     return None
   if "backward" in made:  # Written before `step` replaced the flag.
     made = {**made, "step": "backward" if made.pop("backward") else "forward"}
+  return dict(made)
+
+
+def retrace(graph: Graph) -> Traced | None:
+  """The trace a zoo graph (or a split of one) was made from, or None for any other graph.
+  (A graph edited after it was made would not match: its op count is checked.)"""
+  made = how_made(graph)
+  if made is None:
+    return None
   traced = model_trace(**made)
   source_ops = graph.metadata.get("sharding", {}).get("source_ops", graph.num_ops)
   return traced if traced.graph.num_ops == source_ops else None
@@ -200,13 +239,14 @@ def main(argv: Sequence[str]) -> None:
     if flag[name].present and flag.model not in readers:
       raise errors.ConfigError(f"--{name} would do nothing here: --model {flag.model} does not "
                                f"read it (only {', '.join(readers)} do)")
-  check_size(flag.model, flag.batch, flag.seq_len, flag.layers, flag.step, flag.remat)
+  check_size(flag.model, flag.batch, flag.seq_len, flag.layers, flag.step, flag.remat,
+             flag.attention)
   if flag.out:
     from regal_datasets import atomic
     graph_io.check_graph_output(flag.out)
     atomic.check_output(flag.out, "--out")
   graph = model_graph(flag.model, flag.batch, flag.seq_len, flag.layers, flag.step,
-                      flag.inline, flag.flops_per_byte, flag.remat)
+                      flag.inline, flag.flops_per_byte, flag.remat, flag.attention)
   print(f"{graph.name}: {graph.num_ops} ops, {graph.num_tensors} tensors, "
         f"{graph.num_data_edges} data edges, {graph.metadata['total_flops'] / 1e9:.3f} GFLOPs")
   if flag.out:
@@ -226,6 +266,9 @@ if __name__ == "__main__":
   _flags.DEFINE_enum("step", "forward", list(STEPS), "What to trace: the forward pass, "
                      "forward + backward, or a training step (loss, backward, AdamW).")
   _flags.DEFINE_bool("remat", False, "Recompute each block in the backward pass.")
+  _flags.DEFINE_enum("attention", None, list(ATTENTIONS), "Attention as one kernel each way "
+                     "(fused, as FlashAttention) or its ops (materialized). Default: fused for "
+                     "--step train where the model allows, else materialized.")
   _flags.DEFINE_bool("inline", True, "Inline jit / custom_jvp bodies into their primitives.")
   _flags.DEFINE_float("flops_per_byte", DEFAULT_FLOPS_PER_BYTE,
                       "Device FLOP rate over link byte rate (cost scale).", lower_bound=1e-6,

@@ -207,10 +207,37 @@ def causal_attention(q, k, v):
   return jnp.einsum("bhqk,bkhd->bqhd", weights, v)
 
 
+@jax.custom_vjp
+def fused_attention(q, k, v):
+  """`causal_attention` as FlashAttention runs it: one kernel forward and one backward that
+  recomputes the scores, so no [S, S] tensor reaches memory (the importer keeps a call named
+  `fused_...` whole: `jax_import.is_fused`)."""
+  return fused_attention_forward(q, k, v)
+
+
+@jax.jit
+def fused_attention_forward(q, k, v):
+  return causal_attention(q, k, v)
+
+
+@jax.jit
+def fused_attention_backward(q, k, v, grad):
+  return jax.vjp(causal_attention, q, k, v)[1](grad)
+
+
+fused_attention.defvjp(lambda q, k, v: (fused_attention(q, k, v), (q, k, v)),
+                       lambda saved, grad: fused_attention_backward(*saved, grad))
+
+
+def attention(fused: bool):
+  return fused_attention if fused else causal_attention
+
+
 class LlamaBlock(nn.Module):
   hidden: int = 4096
   heads: int = 32
   mlp: int = 11008
+  fused: bool = False  # FlashAttention-style attention (`fused_attention`).
 
   @nn.compact
   def __call__(self, x):
@@ -220,7 +247,7 @@ class LlamaBlock(nn.Module):
     q, k, v = (nn.Dense(self.hidden, use_bias=False)(h).reshape(batch, seq, self.heads,
                                                                  head_dim) for _ in range(3))
     q, k = rotary(q), rotary(k)
-    attended = causal_attention(q, k, v).reshape(batch, seq, self.hidden)
+    attended = attention(self.fused)(q, k, v).reshape(batch, seq, self.hidden)
     x = x + nn.Dense(self.hidden, use_bias=False)(attended)
     h = RMSNorm()(x)
     gate = nn.silu(nn.Dense(self.mlp, use_bias=False)(h))
@@ -236,13 +263,14 @@ class Llama(nn.Module):
   mlp: int = 11008
   vocab: int = 32000
   remat: bool = False
+  fused: bool = False
 
   @nn.compact
   def __call__(self, tokens):
     x = nn.Embed(self.vocab, self.hidden)(tokens)
     block = nn.remat(LlamaBlock) if self.remat else LlamaBlock
     for _ in range(self.layers):
-      x = block(self.hidden, self.heads, self.mlp)(x)
+      x = block(self.hidden, self.heads, self.mlp, self.fused)(x)
     return nn.Dense(self.vocab, use_bias=False)(RMSNorm()(x))
 
 
@@ -250,6 +278,7 @@ class Llama(nn.Module):
 class GPT2Block(nn.Module):
   hidden: int = 768
   heads: int = 12
+  fused: bool = False
 
   @nn.compact
   def __call__(self, x):
@@ -257,7 +286,7 @@ class GPT2Block(nn.Module):
     head_dim = self.hidden // self.heads
     q, k, v = jnp.split(nn.Dense(3 * self.hidden)(nn.LayerNorm()(x)), 3, axis=-1)
     q, k, v = (t.reshape(batch, seq, self.heads, head_dim) for t in (q, k, v))
-    attended = causal_attention(q, k, v).reshape(batch, seq, self.hidden)
+    attended = attention(self.fused)(q, k, v).reshape(batch, seq, self.hidden)
     x = x + nn.Dense(self.hidden)(attended)
     y = nn.Dense(self.hidden)(nn.gelu(nn.Dense(4 * self.hidden)(nn.LayerNorm()(x))))
     return x + y
@@ -270,6 +299,7 @@ class GPT2(nn.Module):
   heads: int = 12
   vocab: int = 50257
   remat: bool = False
+  fused: bool = False
 
   @nn.compact
   def __call__(self, tokens):
@@ -278,7 +308,7 @@ class GPT2(nn.Module):
     x = token_embedding(tokens) + positions[None]
     block = nn.remat(GPT2Block) if self.remat else GPT2Block
     for _ in range(self.layers):
-      x = block(self.hidden, self.heads)(x)
+      x = block(self.hidden, self.heads, self.fused)(x)
     return token_embedding.attend(nn.LayerNorm()(x))  # The tied LM head: logits.
 
 

@@ -95,3 +95,15 @@ def test_bad_arguments():
   with pytest.raises(errors.ConfigError, match="flops_per_byte"):
     jax_import.trace_graph(mlp, MLP_PARAMS, S((8, 32), jnp.float32), flops_per_byte=0)
   assert np.isfinite(zoo.model_graph("llama_block", seq_len=16).compute_cost).all()
+
+
+def test_a_call_named_fused_stays_one_op_with_its_bodys_flops():
+  @jax.jit
+  def fused_scale_and_sum(x, w):
+    return jnp.tanh(x @ w).sum(axis=-1)
+  graph = jax_import.trace_graph(lambda w, x: fused_scale_and_sum(x, w) * 2.0,
+                                 S((16, 16), jnp.float32), S((4, 16), jnp.float32))
+  assert "fused_scale_and_sum" in graph.op_types and "dot_general" not in graph.op_types
+  op = graph.op_types.index("fused_scale_and_sum")
+  assert graph.metadata["op_flops"][op] == 2 * 4 * 16 * 16 + 4 * 16 + 4 * 16
+  assert graph.tensor_size[graph.tensor_producer == op].tolist() == [4 * 4]

@@ -32,8 +32,9 @@ def gpt2_forward_matmul_flops(batch, seq, layers, hidden, vocab):
 
 
 @pytest.fixture(scope="module")
-def gpt2_two_layers():
-  return zoo.model_graph("gpt2_small", batch=2, seq_len=32, layers=2, step="train")
+def gpt2_two_layers():  # Attention as its ops, so that every matmul is a dot_general.
+  return zoo.model_graph("gpt2_small", batch=2, seq_len=32, layers=2, step="train",
+                         attention="materialized")
 
 
 def test_a_training_step_multiplies_three_times_its_forward_pass(gpt2_two_layers):
@@ -48,7 +49,7 @@ def test_a_training_step_multiplies_three_times_its_forward_pass(gpt2_two_layers
 
 def test_remat_recomputes_the_blocks_forward_in_the_backward_pass():
   graph = zoo.model_graph("gpt2_small", batch=2, seq_len=32, layers=2, step="train",
-                          remat=True)
+                          remat=True, attention="materialized")
   flops = _dot_flops_by_phase(graph)
   forward = gpt2_forward_matmul_flops(2, 32, 2, 768, 50257)
   head = 2 * 2 * 32 * 50257 * 768  # Outside the blocks: not recomputed.
@@ -155,3 +156,28 @@ def test_the_command_writes_a_training_step(tmp_path):
   graph = io.load_graph(str(out))
   assert graph.metadata["zoo"]["step"] == "train"
   assert set(train_step.phases(graph)) == set(train_step.PHASES)
+
+
+def test_fused_attention_is_one_kernel_each_way_with_the_same_forward_flops():
+  kwargs = dict(batch=2, seq_len=64, layers=2, step="train")
+  fused = zoo.model_graph("gpt2_small", attention="fused", **kwargs)
+  plain = zoo.model_graph("gpt2_small", attention="materialized", **kwargs)
+  assert zoo.model_graph("gpt2_small", **kwargs).metadata["zoo"]["attention"] == "fused"
+  assert fused.op_types.count("fused_attention_forward") == 2
+  assert fused.op_types.count("fused_attention_backward") == 2
+  def phase_flops(graph, phase):
+    return sum(f for f, p in zip(graph.metadata["op_flops"], train_step.phases(graph))
+               if p == phase)
+  # (Equal up to the mask's few constant ops, which a jitted body counts where XLA folds them.)
+  assert phase_flops(fused, "forward") == pytest.approx(phase_flops(plain, "forward"),
+                                                        rel=1e-4)
+  # The backward kernel recomputes the scores and softmax: one more attention forward.
+  (forward_op,) = [f for t, f in zip(fused.op_types, fused.metadata["op_flops"])
+                   if t == "fused_attention_forward"][:1]
+  assert phase_flops(fused, "backward") == pytest.approx(
+      phase_flops(plain, "backward") + 2 * forward_op, rel=1e-3)
+  # No [S, S] tensor reaches memory: the kernels' results are [B, S, heads, head_dim].
+  shapes = fused.metadata["tensor_shapes"]
+  assert not any(len(s) == 4 and s[-1] == s[-2] == 64 for s in shapes)
+  with pytest.raises(errors.ConfigError, match="bert_base's attention is not ours to fuse"):
+    zoo.check_size("bert_base", step="train", attention="fused")
