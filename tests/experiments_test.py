@@ -418,3 +418,19 @@ def test_ship_policy_ships_a_training_and_reports_every_shipped_prior(tmp_path):
   assert all(os.path.exists(os.path.join(folder, n, "prior.msgpack")) for n in names)
   with open(os.path.join(out, "shipped_policies.md")) as f:
     assert "| sync_x2 | sync, 2 devices, runtime |" in f.read()
+
+
+def test_training_predictions_quick(tmp_path):
+  out = str(tmp_path)
+  run_quick("regal_experiments.training_predictions", out)
+  markdown, data = read_report(out, "training_predictions")
+  rows = data["rows"]
+  assert len(rows) == 3 and {r["kind"] for r in rows} == {"h100", "a100"}
+  for r in rows:  # The measured step is the row's tokens over its published rate.
+    tokens = r["global_batch"] * r["sequence"]
+    assert r["measured_step_s"] == pytest.approx(tokens / (8 * r["measured_tokens_per_gpu_s"]))
+    assert r["ratio"] == pytest.approx(r["predicted_step_s"] / r["measured_step_s"])
+    assert r["within"] == (abs(r["ratio"] - 1) <= 0.25)
+  assert -1 <= data["spearman_tokens_per_gpu"] <= 1
+  assert os.path.exists(os.path.join(out, "training_predictions.png"))
+  assert "llm-foundry" in markdown and "Within +-25%" in markdown

@@ -77,7 +77,7 @@ def test_fused_kernels_by_hand():
   groups = profile.fusion_groups(graph, phase, unit, readers)
   kernels = {groups[op] for op in range(graph.num_ops) if phase[op] != "input"}
   assert len(kernels) == 3
-  seconds = profile.fused_seconds(graph, "h100", phase, unit, readers)
+  seconds = profile.fused_seconds(graph, "h100", phase, groups, readers)
   h100 = accelerators.KINDS["h100"]
   matmul, memory, launch = profile.KERNEL_COSTS["h100"]
   peak, bandwidth = h100.peak_flops * matmul, h100.memory_bandwidth * memory
@@ -126,3 +126,39 @@ def test_what_cannot_be_priced_is_refused(gpt2):
   with pytest.raises(errors.ConfigError, match="no kernel costs"):
     profile.profile(zoo.model_graph("gpt2_small", layers=1, seq_len=8, step="train"), "tpu")
   assert collectives.FABRICS["h100"].gpus_per_node == 8
+
+
+def test_what_the_backward_holds_is_what_leaves_a_forward_kernel():
+  def apply(variables, x):
+    p = variables["params"]
+    hidden = x @ p["w1"]  # A matmul's result: held (the GELU's gradient reads it).
+    return jax.nn.gelu(hidden, approximate=True) @ p["w2"]  # GELU's inside: recomputed.
+
+  step = train_step.training_step(apply, lambda out, x: jnp.mean(out.astype(jnp.float32) ** 2))
+  params = {"w1": jax.ShapeDtypeStruct((64, 256), jnp.float32),
+            "w2": jax.ShapeDtypeStruct((256, 64), jnp.float32)}
+  graph = train_step.trace_training(step, {"params": params},
+                                    jax.ShapeDtypeStruct((32, 64), jnp.float32), "mlp").graph
+  found = profile.profile(graph, "h100")
+  # BF16: the first matmul's result and the GELU's output (the second matmul's input, read
+  # for w2's gradient), and the second matmul's result (the loss's gradient reads it).
+  assert found.saved_bytes.sum() == 2 * (32 * 256 + 32 * 256 + 32 * 64)
+  assert found.working_bytes.max() > 0
+
+
+def test_recomputed_blocks_trade_memory_for_time(gpt2):
+  graph, plain = gpt2
+  made = zoo.how_made(graph)
+  recomputing = profile.profile(zoo.model_graph(**{**made, "remat": True}), "h100")
+  assert profile.mixed(plain, recomputing, 0) is plain
+  mesh = plan.Mesh(1)
+  steps = [plan.estimate(profile.mixed(plain, recomputing, k),
+                         plan.Mesh(1, recomputed=k)) for k in range(plain.blocks + 1)]
+  memory = [s.memory["activations"] for s in steps]
+  compute = [s.time["compute"] for s in steps]
+  assert all(a > b for a, b in zip(memory, memory[1:]))  # Each recomputed block frees memory,
+  assert all(a < b for a, b in zip(compute, compute[1:]))  # and costs its forward again.
+  with pytest.raises(errors.ConfigError, match="recomputes 2 blocks; the profile 0"):
+    plan.estimate(plain, plan.Mesh(1, recomputed=2))
+  assert mesh.describe() == "one device"
+  assert "2 blocks recomputed" in plan.Mesh(1, recomputed=2).describe()

@@ -6,9 +6,11 @@
 A graph made by `regal_datasets.zoo --step train` (or `train_step`) on accelerators is planned
 as engineers parallelise a step, not op by op: `--shard auto` searches every data x tensor x
 pipeline mesh, ZeRO stage and micro-batch count (`regal.parallelism.configurations`' `auto`);
-`--method` names one configuration instead. The result holds the plan (its mesh, step time in
-ms, memory per device in GB by what it holds) and, under `baselines`, every configuration's
-best mesh with its step time and `feasible` (with what overflowed where it does not fit).
+`--method` names one configuration instead. A zoo step is also traced with its blocks
+rematerialised, so that a mesh that does not fit may recompute blocks (a configuration all of
+them, the search the fewest that fit). The result holds the plan (its mesh, step time in ms,
+memory per device in GB by what it holds) and, under `baselines`, every configuration's best
+mesh with its step time and `feasible` (with what overflowed where it does not fit).
 """
 from __future__ import annotations
 
@@ -68,10 +70,14 @@ def run(graph: Graph, num_devices: int, kind: str, configuration: str,
   """The result: the configuration's plan and every baseline configuration's answer."""
   from regal.parallelism import configurations, profile
   started = time.perf_counter()
-  step = profile.profile(graph, kind)
-  answers = {name: configurations.best(step, num_devices, name)
+  plain = _plain(graph)  # A zoo step is priced both ways: blocks held, and recomputed.
+  step = profile.profile(plain if plain is not None else graph, kind)
+  recomputing = (profile.profile(_rematerialised(plain), kind) if plain is not None
+                 else None)
+  answers = {name: configurations.best(step, num_devices, name, recomputing=recomputing)
              for name in (*configurations.BASELINES, "auto")}
-  chosen = answers.get(configuration) or configurations.best(step, num_devices, configuration)
+  chosen = answers.get(configuration) or configurations.best(step, num_devices, configuration,
+                                                             recomputing=recomputing)
   if chosen is None:
     raise errors.ConfigError(f"--method {configuration} has no mesh for {num_devices} devices "
                              f"and batch {step.batch}")
@@ -80,12 +86,28 @@ def run(graph: Graph, num_devices: int, kind: str, configuration: str,
                                                       "the device count and batch"})
                for name, answer in answers.items() if name in configurations.BASELINES}
   return {
-      "graph": graph.name, "source": source, "kind": kind, "devices": num_devices,
+      "graph": step.graph_name, "source": source, "kind": kind, "devices": num_devices,
+      "recomputation": ("searched: any number of blocks" if recomputing is not None else
+                        "not priced: the graph is not the zoo's, which could retrace it"),
       "method": configuration, "objective": "step_ms", "batch": step.batch,
       "parameters": step.training.get("parameters"),
       "plan": chosen.to_json(), "feasible": chosen.feasible, "baselines": baselines,
       "wall_seconds": time.perf_counter() - started,
   }
+
+
+def _plain(graph: Graph) -> Graph | None:
+  """The zoo step `graph` is, traced without rematerialisation; None for another graph."""
+  from regal_datasets import zoo
+  made = zoo.how_made(graph)
+  if made is None or made.get("step") != "train" or not zoo.SPECS[made["model"]].layers:
+    return None
+  return graph if not made.get("remat") else zoo.model_graph(**{**made, "remat": False})
+
+
+def _rematerialised(graph: Graph) -> Graph:
+  from regal_datasets import zoo
+  return zoo.model_graph(**{**zoo.how_made(graph), "remat": True})
 
 
 def summary(result: dict[str, Any]) -> str:

@@ -11,8 +11,11 @@ marked infeasible with what overflowed:
   tensor_data      tensor x data: every tensor width within a node, data parallel over the rest
   pipeline_data    pipeline x data: 1F1B over 2..blocks stages, data parallel over the rest
 
-`auto` searches the whole space: every data x tensor x pipeline factorisation, ZeRO 0-3 and
-every micro-batch count, so its answer is never slower than a configuration's.
+Where a mesh does not fit, a configuration recomputes every block in the backward pass
+(activation checkpointing on), given the step rematerialised (`best`'s `recomputing`).
+`auto` searches the whole space: every data x tensor x pipeline factorisation, ZeRO 0-3,
+every micro-batch count and the fewest recomputed blocks that fit, so its answer is never
+slower than a configuration's.
 """
 from __future__ import annotations
 
@@ -20,15 +23,20 @@ import dataclasses
 from typing import Callable, Iterable
 
 from regal.parallelism import collectives, plan
+from regal.parallelism import profile as profile_lib
 from regal.parallelism.profile import StepProfile
 from regal.parallelism.registries import CONFIGURATIONS
 
 
 @dataclasses.dataclass(frozen=True)
 class Configuration:
+  """`meshes`: the family; `fewest_recomputed`: where a mesh does not fit, recompute the
+  fewest blocks that make it fit (the search), rather than all of them or none (activation
+  checkpointing switched on, as an engineer does)."""
   name: str
   summary: str
   meshes: Callable[[StepProfile, int, collectives.Fabric], Iterable[plan.Mesh]]
+  fewest_recomputed: bool = False
 
 
 def _divisors(n: int) -> list[int]:
@@ -88,21 +96,45 @@ for _record in (
                   _tensor_parallel),
     Configuration("tensor_data", "tensor x data parallelism", _tensor_data),
     Configuration("pipeline_data", "pipeline (1F1B) x data parallelism", _pipeline_data),
-    Configuration("auto", "the search: every mesh, ZeRO stage and micro-batch count",
-                  _everything),
+    Configuration("auto", "the search: every mesh, ZeRO stage, micro-batch count and number "
+                  "of recomputed blocks", _everything, fewest_recomputed=True),
 ):
   CONFIGURATIONS.register(_record)
 BASELINES = ("data_parallel", "fsdp", "tensor_parallel", "tensor_data", "pipeline_data")
 
 
 def best(profile: StepProfile, devices: int, name: str,
-         fabric: collectives.Fabric | None = None) -> plan.Estimate | None:
+         fabric: collectives.Fabric | None = None,
+         recomputing: StepProfile | None = None) -> plan.Estimate | None:
   """A configuration's answer on `devices` devices: its fastest feasible mesh, else the one
-  needing least memory (infeasible); None if it has no mesh for this step at all."""
+  needing least memory (infeasible); None if it has no mesh for this step at all.
+  `recomputing`: the same step with every block rematerialised, so that a mesh that does not
+  fit may recompute blocks (`Configuration.fewest_recomputed`)."""
   fabric = fabric or collectives.FABRICS[profile.kind]
-  estimates = [plan.estimate(profile, mesh, fabric)
-               for mesh in CONFIGURATIONS.get(name).meshes(profile, devices, fabric)
-               if not plan.check(profile, mesh, devices)]
+  configuration = CONFIGURATIONS.get(name)
+  profiles: dict[int, StepProfile] = {0: profile}
+
+  def priced(mesh: plan.Mesh, recomputed: int) -> plan.Estimate:
+    if recomputed not in profiles:
+      profiles[recomputed] = profile_lib.mixed(profile, recomputing, recomputed)
+    mesh = dataclasses.replace(mesh, recomputed=recomputed)
+    return plan.estimate(profiles[recomputed], mesh, fabric)
+
+  estimates = []
+  for mesh in configuration.meshes(profile, devices, fabric):
+    if plan.check(profile, mesh, devices):
+      continue
+    found = priced(mesh, 0)
+    if not found.feasible and recomputing is not None and profile.blocks:
+      every = priced(mesh, profile.blocks)
+      if every.feasible and configuration.fewest_recomputed:
+        low, high = 0, profile.blocks  # Memory falls as blocks are recomputed: bisection.
+        while high - low > 1:
+          middle = (low + high) // 2
+          low, high = (middle, high) if not priced(mesh, middle).feasible else (low, middle)
+        every = priced(mesh, high)
+      estimates.append(every)
+    estimates.append(found)
   if not estimates:
     return None
   feasible = [e for e in estimates if e.feasible]

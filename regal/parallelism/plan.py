@@ -4,7 +4,8 @@ A `Mesh` is how engineers parallelise a step: `data` x `tensor` x `pipeline` ran
 innermost, so a tensor-parallel group shares a node; pipeline outermost), a ZeRO stage (1:
 optimizer state and FP32 masters sharded over the data ranks, as Megatron's distributed
 optimizer; 2: gradients too; 3: the BF16 working weights too, gathered layer by layer: FSDP)
-and a number of micro-batches (1F1B on a pipeline, gradient accumulation without one).
+and a number of micro-batches (1F1B on a pipeline, gradient accumulation without one), and
+how many blocks recompute their forward in the backward pass (priced on a `profile.mixed`).
 
 `estimate(profile, mesh, fabric)` prices it from a `profile.StepProfile`:
 * compute: each op's seconds over the data ranks and micro-batches where it grows with the
@@ -19,8 +20,8 @@ and a number of micro-batches (1F1B on a pipeline, gradient accumulation without
   backward pass as DDP, Megatron and FSDP do, only what outlasts it counted;
 * memory on the fullest stage: FP32 masters, Adam's two moments, FP32 gradients, the BF16
   working copy, sharded as the ZeRO stage says; the activations the backward pass reads for
-  every micro-batch in flight (1F1B: p - s on stage s); the largest block's backward working
-  set. A mesh whose devices overflow is infeasible, and says what overflowed.
+  every micro-batch in flight (1F1B: p - s on stage s); the backward pass's working set at
+  its peak. A mesh whose devices overflow is infeasible, and says what overflowed.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ class Mesh:
   pipeline: int = 1
   zero: int = 0
   micro_batches: int = 1
+  recomputed: int = 0  # Blocks whose forward the backward recomputes (activation checkpoints).
 
   @property
   def devices(self) -> int:
@@ -54,6 +56,8 @@ class Mesh:
       text += " FSDP" if self.zero == 3 else f" ZeRO-{self.zero}"
     if self.micro_batches > 1:
       text += f", {self.micro_batches} micro-batches"
+    if self.recomputed:
+      text += f", {self.recomputed} blocks recomputed"
     return text
 
   def to_json(self) -> dict:
@@ -92,6 +96,9 @@ def check(profile: StepProfile, mesh: Mesh, devices: int) -> str:
     return f"ZeRO stage {mesh.zero} does not exist"
   if mesh.pipeline > max(profile.blocks, 1):
     return f"{mesh.pipeline} pipeline stages for {profile.blocks} blocks"
+  if mesh.recomputed != profile.recomputed:
+    return (f"{mesh.describe()} recomputes {mesh.recomputed} blocks; the profile "
+            f"{profile.recomputed} (`profile.mixed` makes one)")
   if profile.batch % (mesh.data * mesh.micro_batches):
     return (f"batch {profile.batch} does not split into {mesh.data} data ranks x "
             f"{mesh.micro_batches} micro-batches")
@@ -177,9 +184,9 @@ def estimate(profile: StepProfile, mesh: Mesh,
     split_share = np.where(profile.split, t, 1)
     saved = float((profile.saved_bytes[on] / split_share[on]).sum()) / (d * m)
     in_flight = min(m, p - s) if p > 1 else 1
-    working = max((float((profile.backward_bytes[on & (profile.unit == u)]
-                          / split_share[on & (profile.unit == u)]).sum()) / (d * m)
-                   for u in np.unique(profile.unit[on])), default=0.0)
+    backward_on = on & (profile.phase == "backward")
+    working = float((profile.working_bytes[backward_on]
+                     + profile.working_split_bytes[backward_on] / t).max(initial=0.0)) / (d * m)
     activations[s] = saved * in_flight
     sharded = d if mesh.zero else 1
     largest_unit = max((profile.parameter_bytes[u] for u in np.unique(profile.unit[on])),

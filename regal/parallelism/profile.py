@@ -6,6 +6,12 @@ model's outer ops), its seconds on one device of `kind`, whether it grows with t
 what Megatron-style tensor parallelism does to it. Everything `plan.estimate` needs to price a
 mesh is here, so a mesh is priced without touching the graph again.
 
+Held between the passes: the forward tensors the backward reads, where they reach memory (a
+matmul's, reduction's or fused kernel's result, or an elementwise result another kernel
+reads); an elementwise tensor inside a kernel, and any cast or broadcast, the backward
+recomputes from those (`saved_bytes`). The backward's working set: its batch-sized tensors
+live after each op, made and not yet read for the last time (`working_bytes`).
+
 Seconds: kernels as XLA fuses them (`fusion_groups`: elementwise and data-movement ops join
 their neighbours' kernel, at most one matmul, convolution or reduction per kernel), each
 kernel's roofline, max(FLOPs / (peak x matmul efficiency), bytes in and out / (bandwidth x
@@ -31,12 +37,15 @@ import numpy as np
 from regal_datasets import accelerators, errors, train_step
 from regal_datasets.graph import Graph
 
-# Kinds not in this table are refused. Assumptions, to be calibrated against measured steps:
-# a large BF16 GEMM reaches about 70% of the dense peak in cuBLAS / XLA, streaming kernels
-# about 85% of HBM bandwidth; a kernel launch costs 3 us on a GPU (CUDA launch and XLA's
-# dispatch), 1 us on a TPU (one compiled program, no launches, per-op overheads).
+# (matmul share of the dense peak, memory share of HBM bandwidth, seconds per kernel launch);
+# kinds not in this table are refused. The matmul shares of H100 and A100 are fitted to
+# MosaicML's published MPT training steps (calibration rows only; validated on others:
+# experiments/results/training_predictions/); the other kinds keep the a-priori figures set
+# before any comparison: 70% of the peak (a large BF16 GEMM in cuBLAS / XLA), 85% of HBM
+# bandwidth (streaming kernels), a 3 us launch on a GPU (CUDA launch and XLA's dispatch) and
+# 1 us on a TPU (one compiled program, per-op overheads).
 KERNEL_COSTS = {
-    "h100": (0.70, 0.85, 3e-6), "a100": (0.70, 0.85, 3e-6), "v100": (0.70, 0.85, 3e-6),
+    "h100": (0.56, 0.85, 3e-6), "a100": (0.77, 0.85, 3e-6), "v100": (0.70, 0.85, 3e-6),
     "tpu_v5e": (0.70, 0.85, 1e-6), "cpu": (0.50, 0.70, 1e-6),
 }
 BLOCK_PATTERN = r"(Block|Layer)_\d+$"  # Flax names the k-th `XBlock` child `XBlock_k`.
@@ -47,8 +56,10 @@ logistic lt max min mul ne neg not or pow rsqrt select_n sign sin sqrt square su
 """.split())
 _MOVEMENT = set("""
 reshape broadcast_in_dim transpose squeeze expand_dims convert_element_type slice concatenate
-pad copy rev stop_gradient
+pad copy rev stop_gradient split
 """.split())
+_VIEWS = {"convert_element_type", "broadcast_in_dim", "reshape", "transpose", "squeeze",
+          "expand_dims"}
 REPLICATED, SPLIT, PARTIAL = 0, 1, 2
 
 
@@ -67,16 +78,40 @@ class StepProfile:
   split: np.ndarray  # [ops] bool: tensor parallelism divides its work.
   all_reduce_bytes: np.ndarray  # [ops] bytes a tensor-parallel group all-reduces before it.
   saved_bytes: np.ndarray  # [ops] its outputs the backward pass reads (held in between).
-  backward_bytes: np.ndarray  # [ops] its outputs, for backward ops (a unit's working set).
+  working_bytes: np.ndarray  # [ops] backward tensors live after it, on unsplit ops...
+  working_split_bytes: np.ndarray  # [ops] ... and on split ones (a rank holds 1 / t).
   parameter_bytes: np.ndarray  # [units] FP32 masters each unit holds.
   parameter_split_bytes: np.ndarray  # [units] of which tensor parallelism splits.
   boundary_bytes: float  # A block's input: what a pipeline stage sends per step.
   after_blocks: np.ndarray  # [ops] bool: an outer op fed by the blocks (the head, the loss).
   training: dict
+  recomputed: int = 0  # Blocks whose forward the backward recomputes (`mixed`).
 
   @property
   def blocks(self) -> int:
     return len(self.units) - 1
+
+
+_PER_OP = ("unit", "phase", "seconds", "scales", "split", "all_reduce_bytes", "saved_bytes",
+           "working_bytes", "working_split_bytes", "after_blocks")
+
+
+def mixed(plain: StepProfile, recomputing: StepProfile, blocks: int) -> StepProfile:
+  """A step whose first `blocks` blocks are recomputed in the backward pass (their ops from
+  `recomputing`, the same model traced with every block rematerialised) and the others held
+  (from `plain`): identical blocks priced once each way, any count chosen without a trace."""
+  if plain.units != recomputing.units or plain.batch != recomputing.batch:
+    raise errors.ConfigError(f"{recomputing.graph_name} is not {plain.graph_name} "
+                             f"rematerialised: their blocks or batch differ")
+  if not 0 <= blocks <= plain.blocks:
+    raise errors.ConfigError(f"{blocks} blocks recomputed of {plain.blocks}")
+  if blocks == 0:
+    return plain
+  take_recomputed = recomputing.unit < blocks
+  take_plain = plain.unit >= blocks
+  arrays = {name: np.concatenate([getattr(recomputing, name)[take_recomputed],
+                                  getattr(plain, name)[take_plain]]) for name in _PER_OP}
+  return dataclasses.replace(plain, recomputed=blocks, **arrays)
 
 
 def _primitive(op_type: str) -> str:
@@ -129,14 +164,15 @@ def fusion_groups(graph: Graph, phase: np.ndarray, unit: np.ndarray,
   return np.array([root(op) for op in range(graph.num_ops)])
 
 
-def fused_seconds(graph: Graph, kind: str, phase: np.ndarray, unit: np.ndarray,
-                  readers: list[list[int]]) -> np.ndarray:
-  """[ops] seconds of each op on `kind`: its kernel's roofline (the FLOPs of its ops at their
-  precision's peak; the bytes entering and leaving the kernel) plus a launch, shared among
-  the kernel's ops in proportion to their FLOP and byte times."""
-  group = fusion_groups(graph, phase, unit, readers)
+def fused_seconds(graph: Graph, kind: str, phase: np.ndarray, group: np.ndarray,
+                  readers: list[list[int]],
+                  costs: tuple[float, float, float] | None = None) -> np.ndarray:
+  """[ops] seconds of each op on `kind`: its kernel's (`group`, `fusion_groups`) roofline
+  (the FLOPs of its ops at their precision's peak; the bytes entering and leaving the kernel)
+  plus a launch, shared among the kernel's ops in proportion to their FLOP and byte times;
+  `costs`: (matmul share, memory share, launch seconds) instead of the kind's."""
   accelerator = accelerators.KINDS[kind]
-  matmul_share, memory_share, launch = KERNEL_COSTS[kind]
+  matmul_share, memory_share, launch = costs or KERNEL_COSTS[kind]
   peak = np.where(accelerators.op_item_bytes(graph) <= 2, accelerator.half_peak_flops,
                   accelerator.peak_flops) * matmul_share
   flop_seconds = np.asarray(graph.metadata["op_flops"], float) / peak
@@ -161,8 +197,10 @@ def fused_seconds(graph: Graph, kind: str, phase: np.ndarray, unit: np.ndarray,
   return np.where(counted, kernel[group] * share, 0.0)
 
 
-def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN) -> StepProfile:
-  """The `StepProfile` of a training-step graph on devices of `kind`."""
+def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN,
+            costs: tuple[float, float, float] | None = None) -> StepProfile:
+  """The `StepProfile` of a training-step graph on devices of `kind` (`costs`: its kernels'
+  (matmul share, memory share, launch seconds) instead of `KERNEL_COSTS`')."""
   if "training" not in graph.metadata or "op_scopes" not in graph.metadata:
     raise errors.ConfigError(
         f"graph {graph.name!r} is not a training step (make one with regal_datasets.zoo "
@@ -206,17 +244,23 @@ def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN) -> Step
   batch = int(shapes[next(t for t in range(graph.num_tensors) if producer[t] in data)][0])
   tokens = {batch} | {batch * shapes[t][1] for t in range(graph.num_tensors)
                       if producer[t] in data and len(shapes[t]) >= 2}
+  # Parameter-shaped tensors (a weight, its gradient, its update) never carry the batch, even
+  # where the batch equals a weight's first axis (not where the batch times the sequence
+  # does: a flattened activation may be shaped like a position table).
+  weight_shapes = {shapes[t] for t in range(graph.num_tensors)
+                   if sources[producer[t]] and producer[t] not in data}
   state_only = np.zeros(graph.num_tensors, bool)  # Derived from parameters / state alone.
-  scales = np.zeros(num_ops, bool)
   for op in range(num_ops):
     ins = [t for t in operands[op] if t is not None]
     derived = (sources[op] and op not in data) or (bool(ins) and all(state_only[t]
                                                                      for t in ins))
     for t in outputs_of[op]:
-      state_only[t] = derived
-    scales[op] = not sources[op] and any(
-        shapes[t] and shapes[t][0] in tokens and not state_only[t]
-        for t in ins + outputs_of[op])
+      state_only[t] = derived or (bool(shapes[t]) and shapes[t] in weight_shapes
+                                  and shapes[t][0] == batch)
+  carries = np.array([bool(shapes[t]) and shapes[t][0] in tokens and not state_only[t]
+                      for t in range(graph.num_tensors)])
+  scales = np.array([not sources[op] and any(carries[t] for t in operands[op] + outputs_of[op]
+                                             if t is not None) for op in range(num_ops)])
   # Per-parameter work outside the blocks' scopes (the step casts every weight to BF16 and
   # every gradient back, then updates it) belongs to the block whose parameter it is.
   outer = len(names)
@@ -226,7 +270,8 @@ def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN) -> Step
                 if t is not None and len(shapes[t]) > 0}
       if len(owners) == 1:
         unit[op] = owners.pop()
-  seconds = fused_seconds(graph, kind, phase, unit, readers)
+  group = fusion_groups(graph, phase, unit, readers)
+  seconds = fused_seconds(graph, kind, phase, group, readers, costs)
 
   # Parameters: the FP32 masters (argument 0) and their views (casts, reshapes).
   is_param_input = np.array([sources[op] and graph.op_names[op].startswith("input[0]")
@@ -277,14 +322,51 @@ def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN) -> Step
       out = SPLIT if split[op] else REPLICATED
     for t in outputs_of[op]:
       state[t] = out
+  # Held for the backward pass: the forward tensors it reads, where they reach memory (a
+  # matmul's or reduction's result, or one another kernel reads); what an elementwise op made
+  # inside a kernel, the backward's fusion recomputes from the held tensors it derives from.
+  heavy = np.array([_primitive(t) not in _FUSIBLE_KINDS for t in graph.op_types])
+  held: set[int] = set()
+  roots_of: dict[int, set[int]] = {}
+
+  def roots(tensor: int) -> set[int]:
+    """The held tensors a forward tensor is recomputed from (itself if it is held)."""
+    if tensor in roots_of:
+      return roots_of[tensor]
+    op = producer[tensor]
+    # A cast, broadcast or reshape is recomputed wherever it is read (XLA duplicates it into
+    # each reader's kernel): never held for its own sake.
+    leaves = graph.op_types[op] not in _VIEWS and any(
+        phase[r] == "forward" and group[r] != group[op] for r in readers[tensor])
+    if sources[op] or heavy[op] or leaves:
+      found = {tensor}
+    else:
+      found = set().union(*(roots(t) for t in operands[op] if t is not None)) \
+          if any(t is not None for t in operands[op]) else {tensor}
+    roots_of[tensor] = found
+    return found
+
+  for t in range(graph.num_tensors):
+    if phase[producer[t]] == "forward" and any(phase[r] == "backward" for r in readers[t]):
+      held |= roots(t)
   saved = np.zeros(num_ops)
-  backward_out = np.zeros(num_ops)
+  for t in held:
+    if phase[producer[t]] == "forward":  # Inputs and parameters are counted as such.
+      saved[producer[t]] += size[t]
+  # The backward pass's working set: after each op, the bytes of its batch-sized tensors
+  # still to be read (made, not yet read for the last time), split or whole.
+  live_whole = np.zeros(num_ops + 1)
+  live_split = np.zeros(num_ops + 1)
   for t in range(graph.num_tensors):
     op = producer[t]
-    if phase[op] == "forward" and any(phase[r] == "backward" for r in readers[t]):
-      saved[op] += size[t]
-    if phase[op] == "backward":
-      backward_out[op] += size[t]
+    if phase[op] != "backward" or not carries[t]:
+      continue
+    last = max(readers[t], default=op)
+    target = live_split if split[op] else live_whole
+    target[op] += size[t]
+    target[last + 1] -= size[t]
+  working_whole = np.cumsum(live_whole)[:num_ops]
+  working_split = np.cumsum(live_split)[:num_ops]
   parameter_bytes = np.zeros(len(units))
   parameter_split = np.zeros(len(units))
   for t in np.flatnonzero(is_param_input[producer]):
@@ -306,5 +388,6 @@ def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN) -> Step
           unit[producer[t]] != outer or after[producer[t]]
           for t in operands[op] if t is not None)
   return StepProfile(graph.name, kind, batch, units, unit, phase, seconds, scales, split,
-                     all_reduce, saved, backward_out, parameter_bytes, parameter_split,
+                     all_reduce, saved, working_whole, working_split, parameter_bytes,
+                     parameter_split,
                      boundary, after, dict(meta["training"]))
