@@ -8,8 +8,9 @@ A preset names one kind for every device (`h100`, `a100`, `tpu_v5e`, `v100`, `cp
 (`h100+cpu`: `--devices` GPUs and one CPU host); the kinds and the device sets they make are
 `regal_datasets.devices`' (`KINDS`, `accelerator_spec`), this module costs graphs on them. An op's time on a kind is its roofline,
 max(FLOPs / peak FLOP/s, bytes read and written / memory bandwidth); a tensor crosses a link
-in latency + bytes / bandwidth (NVLink or ICI between accelerators of one kind, PCIe between
-a GPU and the host). Peak rates are dense: an op whose output is 16-bit (BF16 / FP16) runs at
+in latency + bytes / bandwidth (NVLink or ICI between accelerators of one kind in one node,
+the network between nodes, each node `node_size` of them: `--devices 16 --device_preset h100`
+is two DGX nodes over InfiniBand; PCIe between a GPU and the host). Peak rates are dense: an op whose output is 16-bit (BF16 / FP16) runs at
 the kind's 16-bit peak, any other at its 32-bit rate as XLA runs float32 by default (TF32
 tensor cores on A100 / H100, bfloat16 passes on TPU; V100 has no TF32: its FP32 rate); the
 figures and their sources are `regal_datasets.devices.KINDS`'. Memory is the device's HBM (the

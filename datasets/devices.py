@@ -208,6 +208,9 @@ class Accelerator:
   link_latency: float
   family: str  # Accelerators of one family share the fast link; others meet over PCIe.
   half_peak_flops: float
+  node_size: int = 8  # Accelerators behind one switch (a DGX / HGX node, a TPU slice).
+  network_bandwidth: float = 0.0  # Per accelerator between nodes (its NIC), each direction.
+  network_latency: float = 10e-6
 
 
 # Sources (dense figures, no sparsity): NVIDIA H100 Tensor Core GPU datasheet (SXM: TF32 494.7,
@@ -215,17 +218,21 @@ class Accelerator:
 # TF32 156, BF16 312 TFLOP/s, 2.039 TB/s, NVLink 600 GB/s); NVIDIA V100 datasheet (SXM2: FP32
 # 15.7, FP16 tensor 125 TFLOP/s, 900 GB/s, NVLink 300 GB/s); Google Cloud TPU v5e (BF16 197
 # TFLOP/s, 819 GB/s HBM, 16 GB; 32-bit math runs as BF16 passes); the host: a 2-socket AVX-512
-# server, an estimate with no 16-bit speed-up claimed.
+# server, an estimate with no 16-bit speed-up claimed. Nodes: NVIDIA DGX H100 / DGX A100 user
+# guides (8 GPUs behind NVSwitches; one ConnectX-7 400 Gb/s / ConnectX-6 200 Gb/s NIC per GPU:
+# 50 / 25 GB/s); DGX-1 V100 (8 GPUs, 4 x 100 Gb/s EDR: 6.25 GB/s per GPU); TPU v5e (a 16-chip
+# slice here, 25 GB/s of data-center network per host of 4 chips: 6.25 GB/s per chip).
 KINDS = {
     "h100": Accelerator("H100-SXM-80GB", 494.7e12, 3.35e12, 80e9, 450e9, 3e-6, "nvidia",
-                        989.4e12),
+                        989.4e12, 8, 50e9),
     "a100": Accelerator("A100-SXM-80GB", 156e12, 2.039e12, 80e9, 300e9, 3e-6, "nvidia",
-                        312e12),
+                        312e12, 8, 25e9),
     "v100": Accelerator("V100-SXM2-32GB", 15.7e12, 0.9e12, 32e9, 150e9, 3e-6, "nvidia",
-                        125e12),
-    "tpu_v5e": Accelerator("TPU-v5e", 197e12, 0.819e12, 16e9, 200e9, 2e-6, "tpu", 197e12),
+                        125e12, 8, 6.25e9),
+    "tpu_v5e": Accelerator("TPU-v5e", 197e12, 0.819e12, 16e9, 200e9, 2e-6, "tpu", 197e12, 16,
+                           6.25e9),
     "cpu": Accelerator("CPU-host (2-socket, AVX-512)", 3e12, 0.3e12, 512e9, 0.3e12, 1e-6,
-                       "host", 3e12),
+                       "host", 3e12, 1, 0.0),
 }
 PCIE_BANDWIDTH = 50e9  # PCIe 5.0 x16, each direction, as measured rather than nominal.
 PCIE_LATENCY = 10e-6
@@ -252,11 +259,20 @@ def accelerator_spec(kinds: list[str]) -> DeviceSpec:
   num = len(specs)
   bandwidth = np.empty((num, num))
   latency = np.empty((num, num))
+  # The k-th accelerator of a kind sits in node k // node_size: nodes meet over the network.
+  seen: dict[str, int] = {}
+  node = []
+  for kind in kinds:
+    node.append((kind, seen.get(kind, 0) // KINDS[kind].node_size))
+    seen[kind] = seen.get(kind, 0) + 1
   for i, a in enumerate(specs):
     for j, b in enumerate(specs):
-      if a.family == b.family and a.family != "host":
+      if a.family == b.family and a.family != "host" and node[i][1] == node[j][1]:
         bandwidth[i, j] = min(a.link_bandwidth, b.link_bandwidth)
         latency[i, j] = max(a.link_latency, b.link_latency)
+      elif a.family == b.family and a.family != "host":
+        bandwidth[i, j] = min(a.network_bandwidth, b.network_bandwidth)
+        latency[i, j] = max(a.network_latency, b.network_latency)
       else:
         bandwidth[i, j], latency[i, j] = PCIE_BANDWIDTH, PCIE_LATENCY
   counts = {k: kinds.count(k) for k in dict.fromkeys(kinds)}

@@ -118,3 +118,16 @@ def test_an_op_computing_in_16_bits_runs_at_the_16_bit_peak(kind):
   assert seconds[jnp.bfloat16]["dot_general"] == pytest.approx(
       flops / accelerator.half_peak_flops)
   assert seconds[jnp.bfloat16]["tanh"] == pytest.approx(seconds[jnp.float32]["tanh"] / 2)
+
+
+def test_sixteen_h100s_are_two_dgx_nodes_over_infiniband():
+  spec = devices.accelerator_spec(devices.kinds_of("h100+cpu", 16))
+  per_second = spec.bandwidth * UNITS_PER_SECOND
+  seconds = spec.latency / UNITS_PER_SECOND
+  node = np.arange(16) // 8
+  same = (node[:, None] == node[None, :]) & ~np.eye(16, dtype=bool)  # A device to itself: free.
+  gpus = per_second[:16, :16]
+  assert (gpus[same] == 450e9).all() and (seconds[:16, :16][same] == 3e-6).all()
+  across = node[:, None] != node[None, :]
+  assert (gpus[across] == 50e9).all() and (seconds[:16, :16][across] == 10e-6).all()
+  assert (per_second[16, :16] == devices.PCIE_BANDWIDTH).all()  # The host: PCIe to all.

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from regal_datasets import errors
+from regal_datasets import devices, errors
 
 KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "send")
 ALGORITHMS = ("auto", "ring", "tree")
@@ -54,21 +54,23 @@ class Fabric:
     return bandwidth * self.efficiency, self.network_latency
 
 
-# Sources: NVIDIA DGX H100 user guide (8 H100 SXM per node, NVLink 4 through NVSwitch: 900 GB/s
-# per GPU both ways; 8 ConnectX-7 400 Gb/s NICs, one per GPU: 50 GB/s); DGX A100 (NVLink 3,
-# 600 GB/s both ways; 8 ConnectX-6 200 Gb/s: 25 GB/s); DGX-1 V100 (NVLink 2 hybrid cube mesh,
-# 300 GB/s both ways; 4 x 100 Gb/s EDR for 8 GPUs: 6.25 GB/s per GPU); Google Cloud TPU v5e
-# (a 16-chip 4 x 4 slice here; ICI 1,600 Gbps per chip: 200 GB/s; data-center network 25 GB/s
-# per host of 4 chips). Latencies: NCCL's per-step base latencies, a few microseconds on
-# NVLink and about ten across InfiniBand. Efficiency 0.8: an assumption (large-message
+# The wiring is the kinds' (`regal_datasets.devices.KINDS`: NVLink per GPU, node size, NIC
+# per GPU, with their sources). Latencies: NCCL's per-step base latencies, a few microseconds
+# on NVLink and about ten across InfiniBand. Efficiency 0.8: an assumption (large-message
 # nccl-tests bus bandwidth commonly reaches 75-90% of nominal), to calibrate on a lent GPU.
-FABRICS = {
-    "h100": Fabric("DGX H100", 8, 450e9, 3e-6, 50e9, 10e-6, 0.8, "DGX H100 user guide"),
-    "a100": Fabric("DGX A100", 8, 300e9, 3e-6, 25e9, 10e-6, 0.8, "DGX A100 user guide"),
-    "v100": Fabric("DGX-1 V100", 8, 150e9, 3e-6, 6.25e9, 10e-6, 0.8, "DGX-1 user guide"),
-    "tpu_v5e": Fabric("TPU v5e slice", 16, 200e9, 2e-6, 6.25e9, 10e-6, 0.8,
-                      "Cloud TPU v5e documentation"),
-}
+EFFICIENCY = 0.8
+
+
+def fabric_of(kind: str) -> Fabric:
+  """The fabric nodes of `kind` make (`devices.KINDS`' figures)."""
+  accelerator = devices.KINDS[kind]
+  return Fabric(f"{accelerator.name} x {accelerator.node_size} per node",
+                accelerator.node_size, accelerator.link_bandwidth, accelerator.link_latency,
+                accelerator.network_bandwidth, accelerator.network_latency, EFFICIENCY,
+                "regal_datasets.devices.KINDS")
+
+
+FABRICS = {kind: fabric_of(kind) for kind in ("h100", "a100", "v100", "tpu_v5e")}
 
 
 def _factor(kind: str, ranks: int) -> float:
