@@ -567,7 +567,7 @@ def test_time_limit_stops_at_a_generation_boundary():
   settings = search.SearchSettings()
   unlimited = search.optimize(settings.evaluator(problem), 30_000, seed=1, settings=settings)
   limited = search.optimize(settings.evaluator(problem), 30_000, seed=1, settings=settings,
-                            time_limit=1e-9)
+                            control=search.Control(time_limit=1e-9))
   assert not unlimited.stopped_early and unlimited.evaluations > 29_000
   assert limited.stopped_early and limited.evaluations < unlimited.evaluations
   assert len(limited.history) == 1  # Stopped before the first generation.

@@ -182,7 +182,7 @@ def test_a_stop_asked_by_the_caller_is_its_stop_reason():
     asked.append(True)
     return len(asked) >= 3
   stopped = brkga_search.optimize(performance.Evaluator.of(problem), evals=10 ** 6,
-                                  should_stop=proven)
+                                  control=brkga_search.Control(should_stop=proven))
   assert stopped.stop_reason == "caller" and stopped.evaluations < 10 ** 6
   assert brkga_search.optimize(performance.Evaluator.of(problem), evals=500).stop_reason == "budget"
 

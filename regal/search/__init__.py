@@ -5,9 +5,9 @@ search whole are coarsened first (`regal_datasets.coarsen`).
 
 `regal.search.optimize(problem, ...)` is the search `regal.optimize --method brkga` runs.
 """
-__all__ = ["MIN_DEFAULT_EVALS", "REFINE_BATCH", "Memetic", "SearchResult", "SearchSettings",
-           "bucketed", "default_evals", "default_params", "optimize", "refine_evals",
-           "search_layout", "single_device_seed", "swap_fraction"]
+__all__ = ["MIN_DEFAULT_EVALS", "REFINE_BATCH", "Control", "Memetic", "SearchResult",
+           "SearchSettings", "bucketed", "default_evals", "default_params", "optimize",
+           "refine_evals", "search_layout", "single_device_seed", "swap_fraction"]
 
 
 def __getattr__(name: str):

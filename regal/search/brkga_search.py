@@ -297,7 +297,9 @@ class _deadline:
 
   def __init__(self, run: "_Run",
                objective_of: Callable[[np.ndarray], float] | None = None):
-    self.seconds, self.should_stop, self.progress = run.time_limit, run.should_stop, run.progress
+    control = run.control
+    self.seconds, self.should_stop, self.progress = (control.time_limit, control.should_stop,
+                                                     control.progress)
     self.target = run.target
     self.objective_of = objective_of
     self.clock = compile_clock.CompileClock()
@@ -335,8 +337,8 @@ class _deadline:
 
 def _last_line(run: "_Run", outcome: "_Outcome") -> None:
   """The live line's last word: the search's answer, as the summary will show it."""
-  if run.progress is not None:
-    run.progress.finished(int(outcome.result.evaluations), outcome.objective,
+  if run.control.progress is not None:
+    run.control.progress.finished(int(outcome.result.evaluations), outcome.objective,
                           outcome.search_seconds, outcome.compile_seconds,
                           outcome.compiled > 0, kept=run.evaluator.bucketed)
 
@@ -363,22 +365,27 @@ def _host_improver(score, table: local_moves.MoveTable, layout: chromosome_lib.L
   return local_moves.elite_improver_on_host(score, table, layout, run.memetic)
 
 
+@dataclasses.dataclass(frozen=True)
+class Control:
+  """When a search stops early and who hears of it: `time_limit` seconds end it at a
+  generation boundary, as does SIGINT or SIGTERM under `cli.run_cli` (during the compile too:
+  the search then stops at once), and `should_stop()` turning true; `progress`, a
+  `progress.SearchProgress`, is told of the compile and of every generation."""
+  time_limit: float | None = None
+  should_stop: Callable[[], bool] | None = None
+  progress: Any = None
+
+
 def optimize(evaluator: performance.Evaluator, evals: int = 5000, seed: int = 0,
              params: brkga.Params | None = None,
              seeds: dict[str, np.ndarray] | None = None,
-             settings: SearchSettings = SearchSettings(),
-             time_limit: float | None = None, shape: PaddedShape | None = None,
-             should_stop: Callable[[], bool] | None = None, progress=None,
-             single_device: bool = True) -> SearchResult:
+             settings: SearchSettings = SearchSettings(), shape: PaddedShape | None = None,
+             control: Control = Control(), single_device: bool = True) -> SearchResult:
   """BRKGA on the evaluator's problem, scored as it says (its decoder and bias are `settings`'s),
   with `evals` fitness evaluations; `seeds` name chromosomes for the first population,
   after the one-device seed (`single_device=False`: without it, e.g. in a population confined
-  to a split of the devices, which it would leave).
-  `time_limit` seconds end the search early, at a generation boundary, as does SIGINT or
-  SIGTERM under `cli.run_cli` (during the compile too: the search then stops at once), and
-  `should_stop()` turning true. `shape`: the padded shape of a bucketed search (default: the
-  problem's own). `progress`: a `progress.SearchProgress` told of the compile and of every
-  generation."""
+  to a split of the devices, which it would leave). `shape`: the padded shape of a bucketed
+  search (default: the problem's own); `control`: when it stops early, who hears of it."""
   problem = evaluator.problem
   if (settings.decoder, settings.bias) != (evaluator.decoder.name, evaluator.bias):
     raise ValueError(f"the settings' decoder {settings.decoder} (bias {settings.bias}) is not "
@@ -388,7 +395,7 @@ def optimize(evaluator: performance.Evaluator, evals: int = 5000, seed: int = 0,
   if not seeds:
     raise ValueError("a search needs at least one seed chromosome")
   run = _Run(evaluator, evals, seed, params or params_for(evaluator, evals), seeds, settings,
-             _swap_share(evaluator, settings), time_limit, should_stop, progress)
+             _swap_share(evaluator, settings), control)
   with cli.stoppable():
     if evaluator.bucketed:
       return _optimize_bucketed(run, shape or PaddedShape(
@@ -412,9 +419,7 @@ class _Run:
   seeds: dict[str, np.ndarray]
   settings: SearchSettings
   swaps: float
-  time_limit: float | None
-  should_stop: Callable[[], bool] | None
-  progress: Any
+  control: Control
 
   @functools.cached_property
   def target(self) -> float:
@@ -454,8 +459,8 @@ def _optimize(run: _Run) -> SearchResult:
   search = _search_fn(fitness, run, layout)
   table = local_moves.move_table(problem.graph)
   start = time.perf_counter()
-  if run.progress is not None:
-    run.progress.compiling()
+  if run.control.progress is not None:
+    run.control.progress.compiling()
   with compile_clock.CompileClock() as clock:
     compiled = jax.jit(search).lower(jax.random.key(run.seed), seed_matrix, table,
                                      jnp.int32(0)).compile()
@@ -490,8 +495,8 @@ def _optimize_bucketed(run: _Run, shape: PaddedShape) -> SearchResult:
                                                 ("prior_q", 0.0), ("prior_mean", 0.5),
                                                 ("prior_spread", 1.0))})
   scorer = evaluator.bucket_scorer(bucket)
-  if run.progress is not None:
-    run.progress.compiling()
+  if run.control.progress is not None:
+    run.control.progress.compiling()
   # Scored on the host between jitted steps (`brkga.run_on_host`): no program holds a host
   # callback, so each step's executable is kept for the next process (`regal_brkga.programs`).
   objective_of = ((lambda chromosome: float(scorer.objectives(chromosome[None])[0]))

@@ -416,11 +416,11 @@ def run_guided(problem: performance.Problem, evals: int, seed: int, guided: Guid
     live = None if progress is None else search_progress.SearchProgress(
         left, time_limit, shown=progress.shown)
     try:
-      result = brkga_search.optimize(plan.evaluator, evals=left, seed=seed, params=params,
-                                     seeds=guided.seeds, settings=plan.settings,
-                                     time_limit=time_limit, shape=shape,
-                                     should_stop=should_stop, progress=live,
-                                     single_device=guided.single_device)
+      result = brkga_search.optimize(
+          plan.evaluator, evals=left, seed=seed, params=params, seeds=guided.seeds,
+          settings=plan.settings, shape=shape,
+          control=brkga_search.Control(time_limit, should_stop, live),
+          single_device=guided.single_device)
     except ValueError as error:  # e.g. a budget below one population
       raise errors.ConfigError(str(error)) from None
   return dataclasses.replace(result, evaluations=result.evaluations + guided.evaluations)
