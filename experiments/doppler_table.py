@@ -115,13 +115,14 @@ def run_column(column: str, graph, devices, model: str, evals: int, doppler_eval
   if column in ("critical_path_doppler", "critical_path", "doppler", "enumerative"):
     return optimize_lib.run(graph, devices, methods.RunConfig(method=column, **common))
   if column == "regal":
-    return optimize_lib.run(graph, devices, methods.RunConfig(policy_dir=regal_policy, **common))
+    return optimize_lib.run(graph, devices, methods.RunConfig(
+        brkga=methods.BrkgaOptions(policy_dir=regal_policy), **common))
   arms = {"brkga": ("single_device",), "brkga_cp": ("single_device", "critical_path"),
           "brkga_doppler": ("single_device", "critical_path", "doppler")}[column]
   return optimize_lib.run(
       graph, devices,
-      methods.RunConfig(
-          arms=arms, doppler=doppler_method.DopplerOptions(evals=doppler_evals), **common))
+      methods.RunConfig(doppler=doppler_method.DopplerOptions(evals=doppler_evals),
+                        brkga=methods.BrkgaOptions(arms=arms), **common))
 
 
 def _regal_fits(policy_dir: str | None, num_devices: int) -> bool:

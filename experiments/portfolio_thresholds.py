@@ -64,8 +64,8 @@ def measure(size: int, num_devices: int, ccr: float) -> dict:
   solver_value = performance.score_reference(
       problem, chromosome_lib.encode(placement, order, problem.layout))[0]
   started = time.perf_counter()
-  search = optimize_lib.run(graph, devices, methods.RunConfig(model="delay",
-                                                              exact_solver="off")).result
+  search = optimize_lib.run(graph, devices, methods.RunConfig(
+      model="delay", brkga=methods.BrkgaOptions(exact_solver="off"))).result
   return {"ops": graph.num_ops, "size": size, "devices": num_devices, "ccr": ccr,
           "solver_status": solution["status"], "solver_seconds": solver_seconds,
           "solver_objective": float(solver_value), "solver_bound": solution["lower_bound"],

@@ -151,9 +151,11 @@ def run_one(graph, label: str, num_devices: int, method: str, seed: int) -> dict
   spec = devices_lib.resolve(num_devices, None, _PRESET.value)
   config = {"data_parallel": methods_lib.RunConfig(method="data_parallel"),
             "unsplit": methods_lib.RunConfig(seed=seed),
-            "shard_auto": methods_lib.RunConfig(shard="auto", seed=seed)}[method]
+            "shard_auto": methods_lib.RunConfig(seed=seed,
+                                                setup=methods_lib.Setup(shard="auto"))}[method]
   if _QUICK.value and method != "data_parallel":
-    config = methods_lib.RunConfig(shard=config.shard, seed=seed, evals=400)
+    config = methods_lib.RunConfig(seed=seed, evals=400,
+                                   setup=methods_lib.Setup(shard=config.setup.shard))
   started = time.perf_counter()
   result = optimize_lib.run(graph, spec, config, source=label).result
   ms = 1e3 / float(graph.metadata.get("link_bytes_per_second", 1e11))
@@ -217,7 +219,7 @@ def execute_model(label: str, spec: dict[str, Any], placements: int) -> dict[str
   from regal.execute import calibrate_lib, choose_program, compare, executor
   traced = zoo.model_trace(**spec)
   run = optimize_lib.run(traced.graph, devices_lib.resolve(2, None, "cpu"),
-                         methods_lib.RunConfig(shard="2", evals=400))
+                         methods_lib.RunConfig(evals=400, setup=methods_lib.Setup(shard="2")))
   graph, devices = run.graph, executor.available_devices(2)
   program = choose_program.program_for(graph, traced=traced)
   chosen = {name: run.assignments[name] for name in ("best", "single_device")}

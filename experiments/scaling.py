@@ -76,7 +76,8 @@ def optimize_rows(sizes, evals: int, num_devices: int, skip=(), progress=print) 
         progress(f"{family} {graph.num_ops} ops, coarsen {spec}: skipped (--skip)")
         continue
       started = time.perf_counter()
-      result = optimize_lib.run(graph, devices, methods.RunConfig(evals=evals, coarsen_spec=spec))
+      result = optimize_lib.run(graph, devices, methods.RunConfig(
+          evals=evals, setup=methods.Setup(coarsen=spec)))
       data = result.result
       rows.append({"family": family, "size": size, "ops": graph.num_ops,
                    "edges": graph.num_edges, "coarsen": spec,

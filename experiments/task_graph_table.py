@@ -193,7 +193,7 @@ def ours(method: str, graph, processors: int, tasks_per_graph: int) -> tuple[dic
       evals = max(1000, search.default_evals(problem) // 2)
     result = optimize_lib.run(graph, devices, methods.RunConfig(
         model="delay", evals=evals, seed=_SEED.value, time_limit=time_limit,
-        polish=POLISH.get(method, "auto")))
+        brkga=methods.BrkgaOptions(polish=POLISH.get(method, "auto"))))
     placement, schedule = result.placement, result.schedule
     facts = {"search_objective": result.result.search_objective,
              "best_seed": result.result.baselines.get("best_seed", {}).get("objective"),

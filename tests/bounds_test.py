@@ -113,7 +113,7 @@ def test_the_search_stops_when_its_best_meets_the_bound(engine):
   for name, cost in (("a", 1.0), ("b", 1.0), ("c", 2.0), ("d", 2.0)):
     builder.add_op(name, cost)
   result = optimize_lib.run(builder.build(), devices_lib.homogeneous(2), methods.RunConfig(
-      evals=100_000, engine=engine)).result
+      evals=100_000, setup=methods.Setup(engine=engine))).result
   assert result.proven_optimal and result.objective == 3.0
   assert result.details["stopped"]["reason"] == "bound"
   assert result.evaluations < 1000

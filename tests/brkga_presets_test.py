@@ -60,13 +60,15 @@ def test_optimize_uses_the_preset_and_refuses_it_for_other_methods(presets_file)
       min_nodes=12, max_nodes=12))
   devices = devices_lib.homogeneous(2)
   report = optimize_lib.run(graph, devices,
-                            methods.RunConfig(model="sync", evals=400, brkga_preset="tuned"))
+                            methods.RunConfig(model="sync", evals=400,
+                                              brkga=methods.BrkgaOptions(preset="tuned")))
   settings = report.result.settings["brkga"]
   assert settings["preset"] == "tuned" and settings["population_size"] == 40
   assert settings["num_populations"] == 2 and settings["mutant_alpha"] == 2.0
   with pytest.raises(errors.ConfigError, match="use it with --method brkga"):
     optimize_lib.run(graph, devices,
-                     methods.RunConfig(model="sync", method="gp_dfs", brkga_preset="tuned"))
+                     methods.RunConfig(model="sync", method="gp_dfs",
+                                       brkga=methods.BrkgaOptions(preset="tuned")))
 
 
 def test_unguided_searches_take_the_presets_betas(presets_file):

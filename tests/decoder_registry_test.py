@@ -56,7 +56,8 @@ def test_a_registered_decoder_reads_the_search_and_its_answer_is_re_encoded(mirr
   assert float(fitness(genes[:1])[0]) == pytest.approx(
       performance.score_reference(problem, mirrored)[0], rel=1e-6)
   CALLS.update(host=0, traced=0)
-  report = optimize_lib.run(graph, devices, methods.RunConfig(decoder=mirror.name, evals=600))
+  report = optimize_lib.run(graph, devices, methods.RunConfig(
+      evals=600, brkga=methods.BrkgaOptions(decoder=mirror.name)))
   assert report.result.settings["brkga"]["decoder"] == mirror.name
   assert CALLS["host"] + CALLS["traced"] > 0  # The search read its chromosomes with it.
   placement, order, makespan = report.assignments["best"]

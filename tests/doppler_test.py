@@ -370,7 +370,8 @@ def test_doppler_seed_arm_in_regal_optimize(tmp_path):
   arm = method.DopplerOptions(checkpoint=path, evals=33, samples=2)  # One batch of episodes.
   report = optimize_lib.run(
       graph, problem.devices,
-      methods.RunConfig(evals=400, arms=("single_device", "doppler"), doppler=arm))
+      methods.RunConfig(evals=400, doppler=arm,
+                        brkga=methods.BrkgaOptions(arms=("single_device", "doppler"))))
   details = report.result.details
   assert set(details["seed_arms"]) == {"single_device", "doppler"}
   # The budget is checked before the arm trains, from what it will spend: exactly this (the
@@ -382,7 +383,8 @@ def test_doppler_seed_arm_in_regal_optimize(tmp_path):
   assert doppler_guide.DopplerSeeds(method.DopplerOptions(evals=70)).planned_evaluations(
       problem) == 66
   with pytest.raises(errors.ConfigError, match="after the guides spend 1026"):
-    optimize_lib.run(graph, problem.devices, methods.RunConfig(evals=1040, arms=("doppler",)))
+    optimize_lib.run(graph, problem.devices, methods.RunConfig(
+        evals=1040, brkga=methods.BrkgaOptions(arms=("doppler",))))
   # Each arm's score is its own chromosomes' reference score (the arm rerun apart, same
   # seed), and the search starts from them, so its own answer is no worse.
   from regal.search import guides

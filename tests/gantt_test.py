@@ -117,7 +117,7 @@ def test_a_coarsened_zoo_model_is_charted(tmp_path):
   from regal.app import methods, optimize_lib
   graph = zoo.model_graph("bert_base", layers=1, seq_len=16)
   report = optimize_lib.run(graph, devices_lib.homogeneous(4),
-                            methods.RunConfig(method="heft", coarsen_spec="12"))
+                            methods.RunConfig(method="heft", setup=methods.Setup(coarsen="12")))
   ends = report.schedule.op_end
   zero = np.flatnonzero(graph.compute_cost == 0)
   shared = {(int(report.placement[o]), float(ends[o])) for o in zero}

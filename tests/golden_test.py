@@ -79,9 +79,10 @@ def _method_result(case) -> dict:
             "placement": [int(d) for d in result.placement],
             "order": [int(i) for i in result.order]}
   report = optimize_lib.run(
-      graph, devices, methods.RunConfig(model=model, method=method, evals=evals or None, seed=0,
-                                        coarsen_spec=coarsen[0] if coarsen else "off",
-                                        exact_solver="off"))
+      graph, devices, methods.RunConfig(
+          model=model, method=method, evals=evals or None, seed=0,
+          setup=methods.Setup(coarsen=coarsen[0] if coarsen else "off"),
+          brkga=methods.BrkgaOptions(exact_solver="off")))
   result = {"objective": float(report.result.objective),
             "search_objective": report.result.search_objective,
             "placement": [p["device"] for p in report.result.placement],

@@ -48,7 +48,7 @@ def test_an_untrained_policy_is_the_unguided_search_bit_for_bit(tmp_path, model)
   graph = sized_graph(40, seed=3)
   runs = [
       optimize_lib.run(graph, devices_lib.homogeneous(2), methods.RunConfig(
-          model=model, evals=2000, seed=4, policy_dir=policy)).result
+          model=model, evals=2000, seed=4, brkga=methods.BrkgaOptions(policy_dir=policy))).result
       for policy in (None, _untrained(str(tmp_path), model))
   ]
   plain, guided = runs
@@ -73,9 +73,9 @@ def test_steering_changes_the_search_and_the_unguided_comparison_is_apart(untrai
   assert plain.evaluations <= 2000 and other.evaluations <= 2000
   report = optimize_lib.run(
       problem.graph, problem.devices,
-      methods.RunConfig(
-          model="sync", evals=2000, seed=4, policy_dir=untrained_workdir,
-          compare_unguided=True)).result
+      methods.RunConfig(model="sync", evals=2000, seed=4,
+                        brkga=methods.BrkgaOptions(policy_dir=untrained_workdir,
+                                                   compare_unguided=True))).result
   unguided = report.details["unguided"]
   assert unguided["objective"] == report.objective  # Untrained: the same search.
   assert 0 < unguided["evaluations"] <= 2000 and report.evaluations <= 2000
@@ -149,7 +149,7 @@ def test_a_policy_trained_on_another_model_is_refused(untrained_workdir):
     with pytest.raises(errors.ConfigError, match=f"trained on the sync model; this search "
                                                  f"scores with {model}"):
       optimize_lib.run(sized_graph(20, seed=1), devices_lib.homogeneous(2), methods.RunConfig(
-          model=model, evals=500, policy_dir=untrained_workdir))
+          model=model, evals=500, brkga=methods.BrkgaOptions(policy_dir=untrained_workdir)))
 
 
 def test_a_budget_too_small_for_the_group_islands_names_the_runs_budget():
@@ -158,4 +158,4 @@ def test_a_budget_too_small_for_the_group_islands_names_the_runs_budget():
   with pytest.raises(errors.ConfigError, match=r"--evals 300 is too few for the group islands"
                                                r".*give --evals \d+ or more"):
     optimize_lib.run(sized_graph(40, seed=1), devices_lib.nvlink_two_groups(4),
-                     methods.RunConfig(prior="group_island", evals=300))
+                     methods.RunConfig(evals=300, brkga=methods.BrkgaOptions(prior="group_island")))

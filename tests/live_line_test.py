@@ -36,7 +36,8 @@ def test_the_live_lines_last_best_is_the_summarys_objective(case, capsys):
   graph, devices, model = CASES[case]()
   said = []
   report = optimize_lib.run(graph, devices, methods.RunConfig(
-      model=model, evals=1500, progress=search_progress.Reporter(say=said.append)))
+      model=model, evals=1500,
+      brkga=methods.BrkgaOptions(progress=search_progress.Reporter(say=said.append))))
   live = [line for line in capsys.readouterr().out.splitlines() if "best objective" in line]
   summary = report_lib.summary(report)
   unit = re.search(r"times in ([\w ]+)", summary)[1].strip()

@@ -618,8 +618,8 @@ def test_only_a_default_budget_run_is_bounded_by_the_default_search_seconds(monk
   from regal.app import methods, optimize_lib
   monkeypatch.setattr(brkga_search, "DEFAULT_SEARCH_SECONDS", 1e-9)
   graph, devices = sized_graph(12, seed=2), devices_lib.homogeneous(2)
-  run = lambda **config: optimize_lib.run(graph, devices, methods.RunConfig(  # noqa: E731
-      model="wc", arms=("single_device",), **config)).result
+  run = lambda **config: optimize_lib.run(graph, devices, methods.RunConfig(
+      model="wc", brkga=methods.BrkgaOptions(arms=("single_device",)), **config)).result
   default = run()
   budget = search.default_evals(performance.Problem(graph, devices, model="wc"))
   assert default.settings["brkga"]["time_limit"] == 1e-9

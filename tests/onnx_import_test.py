@@ -173,7 +173,8 @@ def test_onnx_models_shard_and_optimize_end_to_end(tmp_path):
     split = shard_imported.shard(graph, 4, shard_imported.data_parallel_choice(graph, 4))
     assert sum(split.metadata["op_flops"]) == graph.metadata["total_flops"]
     spec = devices_lib.resolve(4, None, "h100")
-    ours = optimize_lib.run(graph, spec, methods.RunConfig(shard="auto", evals=300))
+    ours = optimize_lib.run(graph, spec, methods.RunConfig(evals=300,
+                                                           setup=methods.Setup(shard="auto")))
     data_parallel = optimize_lib.run(graph, spec, methods.RunConfig(method="data_parallel"))
     assert ours.result.sharding["chosen"]["shards"] > 1
     assert ours.result.objective <= data_parallel.result.objective * (1 + 1e-6)

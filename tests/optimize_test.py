@@ -182,7 +182,8 @@ def test_a_coarsened_search_is_refined_on_the_original_graph():
   graph = sized_graph(60, topology="barabasi_albert")
   devices = devices_lib.homogeneous(4)
   problem = performance.Problem(graph, devices)
-  report = optimize_lib.run(graph, devices, methods.RunConfig(coarsen_spec="6", evals=500))
+  report = optimize_lib.run(graph, devices, methods.RunConfig(
+      evals=500, setup=methods.Setup(coarsen="6")))
   data = report.result
   refinement = data.details["coarsening"]["refinement"]
   order = [graph.op_names.index(name) for name in data.schedule]
@@ -197,7 +198,8 @@ def test_a_coarsened_search_is_refined_on_the_original_graph():
   assert f"to {refinement['objective']:.6g} in {refinement['evaluations']} evaluations" in (
       report_lib.summary(report))
   timed = optimize_lib.run(graph, devices,
-                           methods.RunConfig(coarsen_spec="6", evals=500, time_limit=1e-6))
+                           methods.RunConfig(evals=500, time_limit=1e-6,
+                                             setup=methods.Setup(coarsen="6")))
   stopped = timed.result.details["coarsening"]["refinement"]
   # Every candidate scored once: the search's answer and one seed per arm.
   assert stopped["evaluations"] == 1 + len(timed.result.details["seed_arms"])

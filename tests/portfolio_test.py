@@ -57,10 +57,9 @@ def test_a_proof_within_the_head_start_makes_the_search_unnecessary():
 def test_off_is_the_search_alone():
   instance, graph = _ABOVE_THE_BOUND[0]
   devices = devices_lib.homogeneous(instance["processors"])
-  d = optimize_lib.run(graph, devices, methods.RunConfig(model="delay", evals=200,
-                                                         arms=("single_device",),
-                                                         exact_solver="off",
-                                                         polish="off")).result
+  d = optimize_lib.run(graph, devices, methods.RunConfig(
+      model="delay", evals=200, brkga=methods.BrkgaOptions(
+          arms=("single_device",), exact_solver="off", polish="off"))).result
   assert "solver" not in d.details and "polish" not in d.details
   assert d.bound_source == "structure"
   assert d.lower_bound == analysis.makespan_lower_bound(graph, devices)
@@ -86,8 +85,8 @@ def test_the_solvers_answer_is_a_candidate_scored_by_the_reference(monkeypatch):
   monkeypatch.setattr(portfolio, "HEAD_START", 0.0)
   instance, graph = _ABOVE_THE_BOUND[1]
   devices = devices_lib.homogeneous(instance["processors"])
-  report = optimize_lib.run(graph, devices, methods.RunConfig(model="delay", evals=200,
-                                                              arms=("single_device",)))
+  report = optimize_lib.run(graph, devices, methods.RunConfig(
+      model="delay", evals=200, brkga=methods.BrkgaOptions(arms=("single_device",))))
   d = report.result
   assert "cpsat" in report.assignments or d.chosen == "cpsat"
   problem = performance.Problem(graph, devices, model="delay")

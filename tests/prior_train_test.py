@@ -198,7 +198,9 @@ def test_a_kill_while_the_network_trains_logs_each_step_once(trained, tmp_path, 
 def test_the_trained_prior_guides_regal_optimize(trained):
   workdir = trained[0]
   result = optimize_lib.run(sized_graph(40, seed=5), devices_lib.homogeneous(2),
-                            methods.RunConfig(model="sync", evals=700, policy_dir=workdir)).result
+                            methods.RunConfig(
+                                model="sync", evals=700,
+                                brkga=methods.BrkgaOptions(policy_dir=workdir))).result
   assert result.evaluations <= 700 and result.details["policy"] == workdir
   # Past the budget q was chosen at (the :test preset's 500), q falls with the budget.
   assert result.details["prior_q"] == pytest.approx(
@@ -206,12 +208,14 @@ def test_the_trained_prior_guides_regal_optimize(trained):
   assert "prior" in result.details["seed_arms"]  # Its predicted split and order.
   # Beside it, the same search without the prior or its seed.
   compared = optimize_lib.run(sized_graph(40, seed=5), devices_lib.homogeneous(2),
-                              methods.RunConfig(model="sync", evals=700, policy_dir=workdir,
-                                                compare_unguided=True)).result
+                              methods.RunConfig(
+                                  model="sync", evals=700, brkga=methods.BrkgaOptions(
+                                      policy_dir=workdir, compare_unguided=True))).result
   assert compared.details["unguided"]["evaluations"] <= 700
   with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
     optimize_lib.run(sized_graph(12, seed=5), devices_lib.homogeneous(3),
-                     methods.RunConfig(model="sync", evals=700, policy_dir=workdir))
+                     methods.RunConfig(model="sync", evals=700,
+                                       brkga=methods.BrkgaOptions(policy_dir=workdir)))
 
 
 def test_the_budget_scales_q_past_the_calibrated_budget():
@@ -252,7 +256,8 @@ def test_a_shipped_prior_is_found_by_its_problem_and_checked_against_its_index(t
     shipped.resolve("default", "wc", 2, "runtime", folder)
   # It steers a search as any workdir's prior does.
   result = optimize_lib.run(sized_graph(40, seed=5), devices_lib.homogeneous(2),
-                            methods.RunConfig(model="sync", evals=700, policy_dir=found)).result
+                            methods.RunConfig(model="sync", evals=700,
+                                              brkga=methods.BrkgaOptions(policy_dir=found))).result
   assert result.details["policy"] == found
   # A prior replaced without its index (or an index edited) is refused.
   index_path = os.path.join(folder, shipped.INDEX_FILE)

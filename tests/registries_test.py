@@ -72,7 +72,8 @@ def test_a_registered_guide_seeds_the_search(graph):
   guides.register_prior("reversed_test", lambda evals: ReversedTopologicalSeed())
   try:
     report = optimize_lib.run(graph, devices_lib.homogeneous(2),
-                              methods.RunConfig(prior="reversed_test", evals=400))
+                              methods.RunConfig(evals=400,
+                                                brkga=methods.BrkgaOptions(prior="reversed_test")))
     assert "reversed_test" in report.result.details["seed_arms"]
   finally:
     guides.unregister_prior("reversed_test")

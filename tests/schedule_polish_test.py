@@ -191,8 +191,8 @@ def test_delay_runs_report_the_polish_and_polish_off_skips_it():
   assert polished.evaluations == searched + details["evaluations"]
   assert polished.objective <= details["start_makespan"]
   assert details["answer"] == (details["makespan"] < details["start_makespan"])
-  plain = optimize_lib.run(graph, devices, methods.RunConfig(model="delay", evals=3000, seed=0,
-                                                             polish="off")).result
+  plain = optimize_lib.run(graph, devices, methods.RunConfig(
+      model="delay", evals=3000, seed=0, brkga=methods.BrkgaOptions(polish="off"))).result
   assert "polish" not in plain.details and plain.objective >= polished.objective
   wc = optimize_lib.run(graph, devices, methods.RunConfig(model="wc", evals=1000, seed=0)).result
   assert "polish" not in wc.details
@@ -200,7 +200,7 @@ def test_delay_runs_report_the_polish_and_polish_off_skips_it():
 
 def test_a_bad_polish_setting_is_one_error():
   with pytest.raises(errors.ConfigError, match="polish must be one of " + ", ".join(methods.POLISH)):
-    methods.RunConfig(polish="on").validate()
+    methods.RunConfig(brkga=methods.BrkgaOptions(polish="on")).validate()
 
 
 # ----- the exact window move ------------------------------------------------------------

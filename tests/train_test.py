@@ -174,13 +174,14 @@ def test_training_runs_reports_and_resumes(tmp_path, monkeypatch, golden_trainin
   # The trained policy runs on any graph through regal.optimize --policy.
   result = optimize_lib.run(
       sized_graph(50, seed=5), devices_lib.homogeneous(2),
-      methods.RunConfig(model="sync", evals=700, policy_dir=workdir)).result
+      methods.RunConfig(model="sync", evals=700,
+                        brkga=methods.BrkgaOptions(policy_dir=workdir))).result
   assert result.evaluations <= 700 and result.details["policy"] == workdir
   assert "unguided" not in result.details  # No second search unless asked.
   with pytest.raises(errors.ConfigError, match="trained for 2 devices"):
     optimize_lib.run(
         sized_graph(12, seed=5), devices_lib.homogeneous(3),
-        methods.RunConfig(model="sync", evals=700, policy_dir=workdir))
+        methods.RunConfig(model="sync", evals=700, brkga=methods.BrkgaOptions(policy_dir=workdir)))
   # Fine-tuning that policy on measured run times (the session's 2 host devices, see
   # conftest): one step, the source workdir's caches reused, the measured references cached.
   tuned_config = _tiny_config(config.dataset)

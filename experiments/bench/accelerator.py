@@ -82,7 +82,7 @@ def executed(layers: int, batch: int, seq_len: int) -> dict:
   traced = zoo.model_trace("gpt2_small", batch=batch, seq_len=seq_len, layers=layers)
   preset = preset_for_backend()
   run = optimize_lib.run(traced.graph, devices_lib.resolve(2, None, preset),
-                         methods.RunConfig(shard="2", evals=1000))
+                         methods.RunConfig(evals=1000, setup=methods.Setup(shard="2")))
   graph = run.graph
   placements = {name: run.assignments[name] for name in ("best", "single_device")}
   if count < 2:  # One accelerator: every block on it, in the search's order.

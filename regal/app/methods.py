@@ -21,7 +21,8 @@ from regal.doppler_policy import options as doppler_options
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import decoders, models, performance
 from regal.search import brkga_presets, brkga_search, guides, portfolio, schedule_polish
-from regal.search import progress as search_progress
+from regal.search import options as search_options
+from regal.search.options import BrkgaOptions
 from regal.search import registries as search_registries
 
 # A record names its implementation; what only some methods run (Doppler's policy, the learned
@@ -29,7 +30,7 @@ from regal.search import registries as search_registries
 
 MAX_EVALS = choices.MAX_EVALS  # Evaluation counters are int32 inside the search.
 SPLIT_OBJECTIVES = ("throughput", "latency")  # `baselines.pipeline_methods.OBJECTIVES`' keys.
-POLISH = tuple(schedule_polish.MOVE_SETS) + ("off",)  # `RunConfig.polish`
+POLISH = search_options.POLISH  # `BrkgaOptions.polish`
 
 # The guides that seed the search (`--seed_arms`): every cheap heuristic by default; Doppler's
 # policy trains, so it is opt-in.
@@ -56,16 +57,27 @@ def seed_guides(arms: tuple[str, ...] = DEFAULT_ARMS,
 
 
 @dataclasses.dataclass(frozen=True)
+class Setup:
+  """How the graph is prepared and scored before any method sees it: `shard`, "off", "auto"
+  or a shard count (an imported graph's ops split first: `regal.app.sharding`); `coarsen`,
+  "off", "auto" or a group count (solved coarse, expanded, refined); `engine`, how batched
+  scoring runs ("auto", "native", "jax")."""
+  shard: str = "off"
+  coarsen: str = "off"
+  engine: str = "auto"
+
+
+@dataclasses.dataclass(frozen=True)
 class RunConfig:
-  """What one `regal.optimize` run does besides the graph and devices: the problem's model and
-  objective, the method and what it reads. `evals`: the budget (default:
-  `search.default_evals` of the searched graph); `time_limit`: seconds that end BRKGA at a
-  generation boundary (default: `brkga_search.DEFAULT_SEARCH_SECONDS` with the default
-  budget, which binds only on a CPU slower than the one it was sized on; else none), or the
-  cpsat and quickp solvers' limit (default 10 s); `decoder`: BRKGA's decoder instead of the
-  preset's; `measured`: a reward source of measured run times for Doppler's stage III
-  (`stage3_steps` batches of episodes); `progress`: where a BRKGA search says it starts and
-  shows its live line (`search.progress.Reporter`; None: silent)."""
+  """What one `regal.optimize` run does besides the graph and devices: what every method
+  shares, and each method's own options. The problem's `model`, `objective` and
+  `memory_limit`; the `method`; `evals`: the budget (default: `search.default_evals` of the
+  searched graph); `time_limit`: seconds that end BRKGA at a generation boundary (default:
+  `brkga_search.DEFAULT_SEARCH_SECONDS` with the default budget, which binds only on a CPU
+  slower than the one it was sized on; else none), or the cpsat and quickp solvers' limit
+  (default 10 s); `setup`: the graph's preparation and scoring; `brkga`: the search's options
+  (`search.options.BrkgaOptions`); `doppler`: the Doppler policy's, for the method and the
+  doppler seed arm (`doppler_policy.options.DopplerOptions`)."""
   model: str = "wc"
   objective: str = "runtime"
   memory_limit: float | None = None
@@ -73,33 +85,9 @@ class RunConfig:
   evals: int | None = None
   seed: int = 0
   time_limit: float | None = None
-  coarsen_spec: str = "off"
-  engine: str = "auto"
-  # "off", "auto" or a shard count: how an imported graph's ops are split first
-  # (`regal.app.sharding`).
-  shard: str = "off"
-  # BRKGA's guides and settings.
-  arms: tuple[str, ...] = DEFAULT_ARMS
-  policy_dir: str | None = None
-  prior: str = "none"  # A parameter-free prior over fresh keys (`search.registries.PRIORS`).
-  brkga_preset: str = brkga_presets.DEFAULT
-  decoder: str | None = None
-  compare_unguided: bool = False
-  # The Doppler policy (the method, and the doppler seed arm).
-  doppler: doppler_options.DopplerOptions | None = None
-  doppler_save: str | None = None
-  measured: Any = None
-  stage3_steps: int = 0
-  # "auto": BRKGA runs CP-SAT beside it where `search.portfolio.worth_starting`; "off": never.
-  exact_solver: str = "auto"
-  # "auto": BRKGA's answer is polished where `search.schedule_polish.applies` (the delay
-  # model's makespan) by insertion moves and exact window re-solves; "insertions": by the
-  # insertion moves alone; "pairs": "auto" with two-device exact re-solves taking turns with
-  # the windows, "pairs_timed" also every second, "compact" keeping a window that lowers
-  # (makespan, sum of ends), "long_windows" 3 s windows (issue 81's screening:
-  # `schedule_polish.MOVE_SETS`); "off": never.
-  polish: str = "auto"
-  progress: search_progress.Reporter | None = dataclasses.field(default=None, compare=False)
+  setup: Setup = Setup()
+  brkga: BrkgaOptions = BrkgaOptions()
+  doppler: doppler_options.DopplerOptions = doppler_options.DopplerOptions()
 
   def validate(self) -> "RunConfig":
     """One-line errors, before any work, for values out of range and options the method
@@ -109,36 +97,38 @@ class RunConfig:
       raise errors.ConfigError(f"evals must be between 1 and {MAX_EVALS:,}, got {self.evals}")
     if not 0 <= self.seed <= errors.MAX_SEED:
       raise errors.ConfigError(f"seed must be between 0 and {errors.MAX_SEED}, got {self.seed}")
-    unknown = [arm for arm in self.arms if arm not in ARMS]
-    if unknown or not self.arms:
-      raise errors.ConfigError(f"unknown seed arm(s) {unknown or self.arms}; known: "
+    brkga, setup = self.brkga, self.setup
+    unknown = [arm for arm in brkga.arms if arm not in ARMS]
+    if unknown or not brkga.arms:
+      raise errors.ConfigError(f"unknown seed arm(s) {unknown or brkga.arms}; known: "
                                f"{', '.join(ARMS)}")
-    if self.measured is not None and ("reward" not in get(self.method).reads
-                                      or self.coarsen_spec != "off"):
+    if self.doppler.measured is not None and ("reward" not in get(self.method).reads
+                                              or setup.coarsen != "off"):
       raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "
                                "--method doppler and without --coarsen")
-    search_registries.PRIORS.get(self.prior)  # An unknown prior: one line naming the known.
-    if self.exact_solver not in ("auto", "off"):
-      raise errors.ConfigError(f"exact_solver must be auto or off, got {self.exact_solver!r}")
+    search_registries.PRIORS.get(brkga.prior)  # An unknown prior: one line naming the known.
+    if brkga.exact_solver not in ("auto", "off"):
+      raise errors.ConfigError(f"exact_solver must be auto or off, got "
+                               f"{brkga.exact_solver!r}")
     from regal.app import sharding  # Local: sharding builds on the baselines.
-    shard = sharding.parse(self.shard)
-    if shard != "off" and self.coarsen_spec != "off":
+    shard = sharding.parse(setup.shard)
+    if shard != "off" and setup.coarsen != "off":
       raise errors.ConfigError("--shard and --coarsen pull opposite ways (split ops, then "
                                "group them): give one")
-    if self.polish not in POLISH:
+    if brkga.polish not in POLISH:
       raise errors.ConfigError(f"polish must be one of {', '.join(POLISH)}, got "
-                               f"{self.polish!r}")
+                               f"{brkga.polish!r}")
     reads = get(self.method).reads
     for option, given, why in (
-        ("brkga_preset", self.brkga_preset not in ("", brkga_presets.DEFAULT),
+        ("brkga_preset", brkga.preset not in ("", brkga_presets.DEFAULT),
          "--brkga_preset sets BRKGA's parameters"),
-        ("policy", bool(self.policy_dir), "--policy runs REGAL, i.e. BRKGA"),
-        ("prior", self.prior != "none", "--prior steers BRKGA's fresh keys"),
-        ("decoder", self.decoder is not None, "--decoder sets how BRKGA reads chromosomes")):
+        ("policy", bool(brkga.policy_dir), "--policy runs REGAL, i.e. BRKGA"),
+        ("prior", brkga.prior != "none", "--prior steers BRKGA's fresh keys"),
+        ("decoder", brkga.decoder is not None, "--decoder sets how BRKGA reads chromosomes")):
       if given and option not in reads:
         raise errors.ConfigError(f"{why}: use it with --method {' or '.join(readers(option))}")
-    if self.decoder is not None:
-      why = decoders.get(self.decoder).unsupported(models.get(self.model))
+    if brkga.decoder is not None:
+      why = decoders.get(brkga.decoder).unsupported(models.get(self.model))
       if why:
         raise errors.ConfigError(why)
     return self
@@ -173,15 +163,17 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   REGAL's policy with `policy_dir`. Every evaluation a guide spends is in the budget; the
   seeds come back as alternatives. `compare_unguided`: the same search without the policy
   runs beside it, reported in the details with its own evaluations (never the answer).
-  `config.progress` hears when the search starts (from then on an interrupt keeps the best)."""
-  seed, policy_dir, brkga_preset = config.seed, config.policy_dir, config.brkga_preset
-  decoder, time_limit = config.decoder, config.time_limit
+  `config.brkga.progress` hears when the search starts (from then on an interrupt keeps the
+  best)."""
+  options = config.brkga
+  seed, policy_dir, brkga_preset = config.seed, options.policy_dir, options.preset
+  decoder, time_limit = options.decoder, config.time_limit
   if time_limit is None and config.evals is None:
     time_limit = brkga_search.DEFAULT_SEARCH_SECONDS
-  chain = seed_guides(config.arms, config.doppler)
+  chain = seed_guides(options.arms, config.doppler)
   if data_parallel.is_sharded(problem.graph):
     chain.append(guides.AlignedShards())
-  prior = search_registries.PRIORS.get(config.prior).make(evals)
+  prior = search_registries.PRIORS.get(options.prior).make(evals)
   if prior is not None:
     chain.append(prior)
   if policy_dir:
@@ -197,7 +189,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   details = dict(guided.details)
   if policy_dir:
     details["guide_seconds"] = guide_seconds
-  if config.compare_unguided:
+  if options.compare_unguided:
     unguided = guides.run_guided(problem, evals, seed, dataclasses.replace(
         guided, mutant_alpha=None, mutant_beta=None, prior_q=None,
         seeds={name: chromosome for name, chromosome in guided.seeds.items()
@@ -226,7 +218,7 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
   alternatives = dict(guided.seeds)
 
   solver = None
-  if config.exact_solver == "auto" and portfolio.worth_starting(problem):
+  if options.exact_solver == "auto" and portfolio.worth_starting(problem):
     best_seed = min(guided.seeds.values(), key=lambda c: scores(c)[0])
     solver = portfolio.start(problem, best_seed, seed)
     chromosome = (solver.chromosome() if solver.proven.wait(portfolio.head_start(problem))
@@ -244,15 +236,15 @@ def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
           schedule=schedule, wall_seconds=solver.seconds, compile_seconds=0.0,
           evaluations=guided.evaluations, details=details, chromosome=chromosome,
           settings=settings, alternatives=alternatives)
-  result = guides.run_guided(problem, evals, seed, guided, plan, time_limit, config.progress,
+  result = guides.run_guided(problem, evals, seed, guided, plan, time_limit, options.progress,
                              should_stop=solver and solver.proven.is_set)
   best_chromosome, evaluations = result.best_chromosome, result.evaluations
   wall_seconds = result.search_seconds
-  if config.polish != "off" and schedule_polish.applies(problem) and not (
+  if options.polish != "off" and schedule_polish.applies(problem) and not (
       solver and solver.proven.is_set()):
     polished = _polish(problem, result, seed, evals, time_limit,
                        should_stop=solver and solver.proven.is_set,
-                       exact=schedule_polish.MOVE_SETS[config.polish])
+                       exact=schedule_polish.MOVE_SETS[options.polish])
     details["polish"] = {k: v for k, v in dataclasses.asdict(polished).items()
                          if k not in ("placement", "order")}
     evaluations += polished.evaluations
@@ -304,10 +296,10 @@ def _run_doppler(problem: performance.Problem, config: RunConfig, evals: int,
                  scores: performance.ReferenceScores) -> baselines.MethodResult:
   from regal.doppler_policy import method as doppler_method
   del scores  # It re-scores its few best assignments itself.
-  doppler = config.doppler or doppler_options.DopplerOptions()
+  doppler = config.doppler
   return doppler_method.doppler(problem, evals, config.seed, checkpoint=doppler.checkpoint,
-                                save=config.doppler_save, measured=config.measured,
-                                stage3_steps=config.stage3_steps)
+                                save=doppler.save, measured=doppler.measured,
+                                stage3_steps=doppler.stage3_steps)
 
 
 def _run_baseline(problem: performance.Problem, config: RunConfig, evals: int,

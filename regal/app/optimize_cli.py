@@ -16,6 +16,7 @@ from regal_datasets import devices as devices_lib
 from regal.app import methods, optimize_inputs, optimize_lib, units
 from regal.app import report as report_lib
 from regal.doppler_policy.options import DopplerOptions
+from regal.search.options import BrkgaOptions
 from regal.scoring import models
 from regal.search import portfolio
 from regal.search import progress as search_progress
@@ -32,15 +33,14 @@ def run_config(measured=None, progress=None) -> methods.RunConfig:
   return methods.RunConfig(
       model=FLAGS.model, objective=FLAGS.objective, memory_limit=FLAGS.memory_limit,
       method=FLAGS.method, evals=FLAGS.evals, seed=FLAGS.seed, time_limit=FLAGS.time_limit,
-      coarsen_spec=FLAGS.coarsen, engine=FLAGS.engine, shard=FLAGS.shard,
-      arms=methods.parse_arms(FLAGS.seed_arms), policy_dir=FLAGS.policy, prior=FLAGS.prior,
-      brkga_preset=FLAGS.brkga_preset, decoder=FLAGS.decoder,
-      compare_unguided=FLAGS.compare_unguided, exact_solver=FLAGS.exact_solver,
-      doppler=DopplerOptions(checkpoint=FLAGS.doppler_checkpoint,
-                                            evals=FLAGS.doppler_evals,
-                                            samples=FLAGS.doppler_samples),
-      doppler_save=FLAGS.doppler_save, measured=measured, stage3_steps=FLAGS.stage3_steps,
-      progress=progress)
+      setup=methods.Setup(shard=FLAGS.shard, coarsen=FLAGS.coarsen, engine=FLAGS.engine),
+      brkga=BrkgaOptions(arms=methods.parse_arms(FLAGS.seed_arms), policy_dir=FLAGS.policy,
+                         prior=FLAGS.prior, preset=FLAGS.brkga_preset, decoder=FLAGS.decoder,
+                         compare_unguided=FLAGS.compare_unguided,
+                         exact_solver=FLAGS.exact_solver, progress=progress),
+      doppler=DopplerOptions(checkpoint=FLAGS.doppler_checkpoint, evals=FLAGS.doppler_evals,
+                             samples=FLAGS.doppler_samples, save=FLAGS.doppler_save,
+                             stage3_steps=FLAGS.stage3_steps, measured=measured))
 
 
 @dataclasses.dataclass(frozen=True)

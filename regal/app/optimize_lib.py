@@ -76,22 +76,23 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   start = time.perf_counter()
   config.validate()
   method, seed, time_limit = config.method, config.seed, config.time_limit
-  coarsen_spec = config.coarsen_spec
+  coarsen_spec = config.setup.coarsen
   model, objective, memory_limit = config.model, config.objective, config.memory_limit
   # Split (--shard, data parallelism) and cost (a preset's roofline) before anything else.
-  planned = sharding.plan(graph, devices, config.shard, method, model, objective, memory_limit,
+  planned = sharding.plan(graph, devices, config.setup.shard, method, model, objective,
+                          memory_limit,
                           shards_by_batch=methods.get(method).shards_by_batch)
   graph, devices = planned.graph, planned.devices
   if devices.num_devices > graph.num_ops:
     raise errors.ConfigError(f"graph {graph.name!r}: {devices.num_devices} devices for "
                              f"{graph.num_ops} ops: at most {graph.num_ops} devices can be used")
-  if (search_registries.PRIORS.get(config.prior).needs_link_groups
+  if (search_registries.PRIORS.get(config.brkga.prior).needs_link_groups
       and devices_lib.link_groups(devices).max() == 0):
-    raise errors.ConfigError(f"--prior {config.prior} splits the ops among link groups, but "
+    raise errors.ConfigError(f"--prior {config.brkga.prior} splits the ops among link groups, but "
                              f"these {devices.num_devices} devices form one (give a device "
                              f"spec with groups, e.g. --device_preset nvlink_two_groups)")
   problem = performance.Problem(graph, devices, model=config.model, objective=config.objective,
-                                memory_limit=config.memory_limit, engine=config.engine)
+                                memory_limit=config.memory_limit, engine=config.setup.engine)
   coarsening = coarsen.coarsen_for_search(graph, coarsen_spec, devices.num_devices)
   coarsen_seconds = time.perf_counter() - start
   solved = problem if coarsening is None else dataclasses.replace(
@@ -115,9 +116,11 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
   # One unit for every time of the run (sized to the single-device makespan) and one for
   # every memory figure (sized to the largest on one device, or the limit).
   time_unit = units.time_unit(model, graph, float(single_schedule.makespan))
-  if config.progress is not None:
-    config = dataclasses.replace(config, progress=dataclasses.replace(
-        config.progress, shown=units.objective_text(objective, time_unit, memory_unit)))
+  if config.brkga.progress is not None:
+    config = dataclasses.replace(config, brkga=dataclasses.replace(
+        config.brkga, progress=dataclasses.replace(
+            config.brkga.progress,
+            shown=units.objective_text(objective, time_unit, memory_unit))))
   with compile_clock.CompileClock() as compiling:
     result = methods.get_schedule(method).run(solved, config, evals, solved_scores)
   solved_scores.remember(result.chromosome, result.objective, result.schedule)
