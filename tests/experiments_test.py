@@ -433,4 +433,4 @@ def test_training_predictions_quick(tmp_path):
     assert r["within"] == (abs(r["ratio"] - 1) <= 0.25)
   assert -1 <= data["spearman_tokens_per_gpu"] <= 1
   assert os.path.exists(os.path.join(out, "training_predictions.png"))
-  assert "llm-foundry" in markdown and "Within +-25%" in markdown
+  assert "llm-foundry" in markdown and "within +-25%" in markdown
