@@ -30,6 +30,15 @@ def test_the_search_plans_a_step_no_slower_than_any_configuration(gpt2_step, tmp
   assert "memory_per_device_gb" in result["plan"] and "verdict: fits" in done.stdout
 
 
+def test_method_auto_is_the_search(gpt2_step, tmp_path):
+  searched, named = tmp_path / "s.json", tmp_path / "n.json"
+  assert run(*PLAN, "--graph", str(gpt2_step), "--shard", "auto", "--out",
+             str(searched)).returncode == 0
+  done = run(*PLAN, "--graph", str(gpt2_step), "--method", "auto", "--out", str(named))
+  assert done.returncode == 0, done.stderr
+  assert json.loads(named.read_text())["plan"] == json.loads(searched.read_text())["plan"]
+
+
 def test_a_named_configuration_is_the_plan(gpt2_step, tmp_path):
   out = tmp_path / "r.json"
   done = run(*PLAN, "--graph", str(gpt2_step), "--method", "tensor_parallel", "--out",

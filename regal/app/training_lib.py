@@ -4,19 +4,21 @@
   python -m regal.optimize --graph g.json --devices 8 --device_preset h100 --method fsdp
 
 A graph made by `regal_datasets.zoo --step train` (or `train_step`) on accelerators is planned
-as engineers parallelise a step, not op by op: `--shard auto` searches every data x tensor x
-pipeline mesh, ZeRO stage and micro-batch count (`regal.parallelism.configurations`' `auto`);
-`--method` names one configuration instead. A zoo step is also traced with its blocks
-rematerialised, so that a mesh that does not fit may recompute blocks (a configuration all of
-them, the search the fewest that fit). The result holds the plan (its mesh, step time in ms,
-memory per device in GB by what it holds) and, under `baselines`, every configuration's best
-mesh with its step time and `feasible` (with what overflowed where it does not fit).
+as engineers parallelise a step, not op by op: `--shard auto` (or `--method auto`) searches
+every data x tensor x pipeline mesh, ZeRO stage and micro-batch count
+(`regal.parallelism.configurations`' `auto`); `--method` names one configuration instead. A
+zoo step is also traced with its blocks rematerialised, so that a mesh that does not fit may
+recompute blocks (a configuration all of them, the search the fewest that fit). The result
+holds the plan (its mesh, step time in ms, memory per device in GB by what it holds) and,
+under `baselines`, every configuration's best mesh with its step time and `feasible` (with
+what overflowed where it does not fit).
 """
 from __future__ import annotations
 
 import time
 from typing import Any
 
+from regal.app.registries import METHODS
 from regal.parallelism.registries import CONFIGURATIONS
 from regal_datasets import errors
 from regal_datasets.graph import Graph
@@ -31,9 +33,9 @@ def is_training_step(graph: Graph | None) -> bool:
 def wanted(graph: Graph | None, method: str, shard: str, method_given: bool) -> bool:
   """Whether this run plans a training step's mesh: a training step with --shard auto or a
   configuration's --method; a configuration's --method on anything else is refused."""
-  configuration = method_given and method in CONFIGURATIONS and method != "auto"
+  configuration = method_given and method in CONFIGURATIONS
   if not is_training_step(graph):
-    if configuration and method != "data_parallel":  # data_parallel is also a placement.
+    if configuration and method not in METHODS:  # Some are placement methods too.
       raise errors.ConfigError(
           f"--method {method} plans a training step's mesh: give a graph made with "
           f"regal_datasets.zoo --step train (or regal_datasets.train_step)")
