@@ -162,3 +162,32 @@ def test_recomputed_blocks_trade_memory_for_time(gpt2):
     plan.estimate(plain, plan.Mesh(1, recomputed=2))
   assert mesh.describe() == "one device"
   assert "2 blocks recomputed" in plan.Mesh(1, recomputed=2).describe()
+
+
+@pytest.mark.parametrize("data,tensor,pipeline", [(8, 1, 1), (4, 2, 1), (2, 2, 2), (2, 1, 4)])
+def test_sharding_more_never_holds_more(gpt2, data, tensor, pipeline):
+  """Each ZeRO stage shards more, so no device holds more; more micro-batches hold fewer
+  activations each (1F1B keeps at most p in flight)."""
+  _, found = gpt2
+  micro = max(pipeline, 1)
+  held = [plan.estimate(found, plan.Mesh(data, tensor, pipeline, zero, micro)).memory_bytes
+          for zero in plan.ZERO_STAGES]
+  assert all(a >= b for a, b in zip(held, held[1:])), held
+  activations = [plan.estimate(found, plan.Mesh(data, tensor, pipeline, 0, m)).memory[
+      "activations"] for m in (micro, 2 * micro) if found.batch % (data * m) == 0]
+  assert all(a >= b for a, b in zip(activations, activations[1:])), activations
+
+
+def test_a_mesh_on_two_nodes_pays_the_network(gpt2):
+  """Sixteen H100s are two nodes: the gradients' all-reduce crosses InfiniBand at 50 GB/s
+  where within a node it runs on NVLink at 450 GB/s."""
+  graph = zoo.model_graph("gpt2_small", batch=16, seq_len=64, layers=4, step="train")
+  found = profile.profile(graph, "h100")
+  fabric = collectives.FABRICS["h100"]
+  bytes_ = found.parameter_bytes.sum()
+  inside = collectives.on_fabric("all_reduce", bytes_, fabric, 8)
+  across = collectives.on_fabric("all_reduce", bytes_, fabric, 16)
+  assert across > 4 * inside
+  one_node = plan.estimate(found, plan.Mesh(8, micro_batches=2))
+  two_nodes = plan.estimate(found, plan.Mesh(16))
+  assert two_nodes.time["data_sync_exposed"] >= one_node.time["data_sync_exposed"]

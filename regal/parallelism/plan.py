@@ -189,14 +189,16 @@ def estimate(profile: StepProfile, mesh: Mesh,
                      + profile.working_split_bytes[backward_on] / t).max(initial=0.0)) / (d * m)
     activations[s] = saved * in_flight
     sharded = d if mesh.zero else 1
-    largest_unit = max((profile.parameter_bytes[u] for u in np.unique(profile.unit[on])),
-                       default=0.0)
+    # FSDP gathers one unit's weights at a time: the rest of that unit beside every shard.
+    largest_unit = max((profile.parameter_split_bytes[u] / t + profile.parameter_bytes[u]
+                        - profile.parameter_split_bytes[u]
+                        for u in np.unique(profile.unit[on])), default=0.0)
     memory_stage.append({
         "parameters_fp32": masters[s] / sharded,
         "optimizer_state": 2 * masters[s] / sharded,
         "gradients_fp32": masters[s] / (d if mesh.zero >= 2 else 1),
-        "parameters_bf16": (masters[s] / 2 / d + largest_unit / 2 / t if mesh.zero == 3
-                            else masters[s] / 2),
+        "parameters_bf16": (masters[s] / 2 / d + largest_unit / 2 * (1 - 1 / d)
+                            if mesh.zero == 3 else masters[s] / 2),
         "activations": activations[s],
         "working": working,
     })
