@@ -8,7 +8,6 @@ accepts with it."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any, Callable
 
 import numpy as np
@@ -18,9 +17,9 @@ from regal import baselines
 from regal.app import choices, registries
 from regal.baselines import data_parallel, heuristics
 from regal.doppler_policy import options as doppler_options
-from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import decoders, models, performance
-from regal.search import brkga_presets, brkga_search, guides, portfolio, schedule_polish
+from regal.search import brkga_presets, guides
+from regal.search import method as search_method
 from regal.search import options as search_options
 from regal.search.options import BrkgaOptions
 from regal.search import registries as search_registries
@@ -159,137 +158,24 @@ class Method:
 
 def _run_brkga(problem: performance.Problem, config: RunConfig, evals: int,
                scores: performance.ReferenceScores) -> baselines.MethodResult:
-  """The one search (`search.guides.run_guided`) steered by its guides: the seed arms, and
-  REGAL's policy with `policy_dir`. Every evaluation a guide spends is in the budget; the
-  seeds come back as alternatives. `compare_unguided`: the same search without the policy
-  runs beside it, reported in the details with its own evaluations (never the answer).
-  `config.brkga.progress` hears when the search starts (from then on an interrupt keeps the
-  best)."""
+  """BRKGA (`search.method.run`) steered by the guides the run names: the seed arms (the
+  Doppler policy's among them), the aligned shards of a sharded graph, a prior over fresh
+  keys, and REGAL's trained policy or prior with `policy_dir`."""
   options = config.brkga
-  seed, policy_dir, brkga_preset = config.seed, options.policy_dir, options.preset
-  decoder, time_limit = options.decoder, config.time_limit
-  if time_limit is None and config.evals is None:
-    time_limit = brkga_search.DEFAULT_SEARCH_SECONDS
   chain = seed_guides(options.arms, config.doppler)
   if data_parallel.is_sharded(problem.graph):
     chain.append(guides.AlignedShards())
   prior = search_registries.PRIORS.get(options.prior).make(evals)
   if prior is not None:
     chain.append(prior)
-  if policy_dir:
+  if options.policy_dir:
     from regal.learning import shipped, trained_guide
-    policy_dir = shipped.resolve(policy_dir, problem.model, problem.devices.num_devices,
-                                 problem.objective)
+    policy_dir = shipped.resolve(options.policy_dir, problem.model,
+                                 problem.devices.num_devices, problem.objective)
     chain.append(trained_guide.guide_for(policy_dir, evals))
-  plan = guides.plan_search(problem, evals, brkga_preset, decoder)  # Resolved once.
-  guides.check_budget(plan, evals, chain)  # Before the arms run.
-  started = time.perf_counter()
-  guided = guides.guidance(problem, seed, chain)
-  guide_seconds = time.perf_counter() - started
-  details = dict(guided.details)
-  if policy_dir:
-    details["guide_seconds"] = guide_seconds
-  if options.compare_unguided:
-    unguided = guides.run_guided(problem, evals, seed, dataclasses.replace(
-        guided, mutant_alpha=None, mutant_beta=None, prior_q=None,
-        seeds={name: chromosome for name, chromosome in guided.seeds.items()
-               if guides.arm_of(name) != "prior"}),  # The learned prior's seed too.
-        plan, time_limit)
-    details["unguided"] = {"objective": float(scores(unguided.best_chromosome)[0]),
-                           "evaluations": unguided.evaluations,
-                           "search_seconds": unguided.search_seconds}
-  params, search_settings = plan.params, plan.settings
-  settings = {"brkga": {"preset": brkga_preset or brkga_presets.DEFAULT,
-                        "population_size": params.population_size,
-                        "num_elites": params.num_elites, "num_mutants": params.num_mutants,
-                        "num_populations": params.num_populations,
-                        "rho": float(np.asarray(params.rho)),
-                        "decoder": search_settings.decoder, "bias": search_settings.bias,
-                        "memetic": dataclasses.asdict(search_settings.memetic),
-                        "time_limit": time_limit}}
-  if guided.mutant_alpha is None:
-    settings["brkga"].update(mutant_alpha=float(np.asarray(params.mutant_alpha)),
-                             mutant_beta=float(np.asarray(params.mutant_beta)))
-  arm_scores = {}
-  for name, chromosome in guided.seeds.items():
-    arm = guides.arm_of(name)
-    arm_scores[arm] = min(arm_scores.get(arm, np.inf), float(scores(chromosome)[0]))
-  details.update({"seed_arms": arm_scores, "arm_evaluations": guided.evaluations})
-  alternatives = dict(guided.seeds)
-
-  solver = None
-  if options.exact_solver == "auto" and portfolio.worth_starting(problem):
-    best_seed = min(guided.seeds.values(), key=lambda c: scores(c)[0])
-    solver = portfolio.start(problem, best_seed, seed)
-    chromosome = (solver.chromosome() if solver.proven.wait(portfolio.head_start(problem))
-                  else None)
-    if chromosome is not None:
-      # Proven optimal before the search would even have compiled: no search to run.
-      solver.finish()
-      details.update(solver.details(), winner_origin=None,
-                     search="skipped: the solver proved its answer optimal first")
-      settings["brkga"]["stopped_early"] = True
-      objective, schedule = scores(chromosome)
-      placement, order = chromosome_lib.assignment(chromosome, problem.layout)
-      return baselines.MethodResult(
-          method="brkga", placement=placement, order=order, objective=objective,
-          schedule=schedule, wall_seconds=solver.seconds, compile_seconds=0.0,
-          evaluations=guided.evaluations, details=details, chromosome=chromosome,
-          settings=settings, alternatives=alternatives)
-  result = guides.run_guided(problem, evals, seed, guided, plan, time_limit, options.progress,
-                             should_stop=solver and solver.proven.is_set)
-  best_chromosome, evaluations = result.best_chromosome, result.evaluations
-  wall_seconds = result.search_seconds
-  if options.polish != "off" and schedule_polish.applies(problem) and not (
-      solver and solver.proven.is_set()):
-    polished = _polish(problem, result, seed, evals, time_limit,
-                       should_stop=solver and solver.proven.is_set,
-                       exact=schedule_polish.MOVE_SETS[options.polish])
-    details["polish"] = {k: v for k, v in dataclasses.asdict(polished).items()
-                         if k not in ("placement", "order")}
-    evaluations += polished.evaluations
-    wall_seconds += polished.seconds
-    candidate = polished.chromosome(problem.layout)
-    # The answer when the reference model scores it lower (the search's own answer aside).
-    details["polish"]["answer"] = bool(scores(candidate)[0] < scores(best_chromosome)[0])
-    if details["polish"]["answer"]:
-      best_chromosome = candidate
-  objective, schedule = scores(best_chromosome)
-  settings["brkga"]["stopped_early"] = result.stopped_early
-  details["stopped"] = {"reason": result.stop_reason, "evaluations": result.evaluations,
-                        "budget": evals, "time_limit": time_limit,
-                        "default_time_limit": time_limit is not None and
-                        config.time_limit is None}
-  details["winner_origin"] = None if result.origin is None else guides.arm_of(result.origin)
-  if solver is not None:
-    solver.finish(best=objective)
-    details.update(solver.details())
-    answer = solver.chromosome()
-    if answer is not None:
-      alternatives["cpsat"] = answer
-  placement, order = chromosome_lib.assignment(best_chromosome, problem.layout)
-  return baselines.MethodResult(
-      method="brkga", placement=placement, order=order, objective=objective, schedule=schedule,
-      wall_seconds=wall_seconds, compile_seconds=result.compile_seconds,
-      evaluations=evaluations, details=details, chromosome=best_chromosome,
-      settings=settings, alternatives=alternatives)
-
-
-def _polish(problem: performance.Problem, result: brkga_search.SearchResult, seed: int,
-            evals: int, time_limit: float | None,
-            should_stop: Callable[[], bool] | None,
-            exact: schedule_polish.ExactMoves) -> schedule_polish.PolishResult:
-  """The polish from the search's answer: for the search time the limit leaves
-  (a run with a time limit: the default), or for the search's budget of evaluations again
-  (a run with an explicit budget and no limit)."""
-  placement, order = chromosome_lib.assignment(result.best_chromosome, problem.layout)
-  if time_limit is None:
-    return schedule_polish.polish(problem, placement, order, seed, evals=evals,
-                                  should_stop=should_stop, exact=exact)
-  return schedule_polish.polish(
-      problem, placement, order, seed, evals=MAX_EVALS, should_stop=should_stop,
-      deadline=time.perf_counter() + max(0.0, time_limit - result.search_seconds),
-      exact=exact)
+    options = dataclasses.replace(options, policy_dir=policy_dir)
+  return search_method.run(problem, options, chain, evals, config.seed, config.time_limit,
+                           budget_given=config.evals is not None, scores=scores)
 
 
 def _run_doppler(problem: performance.Problem, config: RunConfig, evals: int,
