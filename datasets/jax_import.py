@@ -48,7 +48,7 @@ DEFAULT_FLOPS_PER_BYTE = 1000.0
 NOMINAL_LINK_BYTES_PER_SECOND = 100e9  # One cost unit: the time this link takes per byte.
 _INLINED_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 FUSED_PREFIX = "fused_"
-_ELEMENTWISE = frozenset("""
+ELEMENTWISE = frozenset("""
 abs acos acosh add and asin asinh atan atan2 atanh cbrt ceil clamp conj cos cosh digamma div
 eq erf erf_inv erfc exp exp2 expm1 floor ge gt igamma imag integer_pow is_finite le lgamma log
 log1p logistic lt max min mul ne neg nextafter not or pow real rem round rsqrt select_n sign sin
@@ -59,7 +59,7 @@ _REDUCTIONS = frozenset("""
 reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or reduce_xor argmax argmin
 cumsum cumprod cummax cummin cumlogsumexp reduce_precision sort top_k
 """.split())
-_MOVEMENT = frozenset("""
+MOVEMENT = frozenset("""
 reshape broadcast_in_dim transpose squeeze expand_dims convert_element_type slice
 dynamic_slice dynamic_update_slice concatenate pad gather scatter scatter-add scatter_add
 iota copy copy_p rev stop_gradient select_and_scatter_add select_and_gather_add bitcast_convert_type
@@ -126,7 +126,7 @@ def equation_flops(eqn) -> tuple[float, float]:
     dilated = math.prod(eqn.params.get("lhs_dilation") or (1,))
     flops = 2.0 * out_elements * per_output / dilated
     return flops, flops
-  if name in _ELEMENTWISE:
+  if name in ELEMENTWISE:
     return float(out_elements), float(out_elements)
   if name in _REDUCTIONS:
     flops = float(sum(_elements(v.aval) for v in eqn.invars if hasattr(v, "aval")))
@@ -148,7 +148,7 @@ def equation_flops(eqn) -> tuple[float, float]:
   sub = _sub_jaxprs(eqn)
   if sub is not None:
     return jaxpr_flops(sub)
-  if name not in _MOVEMENT:
+  if name not in MOVEMENT:
     _warn_once(name, f"no FLOP rule for primitive {name!r}: charged one unit per output "
                      f"element")
   return 0.0, float(out_elements)

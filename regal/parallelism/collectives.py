@@ -40,7 +40,6 @@ class Fabric:
   network_bandwidth: float  # Per GPU across nodes (its NIC), each direction.
   network_latency: float
   efficiency: float
-  source: str
 
   def link(self, ranks: int, stride: int = 1) -> tuple[float, float]:
     """(bus bandwidth, latency per step) of a group of `ranks` ranks `stride` apart in the
@@ -66,8 +65,7 @@ def fabric_of(kind: str) -> Fabric:
   accelerator = devices.KINDS[kind]
   return Fabric(f"{accelerator.name} x {accelerator.node_size} per node",
                 accelerator.node_size, accelerator.link_bandwidth, accelerator.link_latency,
-                accelerator.network_bandwidth, accelerator.network_latency, EFFICIENCY,
-                "regal_datasets.devices.KINDS")
+                accelerator.network_bandwidth, accelerator.network_latency, EFFICIENCY)
 
 
 FABRICS = {kind: fabric_of(kind) for kind in ("h100", "a100", "v100", "tpu_v5e")}

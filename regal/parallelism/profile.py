@@ -34,7 +34,7 @@ import re
 
 import numpy as np
 
-from regal_datasets import accelerators, errors, train_step
+from regal_datasets import accelerators, errors, jax_import, train_step
 from regal_datasets.graph import Graph
 
 # (matmul share of the dense peak, memory share of HBM bandwidth, seconds per kernel launch);
@@ -50,14 +50,15 @@ KERNEL_COSTS = {
 }
 BLOCK_PATTERN = r"(Block|Layer)_\d+$"  # Flax names the k-th `XBlock` child `XBlock_k`.
 _FUSIBLE_KINDS = ("elementwise", "movement")
-_ELEMENTWISE = set("""
-abs add add_any and cos div eq erf exp exp2 expm1 ge gt integer_pow is_finite le log log1p
-logistic lt max min mul ne neg not or pow rsqrt select_n sign sin sqrt square sub tanh
-""".split())
-_MOVEMENT = set("""
-reshape broadcast_in_dim transpose squeeze expand_dims convert_element_type slice concatenate
-pad copy rev stop_gradient split
-""".split())
+# The importer's primitive classes, less the movement XLA does not fuse into a neighbour:
+# gathers and scatters index memory, dynamic slices move windows, and the rest mark
+# boundaries or make values of their own.
+_ELEMENTWISE = jax_import.ELEMENTWISE
+_MOVEMENT = jax_import.MOVEMENT - {
+    "gather", "scatter", "scatter-add", "scatter_add", "select_and_gather_add",
+    "select_and_scatter_add", "dynamic_slice", "dynamic_update_slice", "iota",
+    "bitcast_convert_type", "copy_p", "device_put", "optimization_barrier",
+    "sharding_constraint"}
 _VIEWS = {"convert_element_type", "broadcast_in_dim", "reshape", "transpose", "squeeze",
           "expand_dims"}
 REPLICATED, SPLIT, PARTIAL = 0, 1, 2
