@@ -12,11 +12,11 @@ JSON form (all keys but `num_devices` optional; scalars broadcast to every devic
 
 `memory_capacity: null` means unlimited. The diagonal of bandwidth and latency is ignored: a
 tensor already on its device moves for free. An optional `"kinds": ["h100", ...]` names each
-device's accelerator (`regal_datasets.accelerators`): an imported graph's ops are then costed by
-their roofline on those kinds (`accelerators.recost`), in the importers' time unit. Without
-`speed`, each runs at its kind's; a `speed` beside `kinds` scales each device against its
-kind's peak (the peak FLOP/s ratios a preset writes are scale 1: `[1.0, 0.1]` on two H100s
-makes the second ten times slower).
+device's accelerator (`regal.parallelism.hardware.KINDS`, which checks the names and, where
+`speed` is absent, runs each at its kind's peak): an imported graph's ops are then costed on
+those kinds (`regal.parallelism.roofline.recost`), in the importers' time unit. A `speed`
+beside `kinds` scales each device against its kind's peak (the peak FLOP/s ratios a preset
+writes are scale 1: `[1.0, 0.1]` on two H100s makes the second ten times slower).
 """
 from __future__ import annotations
 
@@ -32,9 +32,7 @@ import numpy as np
 from regal_datasets import errors
 
 TOPOLOGY_PRESETS = ("homogeneous", "nvlink_two_groups")  # Abstract units.
-ACCELERATOR_PRESETS = ("h100", "a100", "v100", "tpu_v5e", "cpu", "h100+cpu",
-                       "a100+cpu")  # `KINDS` and `MIXES` below (a test holds them equal).
-PRESETS = TOPOLOGY_PRESETS + ACCELERATOR_PRESETS
+# Accelerator presets (h100, a100, ...) are `regal.parallelism.hardware`'s.
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -51,21 +49,16 @@ class DeviceSpec:
     if np.ndim(self.speed) != 1:
       raise errors.DeviceSpecError("device spec: speed must list one value per device")
     num = len(self.speed)
-    _check_count(num)
+    check_count(num)
     set_field = functools.partial(object.__setattr__, self)
     set_field("memory_capacity", _vector(self.memory_capacity, num, "memory_capacity"))
     set_field("speed", _vector(self.speed, num, "speed"))
     set_field("bandwidth", _matrix(self.bandwidth, num, "bandwidth"))
     set_field("latency", _matrix(self.latency, num, "latency"))
     set_field("kinds", tuple(str(k) for k in self.kinds))
-    if self.kinds:
-      if len(self.kinds) != num:
-        raise errors.DeviceSpecError(f"device spec: kinds lists {len(self.kinds)} devices, "
-                                     f"expected {num}")
-      unknown = sorted(set(self.kinds) - set(KINDS))
-      if unknown:
-        raise errors.DeviceSpecError(f"device spec: unknown kind {unknown[0]!r}; known: "
-                                     f"{', '.join(KINDS)}")
+    if self.kinds and len(self.kinds) != num:
+      raise errors.DeviceSpecError(f"device spec: kinds lists {len(self.kinds)} devices, "
+                                   f"expected {num}")
     _validate(self)
 
   @property
@@ -143,7 +136,7 @@ def _validate(spec: DeviceSpec) -> None:
 def homogeneous(num_devices: int, memory_capacity: float | None = None, speed: float = 1.0,
                 bandwidth: float = 1.0, latency: float = 0.0) -> DeviceSpec:
   """`num_devices` identical devices, every pair linked alike."""
-  _check_count(num_devices)
+  check_count(num_devices)
   return DeviceSpec(memory_capacity=np.full(num_devices, np.inf if memory_capacity is None
                                             else memory_capacity),
                     speed=np.full(num_devices, speed), bandwidth=bandwidth, latency=latency,
@@ -158,7 +151,7 @@ def nvlink_two_groups(group_size: int = 4, memory_capacity: float | None = None,
   The shape of the Doppler paper's 8 x V100 server: inside a group the GPUs talk over NVLink;
   across groups traffic takes a slower path. Bandwidths are relative to the intra-group link.
   """
-  _check_count(group_size)
+  check_count(group_size)
   num = 2 * group_size
   group = np.arange(num) // group_size
   same = group[:, None] == group[None, :]
@@ -194,100 +187,11 @@ def link_groups(spec: DeviceSpec) -> np.ndarray:
   return group
 
 
-# ----- real accelerators (costed by `regal_datasets.accelerators`' roofline) -------------------------
-@dataclasses.dataclass(frozen=True)
-class Accelerator:
-  """One device kind (SI units: FLOP/s, bytes/s, bytes, seconds). `peak_flops`: dense 32-bit
-  math as XLA runs it by default (TF32 tensor cores where there are); `half_peak_flops`: dense
-  16-bit math (BF16, or FP16 where there is no BF16), what an op computing in 16 bits runs at."""
-  name: str
-  peak_flops: float
-  memory_bandwidth: float
-  memory_bytes: float
-  link_bandwidth: float  # To a peer of the same kind, each direction.
-  link_latency: float
-  family: str  # Accelerators of one family share the fast link; others meet over PCIe.
-  half_peak_flops: float
-  node_size: int = 8  # Accelerators behind one switch (a DGX / HGX node, a TPU slice).
-  network_bandwidth: float = 0.0  # Per accelerator between nodes (its NIC), each direction.
-  network_latency: float = 10e-6
-
-
-# Sources (dense figures, no sparsity): NVIDIA H100 Tensor Core GPU datasheet (SXM: TF32 494.7,
-# BF16 989.4 TFLOP/s, 3.35 TB/s, NVLink 900 GB/s both ways); NVIDIA A100 datasheet (SXM 80GB:
-# TF32 156, BF16 312 TFLOP/s, 2.039 TB/s, NVLink 600 GB/s); NVIDIA V100 datasheet (SXM2: FP32
-# 15.7, FP16 tensor 125 TFLOP/s, 900 GB/s, NVLink 300 GB/s); Google Cloud TPU v5e (BF16 197
-# TFLOP/s, 819 GB/s HBM, 16 GB; 32-bit math runs as BF16 passes); the host: a 2-socket AVX-512
-# server, an estimate with no 16-bit speed-up claimed. Nodes: NVIDIA DGX H100 / DGX A100 user
-# guides (8 GPUs behind NVSwitches; one ConnectX-7 400 Gb/s / ConnectX-6 200 Gb/s NIC per GPU:
-# 50 / 25 GB/s); DGX-1 V100 (8 GPUs, 4 x 100 Gb/s EDR: 6.25 GB/s per GPU); TPU v5e (a 16-chip
-# slice here, 25 GB/s of data-center network per host of 4 chips: 6.25 GB/s per chip).
-KINDS = {
-    "h100": Accelerator("H100-SXM-80GB", 494.7e12, 3.35e12, 80e9, 450e9, 3e-6, "nvidia",
-                        989.4e12, 8, 50e9),
-    "a100": Accelerator("A100-SXM-80GB", 156e12, 2.039e12, 80e9, 300e9, 3e-6, "nvidia",
-                        312e12, 8, 25e9),
-    "v100": Accelerator("V100-SXM2-32GB", 15.7e12, 0.9e12, 32e9, 150e9, 3e-6, "nvidia",
-                        125e12, 8, 6.25e9),
-    "tpu_v5e": Accelerator("TPU-v5e", 197e12, 0.819e12, 16e9, 200e9, 2e-6, "tpu", 197e12, 16,
-                           6.25e9),
-    "cpu": Accelerator("CPU-host (2-socket, AVX-512)", 3e12, 0.3e12, 512e9, 0.3e12, 1e-6,
-                       "host", 3e12, 1, 0.0),
-}
-PCIE_BANDWIDTH = 50e9  # PCIe 5.0 x16, each direction, as measured rather than nominal.
-PCIE_LATENCY = 10e-6
-MIXES = ("h100+cpu", "a100+cpu")
-
-
-def kinds_of(preset: str, num_devices: int | None) -> list[str]:
-  """The kind of each device of `preset` (`--devices` accelerators, plus a host for a mix)."""
-  if preset not in ACCELERATOR_PRESETS:
-    raise errors.DeviceSpecError(f"unknown accelerator preset {preset!r}; known: "
-                                 f"{', '.join(ACCELERATOR_PRESETS)}")
-  count = 4 if num_devices is None else num_devices
-  if preset in MIXES:
-    accelerator, host = preset.split("+")
-    return [accelerator] * count + [host]
-  return [preset] * count
-
-
-def accelerator_spec(kinds: list[str]) -> DeviceSpec:
-  """Devices of these kinds: memory in bytes, speeds by peak FLOP/s (refined per graph by
-  `recost`), links in bytes per time unit and latencies in time units."""
-  from regal_datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND as units_per_second
-  specs = [KINDS[k] for k in kinds]
-  num = len(specs)
-  bandwidth = np.empty((num, num))
-  latency = np.empty((num, num))
-  # The k-th accelerator of a kind sits in node k // node_size: nodes meet over the network.
-  seen: dict[str, int] = {}
-  node = []
-  for kind in kinds:
-    node.append((kind, seen.get(kind, 0) // KINDS[kind].node_size))
-    seen[kind] = seen.get(kind, 0) + 1
-  for i, a in enumerate(specs):
-    for j, b in enumerate(specs):
-      if a.family == b.family and a.family != "host" and node[i][1] == node[j][1]:
-        bandwidth[i, j] = min(a.link_bandwidth, b.link_bandwidth)
-        latency[i, j] = max(a.link_latency, b.link_latency)
-      elif a.family == b.family and a.family != "host":
-        bandwidth[i, j] = min(a.network_bandwidth, b.network_bandwidth)
-        latency[i, j] = max(a.network_latency, b.network_latency)
-      else:
-        bandwidth[i, j], latency[i, j] = PCIE_BANDWIDTH, PCIE_LATENCY
-  counts = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
-  name = "+".join(f"{n}x{k}" for k, n in counts.items())
-  return DeviceSpec(
-      memory_capacity=np.array([s.memory_bytes for s in specs]),
-      speed=np.array([s.peak_flops / specs[0].peak_flops for s in specs]),
-      bandwidth=bandwidth / units_per_second, latency=latency * units_per_second, name=name,
-      kinds=tuple(kinds))
-
-
 MAX_DEVICES = 1024  # Candidates hold D x D link and channel state: past this, memory runs out.
 
 
-def _check_count(num_devices: Any) -> None:
+def check_count(num_devices: Any) -> None:
+  """A device count the models hold (one-line error otherwise)."""
   shown = errors.brief(num_devices)
   if not isinstance(num_devices, (int, np.integer)) or isinstance(num_devices, bool) or (
       num_devices < 1):
@@ -308,15 +212,12 @@ def from_json_dict(data: Any) -> DeviceSpec:
   if num is None:
     speed = data.get("speed")
     num = len(speed) if isinstance(speed, list) else None
-  _check_count(num)
+  check_count(num)
   memory = data.get("memory_capacity")
   if isinstance(memory, list):
     memory = [np.inf if m is None else m for m in memory]
   kinds = _kinds(data.get("kinds", ()))
   speed = data.get("speed", 1.0)
-  if "speed" not in data and kinds and all(kind in KINDS for kind in kinds):
-    # The kinds' peak ratios, as a preset writes them (`accelerator_spec`): scale 1 each.
-    speed = [KINDS[kind].peak_flops / KINDS[kinds[0]].peak_flops for kind in kinds]
   try:
     return DeviceSpec(memory_capacity=np.inf if memory is None else memory,
                       speed=_broadcast(speed, num),
@@ -346,12 +247,13 @@ def _broadcast(value: Any, num: int) -> np.ndarray:
   return array
 
 
-def load(path: str) -> DeviceSpec:
+def read_json(path: str) -> Any:
+  """The JSON value in `path`, or a one-line error saying why it is not one."""
   if os.path.isdir(path):
     raise errors.DeviceSpecError(f"{path}: is a directory, expected a device description")
   try:
     with open(path, encoding="utf-8") as f:
-      data = json.load(f)
+      return json.load(f)
   except FileNotFoundError:
     raise errors.DeviceSpecError(f"{path}: no such file") from None
   except UnicodeDecodeError:
@@ -365,6 +267,10 @@ def load(path: str) -> DeviceSpec:
   except ValueError:  # An integer of more digits than Python converts.
     raise errors.DeviceSpecError(f"{path}: a number has more digits than Python reads "
                                  f"({sys.get_int_max_str_digits()})") from None
+
+
+def load(path: str) -> DeviceSpec:
+  data = read_json(path)
   try:
     return from_json_dict(data)
   except errors.DeviceSpecError as error:
@@ -388,30 +294,6 @@ def resolve(num_devices: int | None = None, spec_path: str | None = None,
       raise errors.DeviceSpecError(
           f"preset nvlink_two_groups needs an even device count >= 2, got {num_devices}")
     return nvlink_two_groups(4 if num_devices is None else num_devices // 2)
-  if preset in ACCELERATOR_PRESETS:
-    return accelerator_spec(kinds_of(preset, num_devices))
-  raise errors.DeviceSpecError(f"unknown device preset {preset!r}; known: {', '.join(PRESETS)}")
-
-
-
-def define_flags(flag_values=None) -> None:
-  """Defines --devices, --device_spec and --device_preset for an absl binary."""
-  from absl import flags  # Deferred: library users need not import absl.
-  flag_values = flags.FLAGS if flag_values is None else flag_values
-  flags.DEFINE_integer("devices", None, "Number of devices for the preset (default 2 for "
-                       "homogeneous, 8 for nvlink_two_groups, 4 accelerators for h100 and the "
-                       "other accelerator presets; a +cpu mix adds one host).",
-                       flag_values=flag_values)
-  flags.DEFINE_string("device_spec", None, "Device description JSON file (overrides "
-                      "--devices and --device_preset).", flag_values=flag_values)
-  flags.DEFINE_enum("device_preset", "homogeneous", list(PRESETS), "Device set preset: "
-                    "abstract units (homogeneous, nvlink_two_groups) or real accelerators "
-                    "whose roofline costs an imported graph's ops in seconds "
-                    "(datasets/accelerators.py).", flag_values=flag_values)
-
-
-def from_flags(flag_values=None) -> DeviceSpec:
-  """The device set the flags of `define_flags` describe."""
-  from absl import flags
-  flag_values = flags.FLAGS if flag_values is None else flag_values
-  return resolve(flag_values.devices, flag_values.device_spec, flag_values.device_preset)
+  raise errors.DeviceSpecError(f"unknown device preset {preset!r}; known: "
+                               f"{', '.join(TOPOLOGY_PRESETS)} (accelerators: "
+                               f"regal.parallelism.hardware)")

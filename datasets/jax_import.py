@@ -25,7 +25,7 @@ cost are in the same time unit: the time the link takes per byte, 10 ps at the n
 `NOMINAL_LINK_BYTES_PER_SECOND` the graph records (`link_bytes_per_second`), so results read in
 seconds (`regal.app.units`).
 
-What splitting the graph needs (`regal_datasets.shard_imported`) is in its metadata too: per op its
+What splitting the graph needs (`regal.parallelism.shard_imported`) is in its metadata too: per op its
 `op_dims` (`regal_datasets.op_dims`: each axis's index label) and `operands` (each operand's tensor,
 null for a literal), per tensor its `tensor_shapes`, and `data_inputs`: the input ops of the
 data arguments (`data_args`, default the last), whose axis 0 is the batch. Per op its

@@ -20,7 +20,7 @@ one unit per output element; an operator this table does not know is warned abou
 name and costed like data movement. Shapes must be static after
 inference (a symbolic batch dimension is an error naming the tensor: export with fixed shapes).
 As the JAX importer, it records `op_dims`, `operands`, `tensor_shapes` and `data_inputs` (the
-graph inputs that are not weights) for `regal_datasets.shard_imported`.
+graph inputs that are not weights) for `regal.parallelism.shard_imported`.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What every axis of an imported op means: the op as an einsum over its own index labels
-(issue 70), so that `regal_datasets.shard_imported` can split any op of a JAX or ONNX model.
+(issue 70), so that `regal.parallelism.shard_imported` can split any op of a JAX or ONNX model.
 
 An op's `OpDims` gives each axis of each output a label (an index of its iteration space) and
 each axis of each operand the label it is read at, or None where the operand is read whole

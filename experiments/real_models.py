@@ -4,7 +4,7 @@ plain data parallelism, with the plans executed on host devices.
   python -m regal_experiments.real_models            # 5 models x 4 and 8 H100s, 3 seeds; ~15 min
   python -m regal_experiments.real_models --quick    # one small GPT-2, 4 H100s, one seed; ~1 min
 
-Part 1, predicted step time on `--preset` accelerators (`regal_datasets.accelerators`: the roofline
+Part 1, predicted step time on `--preset` accelerators (`regal.parallelism.roofline`: the roofline
 of every op, NVLink between them): for each zoo model (ResNet-50 batch 64, BERT-base 8 x 512,
 Inception-v3 batch 32, GPT-2 small 8 x 1024) and a transformer encoder built here as an ONNX
 file (2 layers, hidden 768, 12 heads, batch 8 x 512), on 4 and 8 devices: one device (the
@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
 from regal_datasets import atomic  # noqa: E402
-from regal_datasets import devices as devices_lib  # noqa: E402
+from regal.parallelism import hardware  # noqa: E402
 from regal_experiments import command, report  # noqa: E402
 
 # (label, how to build it): zoo models (regal_datasets.zoo.model_graph's arguments) and the ONNX
@@ -65,7 +65,7 @@ METHODS = ("data_parallel", "unsplit", "shard_auto")
 
 _QUICK = flags.DEFINE_bool("quick", False, "One small GPT-2 on 4 devices, one seed, 400 "
                            "evaluations; execution of a tiny one.")
-_PRESET = flags.DEFINE_enum("preset", "h100", list(devices_lib.ACCELERATOR_PRESETS[:5]),
+_PRESET = flags.DEFINE_enum("preset", "h100", list(hardware.KINDS),
                             "Accelerator kind of every device.")
 _DEVICES = flags.DEFINE_list("devices", ["4", "8"], "Device counts.")
 _SEEDS = flags.DEFINE_integer("seeds", 3, "Seeds of the default search with --shard auto.",
@@ -148,7 +148,7 @@ def build(spec: dict[str, Any]):
 def run_one(graph, label: str, num_devices: int, method: str, seed: int) -> dict[str, Any]:
   from regal.app import methods as methods_lib
   from regal.app import optimize_lib
-  spec = devices_lib.resolve(num_devices, None, _PRESET.value)
+  spec = hardware.resolve(num_devices, None, _PRESET.value)
   config = {"data_parallel": methods_lib.RunConfig(method="data_parallel"),
             "unsplit": methods_lib.RunConfig(seed=seed),
             "shard_auto": methods_lib.RunConfig(seed=seed,
@@ -218,7 +218,7 @@ def execute_model(label: str, spec: dict[str, Any], placements: int) -> dict[str
   from regal.app import optimize_lib
   from regal.execute import calibrate_lib, choose_program, compare, executor
   traced = zoo.model_trace(**spec)
-  run = optimize_lib.run(traced.graph, devices_lib.resolve(2, None, "cpu"),
+  run = optimize_lib.run(traced.graph, hardware.resolve(2, None, "cpu"),
                          methods_lib.RunConfig(evals=400, setup=methods_lib.Setup(shard="2")))
   graph, devices = run.graph, executor.available_devices(2)
   program = choose_program.program_for(graph, traced=traced)
@@ -327,7 +327,7 @@ def main(argv: Sequence[str]) -> None:
 
 def markdown(summary: list[dict], execution: list[dict], seeds: int) -> list[str]:
   lines = [f"Predicted step time (ms) on {_PRESET.value} devices (roofline per op, "
-           f"`regal_datasets.accelerators`). one device: the model unsplit; data parallel: "
+           f"`regal.parallelism.roofline`). one device: the model unsplit; data parallel: "
            f"`--method data_parallel`; search, unsplit: the default without a split (what the "
            f"tool did before issue 70); auto: the default with `--shard auto`, mean over "
            f"{seeds} seed(s) with a 95% bootstrap interval; improvement over one device (the "

@@ -47,9 +47,9 @@ from typing import Sequence  # noqa: E402
 from absl import flags  # noqa: E402
 
 from regal_datasets import dataset as dataset_lib  # noqa: E402
-from regal_datasets import devices as devices_lib  # noqa: E402
 from regal_datasets import io as graph_io  # noqa: E402
 from regal import startup  # noqa: E402
+from regal.parallelism import hardware  # noqa: E402
 from regal.app import choices, optimize_inputs  # noqa: E402
 
 startup.use_all_cpu_cores()  # Before JAX starts.
@@ -110,7 +110,7 @@ flags.DEFINE_enum("exact_solver", "auto", ["auto", "off"], "auto: BRKGA runs "
 flags.DEFINE_integer("seed", 0, "Random seed (0 to 2^32 - 1).", lower_bound=0,
                      upper_bound=errors.MAX_SEED)
 flags.DEFINE_string("shard", "off", "Split an imported graph's ops (JAX or ONNX) into "
-                    "blocks before placing them (datasets/shard_imported.py): off, a shard "
+                    "blocks before placing them (regal/parallelism/shard_imported.py): off, a shard "
                     "count K (each op on its batch, or another dimension K divides) or auto "
                     "(K among the device count's divisors, or no split, by measured benefit; "
                     "regal/app/sharding.py). With --method data_parallel: K shards instead "
@@ -169,7 +169,7 @@ flags.DEFINE_string("out_dir", None, "With several graphs: write DIR/<file stem>
 flags.DEFINE_string("gantt", None, "Write a Gantt chart here (.png, .pdf or .svg); "
                     "with several graphs the format (png, pdf or svg) of one chart "
                     "per graph.")
-devices_lib.define_flags()
+hardware.define_flags()
 
 FLAG_GROUPS = (
     ("Graph", ("graph", "format", "dataset", "split", "index", "data_dir")),

@@ -20,7 +20,7 @@ CHECKED_ELSEWHERE = {
     ("regal/optimize.py", "doppler_evals"): "optimize_cli.check_flags: 0 to MAX_EVALS",
     ("regal/optimize.py", "time_limit"): "check_flags and split_config: positive and finite",
     ("regal/optimize.py", "memory_limit"): "check_flags: positive and finite",
-    ("datasets/devices.py", "devices"): "devices.from_flags: 1 to devices.MAX_DEVICES",
+    ("regal/parallelism/hardware.py", "devices"): "hardware.resolve: 1 to devices.MAX_DEVICES",
     **{("datasets/sharded.py", name): "sharded.generate: positive, at most 2^31 - 1" for name in (
         "devices", "dtype_bytes", "flops_per_byte", "size", "seq_len", "hidden", "heads", "mlp",
         "ffnn_batch", "ffnn_width")},

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from regal.parallelism import hardware
 from regal_datasets import analysis, devices, errors
 
 
@@ -84,16 +85,16 @@ def test_bad_json_file(tmp_path):
 def test_flags(tmp_path):
   from absl import flags
   values = flags.FlagValues()
-  devices.define_flags(values)
+  hardware.define_flags(values)
   values(["prog", "--devices=3"])
-  assert devices.from_flags(values).num_devices == 3
+  assert hardware.from_flags(values).num_devices == 3
   path = tmp_path / "d.json"
   path.write_text(json.dumps({"num_devices": 2, "speed": [1, 3]}))
   values(["prog", f"--device_spec={path}"])
-  assert devices.from_flags(values).speed.tolist() == [1.0, 3.0]
+  assert hardware.from_flags(values).speed.tolist() == [1.0, 3.0]
   values(["prog", "--device_spec=", "--devices=0"])
   with pytest.raises(errors.DeviceSpecError, match="got 0"):
-    devices.from_flags(values)
+    hardware.from_flags(values)
 
 
 def _groups_by_closure(bandwidth, latency):

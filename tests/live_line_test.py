@@ -11,6 +11,7 @@ from regal_datasets import devices as devices_lib
 from regal_datasets import io as graph_io
 from regal_datasets import sharded, zoo
 from regal.app import methods, optimize_lib
+from regal.parallelism import hardware
 from regal.app import report as report_lib
 from regal.search import progress as search_progress
 
@@ -27,7 +28,7 @@ CASES = {
     "sharded workload": lambda: (sharded.generate("chain_mm", 4), devices_lib.homogeneous(4),
                                  "wc"),
     "zoo model on h100": lambda: (zoo.model_graph("llama_block", seq_len=64),
-                                  devices_lib.resolve(4, None, "h100"), "wc"),
+                                  hardware.resolve(4, None, "h100"), "wc"),
 }
 
 

@@ -155,8 +155,9 @@ def test_onnx_models_shard_and_optimize_end_to_end(tmp_path):
   """An MLP and a transformer block: FLOPs by hand, every op with FLOPs split on the batch,
   and `regal.optimize --device_preset h100 --shard auto` beats one device and is no worse
   than data parallelism."""
-  from regal_datasets import op_dims, shard_imported
-  from regal_datasets import devices as devices_lib
+  from regal.parallelism import shard_imported
+  from regal_datasets import op_dims
+  from regal.parallelism import hardware
   from regal.app import methods, optimize_lib
   batch, seq, dim = 4, 6, 8
   block = onnx_import.from_model(_batched_transformer_block(batch, seq, dim), "block")
@@ -172,7 +173,7 @@ def test_onnx_models_shard_and_optimize_end_to_end(tmp_path):
     assert op_dims.label_flops_share(graph, batch_labels) == 1.0
     split = shard_imported.shard(graph, 4, shard_imported.data_parallel_choice(graph, 4))
     assert sum(split.metadata["op_flops"]) == graph.metadata["total_flops"]
-    spec = devices_lib.resolve(4, None, "h100")
+    spec = hardware.resolve(4, None, "h100")
     ours = optimize_lib.run(graph, spec, methods.RunConfig(evals=300,
                                                            setup=methods.Setup(shard="auto")))
     data_parallel = optimize_lib.run(graph, spec, methods.RunConfig(method="data_parallel"))
@@ -261,7 +262,8 @@ def _conv_net(batch=4) -> onnx.ModelProto:
 def test_embeddings_and_convolutions_split_on_the_batch(model):
   """Gather (an embedding) and Conv carry the batch from their data input to their output, so
   data parallelism splits every op with FLOPs, each shard's FLOPs adding to the whole."""
-  from regal_datasets import op_dims, shard_imported
+  from regal.parallelism import shard_imported
+  from regal_datasets import op_dims
   graph = onnx_import.from_model(model(), "model")
   batch_labels = op_dims.batch_labels(graph)
   assert op_dims.label_flops_share(graph, batch_labels) == 1.0
@@ -341,7 +343,7 @@ def test_an_exported_attention_projection_with_computed_shapes_splits_on_its_bat
   """The reshapes merge the batch into the rows and split it out again; their target shapes
   are computed from Shape: the data path splits on the batch, the shape arithmetic stays whole,
   FLOPs are conserved."""
-  from regal_datasets import shard_imported
+  from regal.parallelism import shard_imported
   graph = onnx_import.from_model(_heads_chain(), "heads")
   choice = shard_imported.data_parallel_choice(graph, 2)
   split_types = {graph.op_types[op] for op, label in enumerate(choice) if label is not None}

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from regal.parallelism import collectives, configurations, plan, profile
-from regal_datasets import accelerators, errors, jax_import, train_step, zoo
+from regal.parallelism import hardware
+from regal_datasets import errors, jax_import, train_step, zoo
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_fused_kernels_by_hand():
   kernels = {groups[op] for op in range(graph.num_ops) if phase[op] != "input"}
   assert len(kernels) == 3
   seconds = profile.fused_seconds(graph, "h100", phase, groups, readers)
-  h100 = accelerators.KINDS["h100"]
+  h100 = hardware.KINDS["h100"]
   matmul, memory, launch = profile.KERNEL_COSTS["h100"]
   peak, bandwidth = h100.peak_flops * matmul, h100.memory_bandwidth * memory
   first = max((2 * 64 * 256 * 256 + 3 * 64 * 256) / peak,

@@ -1,4 +1,4 @@
-"""regal_datasets.shard_imported against slow references: a split graph executed on host devices
+"""regal.parallelism.shard_imported against slow references: a split graph executed on host devices
 (`regal.execute.sharded_jax`, any placement) computes what the unsplit JAX function does, for
 random small graphs of matmuls, einsums, elementwise ops and reductions split on random
 dimensions; FLOPs are conserved (reduce ops aside); data parallelism splits every op that
@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from regal_datasets import errors, jax_import, op_dims, shard_imported, zoo
+from regal.parallelism import shard_imported
+from regal_datasets import errors, jax_import, op_dims, zoo
 from regal.execute import executor, jax_program, sharded_jax
 
 B, S = 4, 3  # Batch and sequence of the random functions (2 shards divide the batch).

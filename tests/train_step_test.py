@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from regal_datasets import accelerators, errors, io, train_step, zoo
+from regal.parallelism import roofline
+from regal_datasets import errors, io, train_step, zoo
 from regal_datasets.graph import validate
 
 
@@ -64,7 +65,7 @@ def test_the_step_updates_float32_masters_and_computes_in_bfloat16(gpt2_two_laye
   graph = gpt2_two_layers
   training = graph.metadata["training"]
   phases = np.array(train_step.phases(graph))
-  item = accelerators.op_item_bytes(graph)
+  item = roofline.op_item_bytes(graph)
   dots = np.array([t == "dot_general" for t in graph.op_types])
   assert (item[dots & (phases != "optimizer")] == 2).all()  # BF16 matmuls, fwd and bwd.
   assert not (item[phases == "optimizer"] == 2).any()  # The update in FP32.

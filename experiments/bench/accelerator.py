@@ -33,6 +33,7 @@ from typing import Sequence  # noqa: E402
 import jax  # noqa: E402
 from absl import flags  # noqa: E402
 
+from regal.parallelism import hardware  # noqa: E402
 from regal_datasets import devices as devices_lib  # noqa: E402
 from regal_experiments import command, report  # noqa: E402
 
@@ -81,7 +82,7 @@ def executed(layers: int, batch: int, seq_len: int) -> dict:
   count = min(2, len(jax.devices()))
   traced = zoo.model_trace("gpt2_small", batch=batch, seq_len=seq_len, layers=layers)
   preset = preset_for_backend()
-  run = optimize_lib.run(traced.graph, devices_lib.resolve(2, None, preset),
+  run = optimize_lib.run(traced.graph, hardware.resolve(2, None, preset),
                          methods.RunConfig(evals=1000, setup=methods.Setup(shard="2")))
   graph = run.graph
   placements = {name: run.assignments[name] for name in ("best", "single_device")}
@@ -103,7 +104,8 @@ def main(argv: Sequence[str]) -> None:
   command.check(argv, quick_overrides=("populations", "layers"))
   populations = [64] if _QUICK.value else command.integers("populations", _POPULATIONS.value,
                                                            1, 1_000_000)
-  from regal_datasets import shard_imported, zoo
+  from regal.parallelism import shard_imported
+  from regal_datasets import zoo
   from regal_datasets.synthetic import sized_graph
   block = zoo.model_graph("gpt2_small", batch=8, seq_len=64, layers=1)
   split = shard_imported.shard(block, 4, shard_imported.data_parallel_choice(block, 4))

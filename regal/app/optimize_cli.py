@@ -12,7 +12,7 @@ from typing import Callable
 from absl import flags
 
 from regal_datasets import atomic, cli, errors
-from regal_datasets import devices as devices_lib
+from regal.parallelism import hardware
 from regal.app import methods, optimize_inputs, optimize_lib, units
 from regal.app import report as report_lib
 from regal.doppler_policy.options import DopplerOptions
@@ -170,7 +170,7 @@ def main_split(inputs: optimize_inputs.Inputs, flag_groups) -> None:
   workload = inputs.workload
   spec = FLAGS.device_spec
   if spec:
-    workload = profiled.with_devices(workload, devices_lib.load(spec), f"--device_spec {spec}")
+    workload = profiled.with_devices(workload, hardware.load(spec), f"--device_spec {spec}")
   result = pipeline_lib.run(workload, config, source=FLAGS.graph, device_spec=spec)
   print(pipeline_lib.summary(result))
   if FLAGS.gantt:

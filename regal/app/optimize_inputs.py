@@ -17,13 +17,13 @@ from absl import flags
 
 from regal_datasets import atomic, errors
 from regal_datasets import dataset as dataset_lib
-from regal_datasets import devices as devices_lib
 from regal_datasets import io as graph_io
 from regal_datasets.devices import DeviceSpec
 from regal_datasets.graph import Graph
 from regal.app import choices
 from regal.learning import checkpoint, learners, shipped
 from regal.learning import registries as learner_registries
+from regal.parallelism import hardware
 
 FLAGS = flags.FLAGS
 # A profiled workload's split: `--objective throughput` or `--model blocks`.
@@ -145,7 +145,7 @@ def read(argv) -> Inputs:
     check_outputs()
     return Inputs(workload=graph_io.load_workload(FLAGS.graph, FLAGS.format))
   check_outputs()
-  devices = devices_lib.from_flags()
+  devices = hardware.from_flags()
   check_policy(devices)
   if FLAGS.graph and not FLAGS.dataset:
     paths = graph_paths(FLAGS.graph)

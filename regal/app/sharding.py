@@ -1,7 +1,7 @@
 """How `regal.optimize` splits an imported graph before placing it (issue 70's `--shard`), and
 the plan it hands back per original op.
 
-`--shard K` splits ops into K blocks (`regal_datasets.shard_imported`), `--shard auto` chooses K
+`--shard K` splits ops into K blocks (`regal.parallelism.shard_imported`), `--shard auto` chooses K
 among the divisors of the device count (and of the count of the first accelerator kind, so a
 GPU + host mix can leave the host out), or no split. For each K three strategies are measured:
 `batch` (every op on its batch dimension, as data parallelism), `batch+largest` (an op
@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from regal_datasets import accelerators, errors, op_dims, shard_imported
+from regal.parallelism import hardware, roofline, shard_imported
+from regal_datasets import errors, op_dims
 from regal_datasets.devices import DeviceSpec
 from regal_datasets.graph import Graph
 from regal.baselines import data_parallel
@@ -87,7 +88,7 @@ def _greedy_choice(graph: Graph, shards: int, batch: list[int | None],
   partials to reduce. Ties keep the batch. What it buys: a weight-bound matmul splits its
   weight (out features, then the next matmul's contracted dimension: Megatron's pattern) where
   the batch would read the whole weight on every device."""
-  kind = accelerators.KINDS[devices.kinds[0]] if devices is not None and devices.kinds else None
+  kind = hardware.KINDS[devices.kinds[0]] if devices is not None and devices.kinds else None
   units = float(graph.metadata.get("link_bytes_per_second", 1.0))  # Time units per second.
   link = (float(devices.bandwidth[0, 1]), float(devices.latency[0, 1])) if (
       devices is not None and devices.num_devices > 1) else (1.0, 0.0)
@@ -171,10 +172,10 @@ def plan(graph: Graph, devices: DeviceSpec, shard: str | int, method: str, model
   itself, each op on its batch (its record's field, `methods.Method.shards_by_batch`)."""
   shard = parse(shard)
   if shard == "off" and not shards_by_batch:
-    original, original_devices = accelerators.recost(graph, devices)
+    original, original_devices = roofline.recost(graph, devices)
     return Plan(original, original_devices, original, original_devices, None)
   shard_imported.candidates(graph, 2)  # Refuses a graph without op shapes, in one line.
-  original, original_devices = accelerators.recost(
+  original, original_devices = roofline.recost(
       shard_imported.without_resident_costs(graph), devices)
   if shards_by_batch:  # Its own choice ("auto", or no --shard): one per device.
     shards = devices.num_devices if shard in ("off", "auto") else shard
@@ -201,7 +202,7 @@ def plan(graph: Graph, devices: DeviceSpec, shard: str | int, method: str, model
           raise errors.ConfigError(f"--method {method}: no op of graph {graph.name!r} "
                                    f"has a batch dimension that {shards} divides")
         continue
-      split, split_devices = accelerators.recost(shard_imported.shard(graph, shards, choice),
+      split, split_devices = roofline.recost(shard_imported.shard(graph, shards, choice),
                                                  devices)
       value = _aligned_objective(split, split_devices, model, objective, memory_limit)
     row = {"shards": shards, "strategy": strategy, "ops": split.num_ops,

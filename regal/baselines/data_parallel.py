@@ -1,5 +1,5 @@
 """Data parallelism, the baseline every ML engineer knows (issue 70): every op of an imported
-graph split on its batch dimension, shard s on device s (`regal_datasets.shard_imported`), and the
+graph split on its batch dimension, shard s on device s (`regal.parallelism.shard_imported`), and the
 assignment that puts a sharded graph's blocks where their shard index says (the seed BRKGA
 starts from on any sharded graph).
 
@@ -37,7 +37,7 @@ def aligned_assignment(graph: Graph, devices: DeviceSpec) -> tuple[np.ndarray, n
   """(placement, order) of a sharded graph by shard index (the module doc)."""
   if not is_sharded(graph):
     raise errors.ConfigError(f"graph {graph.name!r} is not sharded: only a graph split by "
-                             f"regal_datasets.shard_imported (--shard) has shards to align")
+                             f"regal.parallelism.shard_imported (--shard) has shards to align")
   num = devices.num_devices
   shard_of = graph.metadata["shard_of"]
   placement = np.full(graph.num_ops, -1, np.int64)

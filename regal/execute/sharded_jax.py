@@ -1,4 +1,4 @@
-"""Real data for a JAX function's graph split by `regal_datasets.shard_imported`: every shard binds
+"""Real data for a JAX function's graph split by `regal.parallelism.shard_imported`: every shard binds
 its original equation's primitive on the regions of its operands it reads, so executing the
 sharded graph under any placement computes `fn(*inputs)` (issue 70's check against the
 unsharded function).
@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from regal_datasets import errors, op_dims, shard_imported
+from regal.parallelism import shard_imported
+from regal_datasets import errors, op_dims
 from regal_datasets.graph import Graph
 from regal_datasets.jax_import import Traced
 from regal.execute.jax_program import bind, bind_args, input_values
@@ -76,7 +77,7 @@ def _overlaps(a: Region, b: Region) -> bool:
 
 
 def sharded_jax_program(traced: Traced, sharded: Graph, seed: int = 0) -> Program:
-  """The program of `sharded` (`regal_datasets.shard_imported.shard` of `traced.graph`)."""
+  """The program of `sharded` (`regal.parallelism.shard_imported.shard` of `traced.graph`)."""
   meta = sharded.metadata
   if "shard_of" not in meta or meta.get("sharding", {}).get("source_graph") != traced.graph.name:
     raise errors.ConfigError(f"graph {sharded.name!r} is not a sharding of "

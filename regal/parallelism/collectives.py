@@ -22,7 +22,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from regal_datasets import devices, errors
+from regal.parallelism import hardware
+from regal_datasets import errors
 
 KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "send")
 ALGORITHMS = ("auto", "ring", "tree")
@@ -53,7 +54,7 @@ class Fabric:
     return bandwidth * self.efficiency, self.network_latency
 
 
-# The wiring is the kinds' (`regal_datasets.devices.KINDS`: NVLink per GPU, node size, NIC
+# The wiring is the kinds' (`regal.parallelism.hardware.KINDS`: NVLink per GPU, node size, NIC
 # per GPU, with their sources). Latencies: NCCL's per-step base latencies, a few microseconds
 # on NVLink and about ten across InfiniBand. Efficiency 0.8: an assumption (large-message
 # nccl-tests bus bandwidth commonly reaches 75-90% of nominal), to calibrate on a lent GPU.
@@ -61,8 +62,8 @@ EFFICIENCY = 0.8
 
 
 def fabric_of(kind: str) -> Fabric:
-  """The fabric nodes of `kind` make (`devices.KINDS`' figures)."""
-  accelerator = devices.KINDS[kind]
+  """The fabric nodes of `kind` make (`hardware.KINDS`' figures)."""
+  accelerator = hardware.KINDS[kind]
   return Fabric(f"{accelerator.name} x {accelerator.node_size} per node",
                 accelerator.node_size, accelerator.link_bandwidth, accelerator.link_latency,
                 accelerator.network_bandwidth, accelerator.network_latency, EFFICIENCY)

@@ -31,7 +31,8 @@ import numpy as np
 
 from regal.parallelism import collectives
 from regal.parallelism.profile import StepProfile
-from regal_datasets import accelerators, errors
+from regal.parallelism import hardware
+from regal_datasets import errors
 
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -204,7 +205,7 @@ def estimate(profile: StepProfile, mesh: Mesh,
     })
   fullest = max(range(p), key=lambda s: sum(memory_stage[s].values()))
   memory = memory_stage[fullest]
-  capacity = accelerators.KINDS[profile.kind].memory_bytes
+  capacity = hardware.KINDS[profile.kind].memory_bytes
   total = sum(memory.values())
   overflow = ""
   if total > capacity:

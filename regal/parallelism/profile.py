@@ -34,7 +34,8 @@ import re
 
 import numpy as np
 
-from regal_datasets import accelerators, errors, jax_import, train_step
+from regal.parallelism import hardware, roofline
+from regal_datasets import errors, jax_import, train_step
 from regal_datasets.graph import Graph
 
 # (matmul share of the dense peak, memory share of HBM bandwidth, seconds per kernel launch);
@@ -172,9 +173,9 @@ def fused_seconds(graph: Graph, kind: str, phase: np.ndarray, group: np.ndarray,
   (the FLOPs of its ops at their precision's peak; the bytes entering and leaving the kernel)
   plus a launch, shared among the kernel's ops in proportion to their FLOP and byte times;
   `costs`: (matmul share, memory share, launch seconds) instead of the kind's."""
-  accelerator = accelerators.KINDS[kind]
+  accelerator = hardware.KINDS[kind]
   matmul_share, memory_share, launch = costs or KERNEL_COSTS[kind]
-  peak = np.where(accelerators.op_item_bytes(graph) <= 2, accelerator.half_peak_flops,
+  peak = np.where(roofline.op_item_bytes(graph) <= 2, accelerator.half_peak_flops,
                   accelerator.peak_flops) * matmul_share
   flop_seconds = np.asarray(graph.metadata["op_flops"], float) / peak
   moved = np.zeros(graph.num_ops)  # Bytes each op moves across its kernel's edge.

@@ -1,20 +1,17 @@
-"""Real device specs (issue 70): accelerators and hosts with their FLOP rates, memory sizes and
-links, and the roofline that turns an imported graph's FLOPs and bytes into seconds on them.
+"""The per-op cost model on real devices (issues 70, 83): an imported graph's FLOPs and bytes
+turned into seconds on the accelerator kinds of `regal.parallelism.hardware`.
 
   python -m regal.optimize --graph bert.json --devices 4 --device_preset h100 --shard auto
   python -m regal.optimize --graph bert.json --devices 4 --device_preset h100+cpu  # + a host
 
-A preset names one kind for every device (`h100`, `a100`, `tpu_v5e`, `v100`, `cpu`) or a mix
-(`h100+cpu`: `--devices` GPUs and one CPU host); the kinds and the device sets they make are
-`regal_datasets.devices`' (`KINDS`, `accelerator_spec`), this module costs graphs on them. An op's time on a kind is its roofline,
-max(FLOPs / peak FLOP/s, bytes read and written / memory bandwidth); a tensor crosses a link
-in latency + bytes / bandwidth (NVLink or ICI between accelerators of one kind in one node,
-the network between nodes, each node `node_size` of them: `--devices 16 --device_preset h100`
-is two DGX nodes over InfiniBand; PCIe between a GPU and the host). Peak rates are dense: an op whose output is 16-bit (BF16 / FP16) runs at
-the kind's 16-bit peak, any other at its 32-bit rate as XLA runs float32 by default (TF32
-tensor cores on A100 / H100, bfloat16 passes on TPU; V100 has no TF32: its FP32 rate); the
-figures and their sources are `regal_datasets.devices.KINDS`'. Memory is the device's HBM (the
-host: its DRAM). Launch overheads and fusion are not modelled: every op is its own kernel.
+An op's time on a kind is its roofline, max(FLOPs / peak FLOP/s, bytes read and written /
+memory bandwidth); a tensor crosses a link in latency + bytes / bandwidth (`hardware.
+accelerator_spec`: NVLink or ICI inside a node, the network between nodes, PCIe to the host).
+Peak rates are dense: an op whose output is 16-bit (BF16 / FP16) runs at the kind's 16-bit
+peak, any other at its 32-bit rate as XLA runs float32 by default (TF32 tensor cores on A100
+/ H100, bfloat16 passes on TPU; V100 has no TF32: its FP32 rate). Memory is the device's HBM
+(the host: its DRAM). Launch overheads and fusion are not modelled here: every op is its own
+kernel (a training step's fused kernels are `regal.parallelism.profile`'s).
 
 Times keep the importers' unit (one unit is 10 ps, the time a nominal 100 GB/s link takes per
 byte; `regal_datasets.jax_import.NOMINAL_LINK_BYTES_PER_SECOND`), so results read in seconds. The
@@ -28,13 +25,14 @@ import dataclasses
 
 import numpy as np
 
+from regal.parallelism import hardware, shard_imported
 from regal_datasets import devices as devices_lib
 from regal_datasets import errors
 from regal_datasets.graph import Graph
 from regal_datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND
 
 
-KINDS, PRESETS = devices_lib.KINDS, devices_lib.ACCELERATOR_PRESETS
+KINDS = hardware.KINDS
 
 
 def op_bytes(graph: Graph) -> np.ndarray:
@@ -71,7 +69,6 @@ def roofline_seconds(graph: Graph, kind: str) -> np.ndarray:
   """[num_ops] seconds of each op on `kind`: max(FLOPs / peak, bytes / memory bandwidth);
   sources and what derives from parameters alone (present before the step, computed once:
   `shard_imported.resident_ops`) take none."""
-  from regal_datasets import shard_imported  # Local: shard_imported builds on the importers.
   accelerator = KINDS[kind]
   flops = np.asarray(graph.metadata["op_flops"], float)
   peak = np.where(op_item_bytes(graph) <= 2, accelerator.half_peak_flops,
@@ -88,6 +85,7 @@ def recost(graph: Graph, devices: devices_lib.DeviceSpec
   the spec's own speed against the kind's peak (`devices` module doc)."""
   if not devices.kinds:
     return graph, devices
+  hardware.check_kinds(devices)
   if "op_flops" not in graph.metadata:
     raise errors.ConfigError(
         f"--device_preset {devices.kinds[0]} costs ops by their FLOPs and bytes: graph "

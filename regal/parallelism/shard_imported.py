@@ -19,7 +19,7 @@ alone: a weight's reshape, a position-embedding lookup; `resident_ops`) are resi
 they are read, loaded once and never moved between steps: they are not ops of the split graph
 at all. Each op lists the regions of them it reads (`metadata["resident_reads"]`: [original
 tensor, region, bytes]), which its roofline counts as bytes read
-(`regal_datasets.accelerators.op_bytes`) and which count in the memory of every device that holds a
+(`regal.parallelism.roofline.op_bytes`) and which count in the memory of every device that holds a
 reader (`regal.app.sharding.resident_bytes`). A backward graph's gradient
 reductions are contracted labels: their reduce ops are ordinary ops.
 
