@@ -10,7 +10,7 @@ before any prediction was made:
 
 * calibration (`CALIBRATION`): every 8-GPU row of the H100 80GB BF16 and A100 80GB tables of
   models 760M-13B either with activation checkpointing (sequences up to 8,192) or 8,192 tokens
-  long; per kind, the one matmul efficiency (`profile.KERNEL_COSTS`' first figure) whose
+  long; per kind, the one matmul efficiency (`roofline.KERNEL_COSTS`' first figure) whose
   predictions' median ratio to the measured steps is 1 is fitted on them (bisection);
 * validation (`ROWS`): every other 8-GPU row of those tables of models 760M-13B without
   activation checkpointing, sequences up to 4,096, predicted with the fitted efficiencies
@@ -147,9 +147,9 @@ def predict(row, graphs: dict) -> dict:
 def fit(kind: str, graphs: dict) -> dict:
   """The matmul efficiency of `kind` whose calibration predictions' median ratio to the
   measured steps is 1 (the ratio falls as the efficiency grows: bisection)."""
-  from regal.parallelism import profile
+  from regal.parallelism import roofline
   rows = [r for r in CALIBRATION if r[0] == kind]
-  _, memory_share, launch = profile.KERNEL_COSTS[kind]
+  _, memory_share, launch = roofline.KERNEL_COSTS[kind]
 
   def median_ratio(share: float) -> float:
     ratios = []
@@ -166,7 +166,7 @@ def fit(kind: str, graphs: dict) -> dict:
   share = round((low + high) / 2, 2)
   return {"kind": kind, "rows": len(rows), "matmul_share": share,
           "median_ratio_at_fit": median_ratio(share),
-          "in_code": profile.KERNEL_COSTS[kind][0]}
+          "in_code": roofline.KERNEL_COSTS[kind][0]}
 
 
 def draw(rows: list[dict], path: str) -> None:
@@ -233,7 +233,7 @@ def main(argv: Sequence[str]) -> None:
     body += ["Calibration (the one figure fitted per kind):", ""]
     body += report.markdown_table(
         ["GPU", "calibration rows", "matmul efficiency fitted", "median ratio there",
-         "in the code (profile.KERNEL_COSTS)"],
+         "in the code (roofline.KERNEL_COSTS)"],
         [[f["kind"], f["rows"], f"{f['matmul_share']:.2f}", f"{f['median_ratio_at_fit']:.3f}",
           f"{f['in_code']:.2f}"] for f in fits])
     body.append("")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from regal.parallelism import collectives, configurations, plan, profile
-from regal.parallelism import hardware
+from regal.parallelism import hardware, roofline
 from regal_datasets import errors, jax_import, train_step, zoo
 
 
@@ -75,12 +75,12 @@ def test_fused_kernels_by_hand():
   for op, operands in enumerate(graph.metadata["operands"]):
     for tensor in dict.fromkeys(t for t in operands if t is not None):
       readers[tensor].append(op)
-  groups = profile.fusion_groups(graph, phase, unit, readers)
+  groups = roofline.fusion_groups(graph, phase, unit, readers)
   kernels = {groups[op] for op in range(graph.num_ops) if phase[op] != "input"}
   assert len(kernels) == 3
-  seconds = profile.fused_seconds(graph, "h100", phase, groups, readers)
+  seconds = roofline.fused_seconds(graph, "h100", phase, groups, readers)
   h100 = hardware.KINDS["h100"]
-  matmul, memory, launch = profile.KERNEL_COSTS["h100"]
+  matmul, memory, launch = roofline.KERNEL_COSTS["h100"]
   peak, bandwidth = h100.peak_flops * matmul, h100.memory_bandwidth * memory
   first = max((2 * 64 * 256 * 256 + 3 * 64 * 256) / peak,
               (4 * (256 * 256 + 64 * 256) + 4 * 64 * 256) / bandwidth)

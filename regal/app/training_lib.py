@@ -46,12 +46,12 @@ def wanted(graph: Graph | None, method: str, shard: str, method_given: bool) -> 
 def check(kinds: tuple[str, ...], shard: str, method: str, method_given: bool,
           given: list[str]) -> str:
   """The configuration to run, once the flags are checked: `auto` for --shard auto."""
-  from regal.parallelism import collectives, profile
+  from regal.parallelism import collectives, roofline
   if not kinds or len(set(kinds)) != 1:
     raise errors.ConfigError("a training step is planned on accelerators of one kind: give "
                              "--device_preset (h100, a100, v100 or tpu_v5e)")
   kind = kinds[0]
-  if kind not in collectives.FABRICS or kind not in profile.KERNEL_COSTS:
+  if kind not in collectives.FABRICS or kind not in roofline.KERNEL_COSTS:
     raise errors.ConfigError(f"--device_preset {kind}: no fabric for a training step on it; "
                              f"known: {', '.join(collectives.FABRICS)}")
   if shard not in ("off", "auto"):

@@ -12,10 +12,8 @@ reads); an elementwise tensor inside a kernel, and any cast or broadcast, the ba
 recomputes from those (`saved_bytes`). The backward's working set: its batch-sized tensors
 live after each op, made and not yet read for the last time (`working_bytes`).
 
-Seconds: kernels as XLA fuses them (`fusion_groups`: elementwise and data-movement ops join
-their neighbours' kernel, at most one matmul, convolution or reduction per kernel), each
-kernel's roofline, max(FLOPs / (peak x matmul efficiency), bytes in and out / (bandwidth x
-memory efficiency)), at the 16-bit peak for 16-bit ops, plus a launch (`KERNEL_COSTS`).
+Seconds: kernels as XLA fuses them, each at its roofline plus a launch, as the per-op path
+costs them (`roofline.fusion_groups`, `roofline.fused_seconds`), fused here inside a unit.
 
 Tensor parallelism (Megatron-LM, Shoeybi et al. 2019), derived from the data flow rather than
 from layer names: walking the ops in order, a tensor is `replicated`, `split` (each rank
@@ -34,32 +32,11 @@ import re
 
 import numpy as np
 
-from regal.parallelism import hardware, roofline
-from regal_datasets import errors, jax_import, train_step
+from regal.parallelism import roofline
+from regal_datasets import errors, train_step
 from regal_datasets.graph import Graph
 
-# (matmul share of the dense peak, memory share of HBM bandwidth, seconds per kernel launch);
-# kinds not in this table are refused. The matmul shares of H100 and A100 are fitted to
-# MosaicML's published MPT training steps (calibration rows only; validated on others:
-# experiments/results/training_predictions/); the other kinds keep the a-priori figures set
-# before any comparison: 70% of the peak (a large BF16 GEMM in cuBLAS / XLA), 85% of HBM
-# bandwidth (streaming kernels), a 3 us launch on a GPU (CUDA launch and XLA's dispatch) and
-# 1 us on a TPU (one compiled program, per-op overheads).
-KERNEL_COSTS = {
-    "h100": (0.56, 0.85, 3e-6), "a100": (0.77, 0.85, 3e-6), "v100": (0.70, 0.85, 3e-6),
-    "tpu_v5e": (0.70, 0.85, 1e-6), "cpu": (0.50, 0.70, 1e-6),
-}
 BLOCK_PATTERN = r"(Block|Layer)_\d+$"  # Flax names the k-th `XBlock` child `XBlock_k`.
-_FUSIBLE_KINDS = ("elementwise", "movement")
-# The importer's primitive classes, less the movement XLA does not fuse into a neighbour:
-# gathers and scatters index memory, dynamic slices move windows, and the rest mark
-# boundaries or make values of their own.
-_ELEMENTWISE = jax_import.ELEMENTWISE
-_MOVEMENT = jax_import.MOVEMENT - {
-    "gather", "scatter", "scatter-add", "scatter_add", "select_and_gather_add",
-    "select_and_scatter_add", "dynamic_slice", "dynamic_update_slice", "iota",
-    "bitcast_convert_type", "copy_p", "device_put", "optimization_barrier",
-    "sharding_constraint"}
 _VIEWS = {"convert_element_type", "broadcast_in_dim", "reshape", "transpose", "squeeze",
           "expand_dims"}
 REPLICATED, SPLIT, PARTIAL = 0, 1, 2
@@ -116,14 +93,6 @@ def mixed(plain: StepProfile, recomputing: StepProfile, blocks: int) -> StepProf
   return dataclasses.replace(plain, recomputed=blocks, **arrays)
 
 
-def _primitive(op_type: str) -> str:
-  if op_type in _ELEMENTWISE:
-    return "elementwise"
-  if op_type in _MOVEMENT:
-    return "movement"
-  return "other"
-
-
 def _block_of(scope: str, pattern: re.Pattern) -> str | None:
   for part in scope.split("/"):
     if pattern.search(part):
@@ -138,78 +107,17 @@ def _input_block(name: str, pattern: re.Pattern) -> str | None:
   return None
 
 
-def fusion_groups(graph: Graph, phase: np.ndarray, unit: np.ndarray,
-                  readers: list[list[int]]) -> np.ndarray:
-  """[ops] the kernel each op runs in, as XLA fuses: elementwise and data-movement ops join
-  their producers' and readers' kernels, a kernel holds at most one other op (a matmul, a
-  convolution, a reduction), and kernels stay inside one phase and one unit."""
-  parent = list(range(graph.num_ops))
-  heavy = [_primitive(t) not in _FUSIBLE_KINDS for t in graph.op_types]
-  holds_heavy = list(heavy)  # Per kernel (its root op): whether it holds a heavy op.
-
-  def root(op: int) -> int:
-    while parent[op] != op:
-      parent[op] = parent[parent[op]]
-      op = parent[op]
-    return op
-
-  for tensor, producer in enumerate(graph.tensor_producer.tolist()):
-    if phase[producer] == "input":
-      continue
-    for reader in readers[tensor]:
-      if phase[reader] != phase[producer] or unit[reader] != unit[producer]:
-        continue
-      a, b = root(producer), root(reader)
-      if a != b and not (holds_heavy[a] and holds_heavy[b]):
-        parent[b] = a
-        holds_heavy[a] = holds_heavy[a] or holds_heavy[b]
-  return np.array([root(op) for op in range(graph.num_ops)])
-
-
-def fused_seconds(graph: Graph, kind: str, phase: np.ndarray, group: np.ndarray,
-                  readers: list[list[int]],
-                  costs: tuple[float, float, float] | None = None) -> np.ndarray:
-  """[ops] seconds of each op on `kind`: its kernel's (`group`, `fusion_groups`) roofline
-  (the FLOPs of its ops at their precision's peak; the bytes entering and leaving the kernel)
-  plus a launch, shared among the kernel's ops in proportion to their FLOP and byte times;
-  `costs`: (matmul share, memory share, launch seconds) instead of the kind's."""
-  accelerator = hardware.KINDS[kind]
-  matmul_share, memory_share, launch = costs or KERNEL_COSTS[kind]
-  peak = np.where(roofline.op_item_bytes(graph) <= 2, accelerator.half_peak_flops,
-                  accelerator.peak_flops) * matmul_share
-  flop_seconds = np.asarray(graph.metadata["op_flops"], float) / peak
-  moved = np.zeros(graph.num_ops)  # Bytes each op moves across its kernel's edge.
-  size = graph.tensor_size
-  for tensor, producer in enumerate(graph.tensor_producer.tolist()):
-    outside = [r for r in readers[tensor] if group[r] != group[producer]]
-    if outside or not readers[tensor]:  # Read by another kernel, or a step output.
-      moved[producer] += size[tensor]
-    for reader in outside:
-      moved[reader] += size[tensor]
-  byte_seconds = moved / (accelerator.memory_bandwidth * memory_share)
-  counted = phase != "input"
-  flops_total = np.bincount(group, weights=flop_seconds * counted, minlength=graph.num_ops)
-  bytes_total = np.bincount(group, weights=byte_seconds * counted, minlength=graph.num_ops)
-  members = np.bincount(group, weights=counted.astype(float), minlength=graph.num_ops)
-  kernel = np.maximum(flops_total, bytes_total) + launch
-  weight = flop_seconds + byte_seconds
-  weight_total = np.bincount(group, weights=weight * counted, minlength=graph.num_ops)
-  share = np.where(weight_total[group] > 0, weight / np.maximum(weight_total[group], 1e-300),
-                   1.0 / np.maximum(members[group], 1))
-  return np.where(counted, kernel[group] * share, 0.0)
-
-
 def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN,
             costs: tuple[float, float, float] | None = None) -> StepProfile:
   """The `StepProfile` of a training-step graph on devices of `kind` (`costs`: its kernels'
-  (matmul share, memory share, launch seconds) instead of `KERNEL_COSTS`')."""
+  (matmul share, memory share, launch seconds) instead of `roofline.KERNEL_COSTS`')."""
   if "training" not in graph.metadata or "op_scopes" not in graph.metadata:
     raise errors.ConfigError(
         f"graph {graph.name!r} is not a training step (make one with regal_datasets.zoo "
         f"--step train, or regal_datasets.train_step)")
-  if kind not in KERNEL_COSTS:
+  if kind not in roofline.KERNEL_COSTS:
     raise errors.ConfigError(f"no kernel costs for kind {kind!r}; known: "
-                             f"{', '.join(KERNEL_COSTS)}")
+                             f"{', '.join(roofline.KERNEL_COSTS)}")
   pattern = re.compile(block_pattern)
   meta = graph.metadata
   num_ops = graph.num_ops
@@ -272,8 +180,8 @@ def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN,
                 if t is not None and len(shapes[t]) > 0}
       if len(owners) == 1:
         unit[op] = owners.pop()
-  group = fusion_groups(graph, phase, unit, readers)
-  seconds = fused_seconds(graph, kind, phase, group, readers, costs)
+  group = roofline.fusion_groups(graph, phase, unit, readers)
+  seconds = roofline.fused_seconds(graph, kind, phase, group, readers, costs)
 
   # Parameters: the FP32 masters (argument 0) and their views (casts, reshapes).
   is_param_input = np.array([sources[op] and graph.op_names[op].startswith("input[0]")
@@ -284,7 +192,7 @@ def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN,
     op = producer[t]
     if is_param_input[op]:
       param_view[t], param_of[t] = True, t
-    elif _primitive(graph.op_types[op]) == "movement" and phase[op] != "optimizer":
+    elif roofline.primitive_class(graph.op_types[op]) == "movement" and phase[op] != "optimizer":
       ins = [x for x in operands[op] if x is not None]
       if len(ins) == 1 and param_view[ins[0]]:
         param_view[t], param_of[t] = True, param_of[ins[0]]
@@ -327,7 +235,7 @@ def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN,
   # Held for the backward pass: the forward tensors it reads, where they reach memory (a
   # matmul's or reduction's result, or one another kernel reads); what an elementwise op made
   # inside a kernel, the backward's fusion recomputes from the held tensors it derives from.
-  heavy = np.array([_primitive(t) not in _FUSIBLE_KINDS for t in graph.op_types])
+  heavy = np.array([roofline.primitive_class(t) not in roofline.FUSIBLE_CLASSES for t in graph.op_types])
   held: set[int] = set()
   roots_of: dict[int, set[int]] = {}
 
