@@ -69,9 +69,11 @@ cli.define_registered("model", "wc", choices.MODEL_REGISTRY,
                       "latency, each accelerator one contiguous block "
                       "(regal/scoring/blocks/), devices from its file unless --device_spec.",
                       also=(choices.SPLIT_MODEL,))
-flags.DEFINE_enum("objective", "runtime",
+flags.DEFINE_enum("objective", None,
                   [*choices.OBJECTIVES, choices.SPLIT_OBJECTIVE],
-                  "What to minimize. throughput: a profiled workload's pipeline "
+                  "What to minimize (default: runtime_under_memory on accelerators, "
+                  "whose memory binds, with a model that tracks memory; else runtime). "
+                  "throughput: a profiled workload's pipeline "
                   "max-load (regal/app/pipeline_lib.py), devices from its file "
                   "unless --device_spec.")
 flags.DEFINE_float("memory_limit", None, "Per-device memory limit in bytes "

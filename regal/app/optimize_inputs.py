@@ -13,6 +13,7 @@ import math
 import os
 from typing import Any
 
+import numpy as np
 from absl import flags
 
 from regal_datasets import atomic, errors
@@ -74,6 +75,18 @@ def check_values() -> None:
     if value is not None and not lowest <= value <= choices.MAX_EVALS:
       raise errors.ConfigError(f"--{name} must be between {lowest} and "
                                f"{choices.MAX_EVALS:,}, got {errors.brief(value)}")
+
+
+def resolve_objective(devices: DeviceSpec) -> None:
+  """`--objective`'s default (issue 83): on accelerators (devices naming their kinds, each with
+  its memory) and a model that tracks memory, the makespan under that memory, so a plan that
+  does not fit is infeasible (exit 3); the makespan otherwise."""
+  if FLAGS.objective is not None:
+    return
+  from regal.scoring import models  # Loads no JAX: the record's fields alone.
+  binds = (bool(devices.kinds) and models.get(FLAGS.model).memory
+           and bool(np.isfinite(devices.memory_capacity).all()))
+  FLAGS.objective = "runtime_under_memory" if binds else "runtime"
 
 
 def check_policy(devices: DeviceSpec) -> None:
@@ -140,12 +153,14 @@ def read(argv) -> Inputs:
   check_files()
   check_values()
   if splits_a_workload():
+    FLAGS.objective = FLAGS.objective or "runtime"
     if not FLAGS.graph or "," in FLAGS.graph or os.path.isdir(FLAGS.graph):
       return Inputs()  # The split's own checks say what it needs (`optimize_cli.split_config`).
     check_outputs()
     return Inputs(workload=graph_io.load_workload(FLAGS.graph, FLAGS.format))
   check_outputs()
   devices = hardware.from_flags()
+  resolve_objective(devices)
   check_policy(devices)
   if FLAGS.graph and not FLAGS.dataset:
     paths = graph_paths(FLAGS.graph)

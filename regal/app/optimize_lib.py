@@ -24,7 +24,7 @@ from regal.app import methods, sharding, units
 from regal.app import result as result_lib
 from regal.app import report as report_lib
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import bounds, performance
+from regal.scoring import bounds, performance, resident
 from regal.search import compile_clock
 from regal.search import registries as search_registries
 
@@ -173,8 +173,8 @@ def run(graph: Graph, devices: DeviceSpec, config: methods.RunConfig = methods.R
       details=details,
       sharding=None if planned.details is None else {
           **planned.details,
-          "resident_parameter_bytes": sharding.resident_bytes(graph, placement,
-                                                              devices.num_devices),
+          "resident_parameter_bytes": resident.held_bytes(graph, placement,
+                                                          devices.num_devices),
           "plan": sharding.plan_rows(graph, placement, schedule)},
       objective=best_value,
       lower_bound=lower_bound,

@@ -183,6 +183,9 @@ def summary(report: Report) -> str:
     peak = "peak memory [" + ", ".join("-" if p is None else f"{p:.4g}"
                                        for p in memory_unit(r.peak_memory)) + "] " + \
         memory_unit.name
+    held = (r.sharding or {}).get("resident_parameter_bytes")
+    if held and any(held):  # What each device holds through the step, inside its peak.
+      peak += " (parameters held [" + ", ".join(f"{h:.4g}" for h in memory_unit(held)) + "])"
   single = r.baselines["single_device"]
   wall = r.wall_seconds
   lines = [

@@ -96,7 +96,7 @@ class Result(_ResultFile):
   interrupted: bool = _field(
       "true when SIGINT or SIGTERM stopped the search early (exit 130 or 143)")
   makespan: float = _field("the best solution's makespan")
-  peak_memory: list = _field("[D] per device (null for the doppler model)")
+  peak_memory: list = _field("[D] per device, a split graph's resident parameters included (null for the doppler model)")
   placement: list = _field("[{op, name, device}] in the input file's op order")
   schedule: list = _field("op names in priority order (first runs first when ready)")
   ops: list = _field("[{op, name, device, start, end}]")

@@ -241,14 +241,3 @@ def plan_rows(graph: Graph, placement: np.ndarray, schedule) -> list[dict[str, A
                           "device": int(placement[op]), "start": float(schedule.op_start[op]),
                           "end": float(schedule.op_end[op])})
   return [rows[k] for k in sorted(rows)]
-
-
-def resident_bytes(graph: Graph, placement: np.ndarray, num_devices: int) -> list[float]:
-  """Per device, the bytes of the parameters resident there: each distinct region of a
-  parameter that an op placed there reads (`resident_reads`), counted once (what stays in its
-  memory between steps)."""
-  held: list[dict] = [dict() for _ in range(num_devices)]
-  for op, reads in enumerate(graph.metadata.get("resident_reads") or []):
-    for tensor, region, size in reads:
-      held[int(placement[op])][(tensor, str(region))] = float(size)
-  return [sum(h.values()) for h in held]

@@ -20,7 +20,7 @@ they are read, loaded once and never moved between steps: they are not ops of th
 at all. Each op lists the regions of them it reads (`metadata["resident_reads"]`: [original
 tensor, region, bytes]), which its roofline counts as bytes read
 (`regal.parallelism.roofline.op_bytes`) and which count in the memory of every device that holds a
-reader (`regal.app.sharding.resident_bytes`). A backward graph's gradient
+reader (`regal.scoring.resident`: in its peak memory). A backward graph's gradient
 reductions are contracted labels: their reduce ops are ordinary ops.
 
 Each op records `metadata["shard_of"]`: [original op, shard (-1 whole), role, label] (and

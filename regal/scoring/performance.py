@@ -25,6 +25,7 @@ from regal_datasets.devices import DeviceSpec
 from regal_datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
 from regal.scoring import decoders, models, native_common, parallel
+from regal.scoring import resident as resident_lib
 from regal.scoring.schedule import Schedule
 from regal.scoring.sim_graph import SimGraph, build_sim_graph
 
@@ -72,6 +73,19 @@ class Problem:
       raise errors.ConfigError(f"the {self.model} model is scored by the native engine only")
     if np.dtype(self.dtype) == np.float32:
       _check_float32_range(self)
+
+  @functools.cached_property
+  def resident(self) -> resident_lib.ResidentParameters | None:
+    """A split graph's parameters, held by the devices that read them (in every peak)."""
+    return resident_lib.of(self.graph)
+
+  def with_resident(self, placement, peak_memory):
+    """Peaks [..., D] with the resident parameters of placements [..., O] added (numpy or
+    JAX; unchanged for a graph without them)."""
+    if self.resident is None:
+      return peak_memory
+    held = self.resident.per_device(placement, self.devices.num_devices)
+    return peak_memory + held.astype(peak_memory.dtype)
 
   @functools.cached_property
   def layout(self) -> chromosome_lib.Layout:
@@ -151,9 +165,15 @@ def objective_value(problem: Problem, makespan, peak_memory):
 # ----- reference (host) scoring ------------------------------------------------------------
 def simulate_reference(problem: Problem, placement: np.ndarray, op_priority: np.ndarray,
                        transfer_priority: np.ndarray) -> Schedule:
-  """One solution through the model's slow, readable reference."""
-  return models.get(problem.model).reference(problem.graph, problem.devices, placement,
-                                             op_priority, transfer_priority, problem.dtype)
+  """One solution through the model's slow, readable reference; its peaks hold the resident
+  parameters too (`resident_lib.held_bytes`)."""
+  schedule = models.get(problem.model).reference(problem.graph, problem.devices, placement,
+                                                 op_priority, transfer_priority, problem.dtype)
+  if problem.resident is None:
+    return schedule
+  held = resident_lib.held_bytes(problem.graph, placement, problem.devices.num_devices)
+  peak = np.asarray(schedule.peak_memory)
+  return schedule._replace(peak_memory=(peak + np.asarray(held)).astype(peak.dtype))
 
 
 def score_reference(problem: Problem, chromosome: np.ndarray) -> tuple[float, Schedule]:
@@ -239,6 +259,8 @@ def _native_scorers(problem: Problem) -> tuple[Callable, Callable]:
 
   def score(placement, priority, transfer, tie_break: bool):
     makespan, peak, completion = simulate(placement, priority, transfer)
+    if memory:
+      peak = problem.with_resident(placement, peak)
     if tie_break and completion is not None:
       makespan = np.asarray(makespan + TIE_BREAK * completion, np.float32)
     return np.asarray(objective_value(problem, makespan, peak), np.float32)
@@ -362,6 +384,8 @@ def make_fitness_fn(problem: Problem, decoder: str = "direct", bias: float = 0.0
     decoded = decode(chromosomes)
     makespan, peak = simulate(data, decoded.placement, decoded.op_priority,
                               decoded.transfer_priority)
+    if needs_memory(problem):
+      peak = problem.with_resident(decoded.placement, peak)
     return objective_value(problem, makespan, peak)
 
   @jax.jit
