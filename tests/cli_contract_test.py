@@ -112,17 +112,16 @@ def test_the_optimizer_checks_its_flags_before_the_libraries_load():
   from regal.scoring import decoders, performance
   # Each registry's declared names are its records' (loading them checks it, name by name).
   for registry in (choices.MODEL_REGISTRY, choices.DECODER_REGISTRY, choices.METHOD_REGISTRY,
-                   choices.SPLIT_METHOD_REGISTRY, choices.PRIOR_REGISTRY):
+                   choices.SPLIT_METHOD_REGISTRY, choices.PRIOR_REGISTRY,
+                   choices.HEURISTIC_REGISTRY):
     assert [record.name for record in registry.values()] == list(registry.names())
   assert choices.MODELS == tuple(performance.MODELS)
   assert choices.SPLIT_MODEL == pipeline_lib.MODEL
-  assert choices.OBJECTIVES == tuple(performance.OBJECTIVES)
   assert choices.SPLIT_OBJECTIVE == pipeline_lib.OBJECTIVE
-  assert choices.ENGINES == tuple(performance.ENGINES)
   assert choices.DECODERS == decoders.BUILT_IN == tuple(performance.DECODERS)
   assert choices.METHODS == tuple(methods.METHODS)
   assert choices.SPLIT_METHODS == methods.SPLIT_METHODS
-  assert (choices.ARMS, choices.DEFAULT_ARMS) == (tuple(methods.ARMS),
+  assert (choices.ARMS, choices.DEFAULT_ARMS) == (methods.known_arms(),
                                                   tuple(methods.DEFAULT_ARMS))
   assert choices.MAX_DOPPLER_SAMPLES == doppler_method.MAX_SAMPLES
   assert choices.MAX_EVALS == methods.MAX_EVALS

@@ -168,6 +168,32 @@ def test_a_prior_registered_from_this_file_is_a_command_line_choice(graph, tmp_p
       "<none|bottom_level|group_island> (--help lists the flags)")
 
 
+def test_a_heuristic_registered_from_this_file_is_a_seed_arm_on_the_command_line(graph,
+                                                                               tmp_path):
+  """`heuristics.register` alone: `--seed_arms` takes the new arm, its seed enters the first
+  population (the result names it), and the built-in arms stay the default."""
+  graph_io.save_graph(graph, str(tmp_path / "g.json"))
+  register = """
+      import numpy as np
+      from regal.baselines import heuristics
+      heuristics.register(heuristics.Heuristic(
+          "last_device_test", lambda problem: (
+              np.full(problem.graph.num_ops, problem.devices.num_devices - 1),
+              problem.graph.topological_order)))
+  """
+  done = _launch(tmp_path, "regal.optimize", register,
+                 ["--graph", "g.json", "--devices", "2", "--evals", "400",
+                  "--seed_arms", "last_device_test,heft", "--out", "r.json"])
+  assert done.returncode == 0, done.stderr[-2000:]
+  arms = json.loads((tmp_path / "r.json").read_text())["details"]["seed_arms"]
+  assert {"last_device_test", "heft"} <= set(arms) and "gp_dfs" not in arms
+  refused = _launch(tmp_path, "regal.optimize", "", ["--graph", "g.json", "--seed_arms",
+                                                     "last_device_test"])
+  assert refused.returncode == 2
+  assert refused.stderr.strip().splitlines()[-1].startswith(
+      "error: unknown seed arm(s) ['last_device_test']; known: single_device, ")
+
+
 def test_a_learner_registered_from_this_file_is_a_command_line_choice(tmp_path):
   register = """
       import json, os

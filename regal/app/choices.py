@@ -8,6 +8,8 @@ under a second). What is not a registry yet is listed here, held equal to its ho
 `tests/cli_contract_test.py`.
 """
 from regal.app import registries as app_registries
+from regal.baselines import registries as baseline_registries
+from regal.doppler_policy import options as doppler_options
 from regal.parallelism import registries as parallelism_registries
 from regal.scoring import registries as scoring_registries
 from regal.search import registries as search_registries
@@ -40,13 +42,13 @@ DECODERS = DECODER_REGISTRY.names()
 METHODS = METHOD_REGISTRY.names()
 SPLIT_METHODS = SPLIT_METHOD_REGISTRY.names()
 SPLIT_MODEL = "blocks"  # `pipeline_lib.MODEL`: a profiled workload's single-sample latency.
-OBJECTIVES = ("runtime", "memory", "runtime_under_memory")  # `performance.OBJECTIVES`.
+OBJECTIVES = scoring_registries.OBJECTIVES
 SPLIT_OBJECTIVE = "throughput"  # `pipeline_lib.OBJECTIVE`: a profiled workload's pipeline.
-ENGINES = ("auto", "jax", "native")  # `performance.ENGINES`.
-ARMS = ("single_device", "critical_path", "critical_path_doppler", "heft", "gp_dfs",
-        "doppler")  # `methods.ARMS`: BRKGA's seed arms.
-DEFAULT_ARMS = ARMS[:-1]  # `methods.DEFAULT_ARMS`: every cheap one.
+ENGINES = scoring_registries.ENGINES
+HEURISTIC_REGISTRY = baseline_registries.HEURISTICS  # BRKGA's seed arms, with Doppler's policy.
+DEFAULT_ARMS = HEURISTIC_REGISTRY.names()  # `methods.DEFAULT_ARMS`: every built-in one.
+ARMS = (*DEFAULT_ARMS, doppler_options.NAME)  # As the process starts: `methods.known_arms()`.
 PRIORS = PRIOR_REGISTRY.names()  # Parameter-free priors of fresh keys.
 MAX_EVALS = 10 ** 9  # `methods.MAX_EVALS`.
 SHARD_MODES = ("off", "auto")  # `--shard`: these or a shard count (`regal.app.sharding`).
-MAX_DOPPLER_SAMPLES = 1024  # `doppler_policy.method.MAX_SAMPLES`.
+MAX_DOPPLER_SAMPLES = doppler_options.MAX_SAMPLES

@@ -16,6 +16,7 @@ from regal_datasets import errors
 from regal import baselines
 from regal.app import choices, registries
 from regal.baselines import data_parallel, heuristics
+from regal.baselines import registries as baseline_registries
 from regal.doppler_policy import options as doppler_options
 from regal.scoring import decoders, models, performance
 from regal.search import brkga_presets, guides
@@ -31,18 +32,27 @@ MAX_EVALS = choices.MAX_EVALS  # Evaluation counters are int32 inside the search
 SPLIT_OBJECTIVES = ("throughput", "latency")  # `baselines.pipeline_methods.OBJECTIVES`' keys.
 POLISH = search_options.POLISH  # `BrkgaOptions.polish`
 
-# The guides that seed the search (`--seed_arms`): every cheap heuristic by default; Doppler's
-# policy trains, so it is opt-in.
-ARMS = heuristics.HEURISTICS + (doppler_options.NAME,)
+# The guides that seed the search (`--seed_arms`): every built-in heuristic by default (any
+# registered, `heuristics.register`, when named); Doppler's policy trains, so it is opt-in.
 DEFAULT_ARMS = heuristics.HEURISTICS
+
+
+def known_arms() -> tuple[str, ...]:
+  return (*baseline_registries.HEURISTICS.names(), doppler_options.NAME)
 
 
 def parse_arms(spec: str) -> tuple[str, ...]:
   arms = tuple(a.strip() for a in spec.split(",") if a.strip())
-  unknown = [a for a in arms if a not in ARMS]
-  if unknown or not arms:
-    raise errors.ConfigError(f"unknown seed arm(s) {unknown or spec!r}; known: {', '.join(ARMS)}")
+  check_arms(arms, shown=spec)
   return arms
+
+
+def check_arms(arms: tuple[str, ...], shown: str | None = None) -> None:
+  """One line naming the known arms, for an unknown arm or none."""
+  unknown = [a for a in arms if a not in known_arms()]
+  if unknown or not arms:
+    what = unknown or (repr(shown) if shown is not None else arms)
+    raise errors.ConfigError(f"unknown seed arm(s) {what}; known: {', '.join(known_arms())}")
 
 
 def seed_guides(arms: tuple[str, ...] = DEFAULT_ARMS,
@@ -97,10 +107,7 @@ class RunConfig:
     if not 0 <= self.seed <= errors.MAX_SEED:
       raise errors.ConfigError(f"seed must be between 0 and {errors.MAX_SEED}, got {self.seed}")
     brkga, setup = self.brkga, self.setup
-    unknown = [arm for arm in brkga.arms if arm not in ARMS]
-    if unknown or not brkga.arms:
-      raise errors.ConfigError(f"unknown seed arm(s) {unknown or brkga.arms}; known: "
-                               f"{', '.join(ARMS)}")
+    check_arms(tuple(brkga.arms))
     if self.doppler.measured is not None and ("reward" not in get(self.method).reads
                                               or setup.coarsen != "off"):
       raise errors.ConfigError("measured rewards serve Doppler's stage III: use them with "

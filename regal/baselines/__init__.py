@@ -23,16 +23,18 @@ from __future__ import annotations
 
 import importlib
 
-from regal.baselines.common import MethodResult, finish, score
-
 # Each method's module loads when first named (`baselines.exact` loads OR-Tools, `partition`
-# METIS): a run loads only what it runs.
+# METIS): a run loads only what it runs, and the package's registries (`registries`) are read
+# without JAX.
 _METHOD_MODULES = ("data_parallel", "enumerative", "exact", "list_scheduling", "local_search",
                    "partition", "sampling")
-__all__ = ["MethodResult", "finish", "score", *_METHOD_MODULES]
+_COMMON = ("MethodResult", "finish", "score")
+__all__ = [*_COMMON, *_METHOD_MODULES]
 
 
 def __getattr__(name: str):
   if name in _METHOD_MODULES:
     return importlib.import_module(f"regal.baselines.{name}")
+  if name in _COMMON:
+    return getattr(importlib.import_module("regal.baselines.common"), name)
   raise AttributeError(f"module 'regal.baselines' has no attribute {name!r}")

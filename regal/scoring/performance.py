@@ -24,7 +24,7 @@ from regal_datasets import errors, padding
 from regal_datasets.devices import DeviceSpec
 from regal_datasets.graph import Graph
 from regal.scoring import chromosome as chromosome_lib
-from regal.scoring import decoders, models, native_common, parallel
+from regal.scoring import decoders, models, native_common, parallel, registries
 from regal.scoring import resident as resident_lib
 from regal.scoring.schedule import Schedule
 from regal.scoring.sim_graph import SimGraph, build_sim_graph
@@ -34,8 +34,8 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 # How batched scoring runs: "jax" (a model's JAX version, any backend), "native" (its compiled
 # host loop), "auto" (native where the model has one and JAX runs on a CPU in float32, or
 # where it has no JAX version; else jax).
-ENGINES = ("auto", "jax", "native")
-OBJECTIVES = ("runtime", "memory", "runtime_under_memory")
+ENGINES = registries.ENGINES
+OBJECTIVES = registries.OBJECTIVES
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -12,3 +12,8 @@ DECODERS = Registry("decoder")  # Chromosome -> placement, op and transfer prior
 MODELS.declare("regal.scoring.models", "wc", "sync", "doppler", "delay")
 SPLIT_MODELS.declare("regal.scoring.models", "throughput", "blocks")
 DECODERS.declare("regal.scoring.decoders", "direct", "list", "consumer")
+
+# Not records, names: what a problem minimises (`performance.objective_value` says how) and how
+# its batched scoring runs (`performance.scoring_engine`).
+OBJECTIVES = ("runtime", "memory", "runtime_under_memory")
+ENGINES = ("auto", "jax", "native")
