@@ -11,7 +11,10 @@ JSON form (all keys but `num_devices` optional; scalars broadcast to every devic
      "speed": 1.0 | [..], "bandwidth": 1.0 | [[..]], "latency": 0.0 | [[..]]}
 
 `memory_capacity: null` means unlimited. The diagonal of bandwidth and latency is ignored: a
-tensor already on its device moves for free. An optional `"kinds": ["h100", ...]` names each
+tensor already on its device moves for free. An optional `"ports": [[..]]` says which of its
+ports a transfer from device i to j takes (`ports[i][j] = k`: i's sending port k and j's
+receiving port k, one transfer at a time each, as a GPU's NVLink is shared by all its peers
+behind an NVSwitch); -1 (the default) gives the pair a channel of its own. An optional `"kinds": ["h100", ...]` names each
 device's accelerator (`regal.parallelism.hardware.KINDS`, which checks the names and, where
 `speed` is absent, runs each at its kind's peak): an imported graph's ops are then costed on
 those kinds (`regal.parallelism.roofline.recost`), in the importers' time unit. A `speed`
@@ -44,6 +47,7 @@ class DeviceSpec:
   latency: np.ndarray  # [D, D] time units, >= 0 off the diagonal.
   name: str = "devices"
   kinds: tuple[str, ...] = ()  # Each device's accelerator kind, or () for abstract units.
+  ports: Any = None  # [D, D] int: the port class a transfer i -> j takes; -1 (None): its own.
 
   def __post_init__(self):
     if np.ndim(self.speed) != 1:
@@ -56,6 +60,7 @@ class DeviceSpec:
     set_field("bandwidth", _matrix(self.bandwidth, num, "bandwidth"))
     set_field("latency", _matrix(self.latency, num, "latency"))
     set_field("kinds", tuple(str(k) for k in self.kinds))
+    set_field("ports", _ports(self.ports, num))
     if self.kinds and len(self.kinds) != num:
       raise errors.DeviceSpecError(f"device spec: kinds lists {len(self.kinds)} devices, "
                                    f"expected {num}")
@@ -64,6 +69,11 @@ class DeviceSpec:
   @property
   def num_devices(self) -> int:
     return len(self.speed)
+
+  @property
+  def shares_ports(self) -> bool:
+    """Whether some transfers wait for a port another transfer holds (`ports`)."""
+    return bool((self.ports >= 0).any())
 
   def compute_time(self, cost: np.ndarray | float, device: np.ndarray | int) -> np.ndarray:
     return np.asarray(cost) / self.speed[device]
@@ -80,6 +90,7 @@ class DeviceSpec:
                               self.bandwidth).tolist(),
         "latency": self.latency.tolist(),
         **({"kinds": list(self.kinds)} if self.kinds else {}),
+        **({"ports": self.ports.tolist()} if self.shares_ports else {}),
     }
 
   def __eq__(self, other: object) -> bool:
@@ -87,7 +98,7 @@ class DeviceSpec:
       return NotImplemented
     return self.name == other.name and self.kinds == other.kinds and all(
         np.array_equal(getattr(self, f), getattr(other, f))
-        for f in ("memory_capacity", "speed", "bandwidth", "latency"))
+        for f in ("memory_capacity", "speed", "bandwidth", "latency", "ports"))
 
   __hash__ = None
 
@@ -101,6 +112,27 @@ def _vector(value: Any, num: int, field: str) -> np.ndarray:
   if array.shape != (num,):
     raise errors.DeviceSpecError(f"device spec: {field} has shape {array.shape}, "
                                  f"expected ({num},)")
+  array.flags.writeable = False
+  return array
+
+
+def _ports(value: Any, num: int) -> np.ndarray:
+  """[D, D] int32 port classes, -1 on the diagonal and where a pair has its own channel."""
+  try:
+    array = np.full((num, num), -1, np.int64) if value is None else np.array(value)
+  except (TypeError, ValueError):
+    raise errors.DeviceSpecError("device spec: ports must be a matrix of integers") from None
+  if array.ndim == 0:
+    array = np.full((num, num), array)
+  if array.shape != (num, num) or not (np.issubdtype(array.dtype, np.integer) or (
+      np.issubdtype(array.dtype, np.floating) and np.all(array == np.round(array)))):
+    raise errors.DeviceSpecError(f"device spec: ports must be a {num} x {num} matrix of "
+                                 f"integers, got shape {array.shape}")
+  if (array < -1).any() or (array > 255).any():
+    raise errors.DeviceSpecError("device spec: ports must be -1 (a channel of its own) or a "
+                                 "port class from 0 to 255")
+  array = array.astype(np.int32)
+  np.fill_diagonal(array, -1)
   array.flags.writeable = False
   return array
 
@@ -205,7 +237,7 @@ def from_json_dict(data: Any) -> DeviceSpec:
   if not isinstance(data, dict):
     raise errors.DeviceSpecError("device spec JSON must be an object")
   unknown = set(data) - {"name", "num_devices", "memory_capacity", "speed", "bandwidth",
-                         "latency", "kinds"}
+                         "latency", "kinds", "ports"}
   if unknown:
     raise errors.DeviceSpecError(f"device spec: unknown keys {sorted(unknown)}")
   num = data.get("num_devices")
@@ -222,7 +254,8 @@ def from_json_dict(data: Any) -> DeviceSpec:
     return DeviceSpec(memory_capacity=np.inf if memory is None else memory,
                       speed=_broadcast(speed, num),
                       bandwidth=data.get("bandwidth", 1.0), latency=data.get("latency", 0.0),
-                      name=str(data.get("name", f"devices{num}")), kinds=kinds)
+                      name=str(data.get("name", f"devices{num}")), kinds=kinds,
+                      ports=data.get("ports"))
   except OverflowError:  # An integer past float64's range.
     raise errors.DeviceSpecError("device spec: a number is beyond float64's range") from None
   except (TypeError, ValueError) as error:

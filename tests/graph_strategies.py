@@ -69,3 +69,17 @@ device_sets = st.builds(
     st.lists(st.sampled_from([1.0, 2.0]), min_size=3, max_size=3),
     st.lists(st.sampled_from([1.0, 2.0, 4.0]), min_size=9, max_size=9),
     st.lists(st.sampled_from([0.0, 1.0]), min_size=9, max_size=9))
+
+
+# 2-4 devices whose pairs share ports (`DeviceSpec.ports`: -1 a channel of its own, else a
+# port class), with mixed speeds, bandwidths and latencies.
+ported_device_sets = st.integers(2, 4).flatmap(lambda n: st.builds(
+    lambda speed, bandwidth, latency, ports: devices_lib.DeviceSpec(
+        memory_capacity=np.inf, speed=np.array(speed, float),
+        bandwidth=np.array(bandwidth, float).reshape(n, n),
+        latency=np.array(latency, float).reshape(n, n),
+        ports=np.array(ports).reshape(n, n)),
+    st.lists(st.sampled_from([1.0, 2.0]), min_size=n, max_size=n),
+    st.lists(st.sampled_from([1.0, 2.0, 4.0]), min_size=n * n, max_size=n * n),
+    st.lists(st.sampled_from([0.0, 1.0]), min_size=n * n, max_size=n * n),
+    st.lists(st.sampled_from([-1, 0, 0, 1]), min_size=n * n, max_size=n * n)))

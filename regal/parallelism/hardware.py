@@ -56,6 +56,7 @@ KINDS = {
     "cpu": Accelerator("CPU-host (2-socket, AVX-512)", 3e12, 0.3e12, 512e9, 0.3e12, 1e-6,
                        "host", 3e12, 1, 0.0),
 }
+NVLINK_PORT, NETWORK_PORT = 0, 1  # `DeviceSpec.ports`' classes.
 PCIE_BANDWIDTH = 50e9  # PCIe 5.0 x16, each direction, as measured rather than nominal.
 PCIE_LATENCY = 10e-6
 MIXES = ("h100+cpu", "a100+cpu")  # `--devices` accelerators and one host.
@@ -81,6 +82,10 @@ def accelerator_spec(kinds: list[str]) -> devices.DeviceSpec:
   num = len(specs)
   bandwidth = np.empty((num, num))
   latency = np.empty((num, num))
+  # Each accelerator's NVLink (or ICI) reaches every peer of its node through one port, its
+  # network card every other node's through another: one transfer at a time on each, each way.
+  # PCIe gives each GPU a link of its own to the host.
+  ports = np.full((num, num), -1)
   # The k-th accelerator of a kind sits in node k // node_size: nodes meet over the network.
   seen: dict[str, int] = {}
   node = []
@@ -92,9 +97,11 @@ def accelerator_spec(kinds: list[str]) -> devices.DeviceSpec:
       if a.family == b.family and a.family != "host" and node[i][1] == node[j][1]:
         bandwidth[i, j] = min(a.link_bandwidth, b.link_bandwidth)
         latency[i, j] = max(a.link_latency, b.link_latency)
+        ports[i, j] = NVLINK_PORT
       elif a.family == b.family and a.family != "host":
         bandwidth[i, j] = min(a.network_bandwidth, b.network_bandwidth)
         latency[i, j] = max(a.network_latency, b.network_latency)
+        ports[i, j] = NETWORK_PORT
       else:
         bandwidth[i, j], latency[i, j] = PCIE_BANDWIDTH, PCIE_LATENCY
   counts = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
@@ -103,7 +110,7 @@ def accelerator_spec(kinds: list[str]) -> devices.DeviceSpec:
       memory_capacity=np.array([s.memory_bytes for s in specs]),
       speed=np.array([s.peak_flops / specs[0].peak_flops for s in specs]),
       bandwidth=bandwidth / units_per_second, latency=latency * units_per_second, name=name,
-      kinds=tuple(kinds))
+      kinds=tuple(kinds), ports=ports)
 
 
 ACCELERATOR_PRESETS = (*KINDS, *MIXES)

@@ -14,7 +14,8 @@ output is 16-bit (BF16 / FP16) runs at the kind's 16-bit peak, any other at its 
 XLA runs float32 by default (TF32 tensor cores on A100 / H100, bfloat16 passes on TPU; V100
 has no TF32: its FP32 rate). Memory is the device's HBM (the host: its DRAM). A tensor
 crosses a link in latency + bytes / bandwidth (`hardware.accelerator_spec`: NVLink or ICI
-inside a node, the network between nodes, PCIe to the host).
+inside a node, the network between nodes, PCIe to the host), one transfer at a time through
+each GPU's NVLink port and network port, each way (`DeviceSpec.ports`).
 
 Times keep the importers' unit (one unit is 10 ps, the time a nominal 100 GB/s link takes per
 byte; `regal_datasets.jax_import.NOMINAL_LINK_BYTES_PER_SECOND`), so results read in seconds. The

@@ -53,6 +53,10 @@ class Model:
   # CP-SAT (`baselines.exact`) models this model's makespan exactly: the solver beside the
   # search and the polish's window re-solves run on it (the delay model).
   exact_solver: bool = False
+  # Transfers wait for a port another holds where the devices share them (`DeviceSpec.ports`:
+  # a GPU's NVLink, its network card); a model without it gives every pair its own channel,
+  # and is refused such devices.
+  ports: bool = False
   time_scale: float = 1.0  # Reported times = model times * time_scale, in `time_unit`.
   time_unit: str = "cost units"
   # Model times (scalars or arrays) -> `time_unit`, when not simply times `time_scale`.

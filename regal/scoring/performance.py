@@ -60,6 +60,11 @@ class Problem:
                                "(--memory_limit or device memory capacities)")
     if self.memory_limit is not None and not self.memory_limit > 0:
       raise errors.ConfigError(f"memory limit must be positive, got {self.memory_limit}")
+    if self.devices.shares_ports and not spec.ports:
+      raise errors.ConfigError(
+          f"the {self.model} model gives every device pair a link of its own, but these "
+          f"devices share ports ({self.devices.name}: each GPU's NVLink serves all its peers): "
+          f"use --model wc, or a --device_spec without ports")
     if not spec.memory and self.objective != "runtime":
       raise errors.ConfigError(f"the {self.model} model has no memory: use objective runtime")
     if self.engine not in ENGINES:

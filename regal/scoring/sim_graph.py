@@ -62,7 +62,9 @@ class SimGraph:
   speed: np.ndarray  # [D]
   bandwidth: np.ndarray  # [D, D] (diagonal: 1, unused)
   latency: np.ndarray  # [D, D]
+  ports: np.ndarray  # [D, D] int32 `DeviceSpec.ports` (-1: a channel of its own)
   tracks_memory: bool = struct.field(pytree_node=False, default=True)  # USE/SENDER entries
+  port_classes: int = struct.field(pytree_node=False, default=0)  # 0: no pair shares a port
 
   @property
   def num_devices(self) -> int:
@@ -171,7 +173,9 @@ def build_sim_graph(graph: Graph, devices: DeviceSpec, dtype=np.float32,
       control_edge_src=_padded(graph.control_edge_src, control_size, np.int32),
       control_edge_dst=_padded(graph.control_edge_dst, control_size, np.int32),
       speed=np.asarray(devices.speed, dtype), bandwidth=bandwidth.astype(dtype),
-      latency=np.asarray(devices.latency, dtype), tracks_memory=memory)
+      latency=np.asarray(devices.latency, dtype),
+      ports=np.asarray(devices.ports, np.int32), tracks_memory=memory,
+      port_classes=int(devices.ports.max()) + 1 if devices.shares_ports else 0)
 
 
 def pad_to(sim: SimGraph, placement, op_priority, transfer_priority):

@@ -35,4 +35,4 @@ def _jax(graph, devices, dtype, memory: bool):
 MODEL = Model(
     "wc", "work-conserving asynchronous model (Doppler paper), with peak memory",
     reference=_reference, native=_native, jax=_jax, native_completion=_native_completion,
-    memory=True)
+    memory=True, ports=True)

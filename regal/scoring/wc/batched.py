@@ -269,6 +269,8 @@ def event_step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_tim
   queue_words = s.queue_words
   has_waiting, t_rank, t_word = first_set(queue_words)  # [P, C]
   send = allowed & has_waiting & (s.channel_tensor < 0)
+  if graph.port_classes:  # Static: only device sets whose pairs share ports pay for this.
+    send = _through_free_ports(graph, send, s.channel_tensor >= 0)
   sent, sent_duration = _unpack(gather_rows(
       ctx.transfer_by_rank, channel_dst * num_tensors + jnp.minimum(t_rank, num_tensors - 1)),
       s.now.dtype)  # [P, C]
@@ -344,6 +346,48 @@ def event_step(graph: SimGraph, ctx: _Context, s: _State, chunk: int, record_tim
       work_device=jnp.where(is_op, done_device, jnp.where(is_transfer, dst, s.work_device)),
       work_src=jnp.where(is_transfer, src, s.work_src),
       op_start=op_start, op_end=op_end, transfer_start=transfer_start, transfer_end=transfer_end)
+
+
+def _through_free_ports(graph: SimGraph, wanted: jnp.ndarray, busy: jnp.ndarray
+                        ) -> jnp.ndarray:
+  """Of the channels that would start a transfer (`wanted` [P, C]), those that may: taken in
+  (src, dst) order as the reference takes them, a channel whose pair shares port k
+  (`SimGraph.ports`) starts only if its sender's port k and its receiver's port k are free,
+  that is held neither by a running transfer (`busy` [P, C]) nor by one started before it."""
+  num_devices, classes = graph.num_devices, graph.port_classes
+  population = wanted.shape[0]
+  channel_src, channel_dst = channel_ends(num_devices)
+  port = graph.ports[channel_src, channel_dst]  # [C]
+  shared = port >= 0
+  safe_port = jnp.maximum(port, 0)
+  send_slot = channel_src * classes + safe_port  # [C]
+  receive_slot = channel_dst * classes + safe_port
+  slots = num_devices * classes
+  held = lambda slot: jnp.zeros((population, slots), bool).at[:, slot].max(  # noqa: E731
+      busy & shared)
+  sending, receiving = held(send_slot), held(receive_slot)  # [P, D * K]
+  # Channels of one sender, in receiver order: [D, D - 1] channel ids.
+  others = jnp.array([[d for d in range(num_devices) if d != src]
+                      for src in range(num_devices)], jnp.int32).reshape(num_devices, -1)
+  by_sender = channel_index(jnp.arange(num_devices, dtype=jnp.int32)[:, None], others,
+                            num_devices)
+  earlier = jnp.arange(num_devices - 1)[:, None] > jnp.arange(num_devices - 1)[None, :]
+
+  def one_sender(src, carry):
+    started, receiving = carry
+    ids = by_sender[src]  # [D - 1]
+    ported = shared[ids]
+    free = ~sending[:, send_slot[ids]] & ~receiving[:, receive_slot[ids]]
+    eligible = wanted[:, ids] & (~ported | free)  # [P, D - 1]
+    # The first eligible channel of each port class takes it; later ones of that class wait.
+    same = earlier & (port[ids][:, None] == port[ids][None, :]) & ported[:, None]
+    first = eligible & ~(eligible[:, None, :] & same[None]).any(-1)
+    receiving = receiving.at[:, receive_slot[ids]].max(first & ported)
+    return started.at[:, ids].set(first), receiving
+
+  started, _ = jax.lax.fori_loop(0, num_devices, one_sender,
+                                 (jnp.zeros_like(wanted), receiving))
+  return started
 
 
 def _result(graph: SimGraph, s: _State) -> SimResult:

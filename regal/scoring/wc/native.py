@@ -49,6 +49,7 @@ class NativeGraph:
   bandwidth: np.ndarray  # [D, D]
   latency: np.ndarray  # [D, D]
   memory: bool = True  # Track memory (peaks); without it the peaks are NaN, and it is faster.
+  ports: np.ndarray | None = None  # [D, D] int32 `DeviceSpec.ports` (the WC kernel reads it).
 
   @property
   def arrays(self) -> tuple[np.ndarray, ...]:
@@ -94,7 +95,7 @@ def build_native_graph(graph: Graph, devices: DeviceSpec, memory: bool = True) -
       outputs_ptr=outputs_ptr, outputs=outputs, inputs_ptr=inputs_ptr, inputs=inputs,
       readers_ptr=readers_ptr, readers=readers, control_ptr=control_ptr, control=control,
       speed=f32(devices.speed), bandwidth=f32(devices.bandwidth), latency=f32(devices.latency),
-      memory=memory)
+      memory=memory, ports=np.ascontiguousarray(devices.ports, np.int32))
 
 
 @numba.njit(inline="always")
@@ -123,8 +124,8 @@ def _sort_ids(ids, count):
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degree, outputs_ptr,
               outputs, inputs_ptr, inputs, readers_ptr, readers, control_ptr, control, speed,
-              bandwidth, latency, placement, op_priority, transfer_priority, track_memory,
-              makespan_out, peak_out, completion_out):
+              bandwidth, latency, ports, placement, op_priority, transfer_priority,
+              track_memory, makespan_out, peak_out, completion_out):
   """Simulates every chromosome of the batch (rows of placement / priorities) in turn; each
   one's mean op completion time goes to `completion_out` (summed in float64, in event order)."""
   population, num_ops = placement.shape
@@ -155,6 +156,10 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
   ending = np.empty(num_channels, np.int32)
   resident = np.empty(num_devices, np.float32)
   peak = np.empty(num_devices, np.float32)
+  # Ports held by a running transfer, per device and port class (`DeviceSpec.ports`).
+  classes = max(ports.max() + 1, 1)
+  sending = np.empty(num_devices * classes, np.bool_)
+  receiving = np.empty(num_devices * classes, np.bool_)
 
   for p in range(population):
     place = placement[p]
@@ -185,6 +190,8 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
     device_op[:] = -1
     channel_tensor[:] = -1
     is_pending[:] = False
+    sending[:] = False
+    receiving[:] = False
     pending_count = 0
     busy_count = 0
     resident[:] = zero
@@ -207,10 +214,19 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
               allocated = allocated + tensor_size[outputs[i]]
             resident[d] = resident[d] + (allocated + extra_memory[op])
       _sort_ids(pending, pending_count)
+      blocked = 0
       for k in range(pending_count):
         c = pending[k]
-        is_pending[c] = False
         src, dst = c // num_devices, c % num_devices
+        port = ports[src, dst]
+        if port >= 0:
+          if sending[src * classes + port] or receiving[dst * classes + port]:
+            pending[blocked] = c  # Still waiting, still in (src, dst) order.
+            blocked += 1
+            continue
+          sending[src * classes + port] = True
+          receiving[dst * classes + port] = True
+        is_pending[c] = False
         t = heap_pop(waiting, waiting_size, num_tensors, c) & index_mask
         duration = link_time(latency, bandwidth, tensor_size[t], src, dst)
         channel_tensor[c] = t
@@ -219,7 +235,7 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
         busy_count += 1
         if track_memory:
           resident[dst] = resident[dst] + tensor_size[t]
-      pending_count = 0
+      pending_count = blocked
       if track_memory:
         for d in range(num_devices):
           if resident[d] > peak[d]:
@@ -291,6 +307,10 @@ def _simulate(compute_cost, extra_memory, tensor_size, tensor_producer, in_degre
         src, dst = c // num_devices, c % num_devices
         t = channel_tensor[c]
         channel_tensor[c] = -1
+        port = ports[src, dst]
+        if port >= 0:
+          sending[src * classes + port] = False
+          receiving[dst * classes + port] = False
         if track_memory:
           uses_left[t, src] -= 1
           if uses_left[t, src] == 0:
@@ -332,8 +352,9 @@ def simulate_with_completion(graph: NativeGraph, placement: np.ndarray, op_prior
   completion = np.empty(population, np.float64)
 
   def run(rows: slice) -> None:
-    _simulate(*graph.arrays, placement[rows], op_priority[rows], transfer_priority[rows],
-              graph.memory, makespan[rows], peak[rows], completion[rows])
+    _simulate(*graph.arrays, graph.ports, placement[rows], op_priority[rows],
+              transfer_priority[rows], graph.memory, makespan[rows], peak[rows],
+              completion[rows])
 
   native_common.run_split(run, population, threads)
   return makespan, peak, completion

@@ -6,7 +6,9 @@ present on its device and every control predecessor has finished. The simulation
 rounds at instants `now`:
   1. dispatch: every idle device (in id order) starts its highest-priority ready op (ties: the
      lower op id); every idle channel (ordered device pair, in (src, dst) order) starts its
-     highest-priority waiting transfer (ties: the lower tensor id);
+     highest-priority waiting transfer (ties: the lower tensor id), unless the pair shares
+     ports (`DeviceSpec.ports[src, dst] = k >= 0`) and src's sending port k or dst's receiving
+     port k carries a transfer already (one started earlier in this order included);
   2. `now` advances to the earliest end of a running op or transfer, and every op and transfer
      ending then completes. A completed op makes its outputs present on its device and queues
      one transfer per (tensor, other device with a consumer of it) on that channel; a completed
@@ -54,6 +56,12 @@ def simulate_wc(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
   transfer_end = np.full((graph.num_tensors, num_devices), np.nan)
   now = dtype(0)
 
+  def port_free(src: int, dst: int) -> bool:
+    """Whether src -> dst may start: a channel of its own, or both ends' port k idle."""
+    port = devices.ports[src, dst]
+    return port < 0 or not any(
+        devices.ports[a, b] == port and (a == src or b == dst) for a, b in channel_busy)
+
   def satisfy(op: int) -> None:
     missing[op] -= 1
     if missing[op] == 0:
@@ -69,7 +77,7 @@ def simulate_wc(graph: Graph, devices: DeviceSpec, placement: np.ndarray,
         op_start[op] = now
         memory.start_op(op)
     for channel in sorted(waiting):
-      if channel not in channel_busy and waiting[channel]:
+      if channel not in channel_busy and waiting[channel] and port_free(*channel):
         _, tensor = heapq.heappop(waiting[channel])
         src, dst = channel
         duration = analysis.transfer_time(devices, graph.tensor_size[tensor], src, dst, dtype)
