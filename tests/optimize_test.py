@@ -333,13 +333,15 @@ def test_a_zoo_model_sharded_on_h100s_beats_one_device_and_data_parallelism(tmp_
     results[method] = json.loads(out.read_text())
   ours, data_parallel = results["brkga"], results["data_parallel"]
   assert ours["objective"] <= data_parallel["objective"] * (1 + 1e-6)
-  # Four shards buy less than 75%: each kernel's launch does not shrink when its work does.
-  assert ours["improvement_pct"] > 25 and ours["sharding"]["chosen"]["shards"] == 4
+  # Splitting buys less than 1 - 1/4: each kernel's launch does not shrink with its work, and
+  # each GPU's transfers to its peers take turns on its NVLink port.
+  chosen = ours["sharding"]["chosen"]["shards"]
+  assert ours["improvement_pct"] > 20 and chosen in (2, 4)
   assert data_parallel["sharding"]["candidates"] == [
       {k: v for k, v in row.items()} for row in data_parallel["sharding"]["candidates"]
       if row["strategy"] == "batch"]
   shards = [len(row["shards"]) for row in ours["sharding"]["plan"]]
-  assert max(shards) == 4 and len(ours["sharding"]["resident_parameter_bytes"]) == 4
+  assert max(shards) == chosen and len(ours["sharding"]["resident_parameter_bytes"]) == 4
 
 
 def test_a_plan_over_its_devices_memory_is_warned_about():
