@@ -3,8 +3,11 @@ Checked against what the papers publish: Megatron's two all-reduces per block ea
 (Shoeybi et al. 2019), the bytes per parameter of mixed-precision Adam with and without a
 distributed optimizer (Megatron-LM's docs: 18 and 6 + 12 / d), the 1F1B bubble (Narayanan
 et al. 2021), a kernel's roofline worked by hand."""
+import itertools
 import time
 
+import hypothesis
+import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -192,3 +195,45 @@ def test_a_mesh_on_two_nodes_pays_the_network(gpt2):
   one_node = plan.estimate(found, plan.Mesh(8, micro_batches=2))
   two_nodes = plan.estimate(found, plan.Mesh(16))
   assert two_nodes.time["data_sync_exposed"] >= one_node.time["data_sync_exposed"]
+
+
+def _slowest(block, first, last, sizes):
+  """The slowest stage of a split, read off its blocks one by one."""
+  ends = np.cumsum(sizes)
+  times = [sum(block[end - size:end]) for size, end in zip(sizes, ends)]
+  times[0] += first
+  times[-1] += last
+  return max(times)
+
+
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(block=st.lists(st.integers(1, 9), min_size=1, max_size=9),
+                  first=st.integers(0, 20), last=st.integers(0, 20), data=st.data())
+def test_the_balanced_split_is_the_best_contiguous_split(block, first, last, data):
+  """Against every composition of the blocks into the stages: none has a faster slowest
+  stage (integer seconds: exact)."""
+  pipeline = data.draw(st.integers(1, len(block)))
+  found = plan.balanced_split(np.array(block, float), float(first), float(last), pipeline)
+  assert len(found) == pipeline and min(found) >= 1 and sum(found) == len(block)
+  every = [sizes for sizes in itertools.product(range(1, len(block) + 1), repeat=pipeline)
+           if sum(sizes) == len(block)]
+  assert _slowest(block, first, last, found) == min(_slowest(block, first, last, sizes)
+                                                    for sizes in every)
+
+
+def test_a_pipeline_gives_the_stage_with_the_head_fewer_blocks(gpt2):
+  """GPT-2's head and loss (a 50,257-word vocabulary) outweigh a block: balanced, the last of
+  four stages holds fewer blocks than the first, and the step is no slower than the even
+  split's; `auto` prices both."""
+  _, found = gpt2
+  balanced = plan.balanced_stages(found, 2)
+  assert balanced[0] > balanced[-1] and sum(balanced) == found.blocks
+  even = plan.estimate(found, plan.Mesh(1, 1, 2, micro_batches=4))
+  uneven = plan.estimate(found, plan.Mesh(1, 1, 2, micro_batches=4, stages=balanced))
+  assert uneven.step_seconds < even.step_seconds
+  assert f"(blocks {balanced[0]}/{balanced[1]})" in uneven.mesh.describe()
+  meshes = list(configurations.CONFIGURATIONS.get("pipeline_data").meshes(
+      found, 2, collectives.FABRICS["h100"]))
+  assert {mesh.stages for mesh in meshes} == {(), balanced}
+  with pytest.raises(errors.ConfigError, match="do not share 4 blocks among 2 stages"):
+    plan.estimate(found, plan.Mesh(1, 1, 2, micro_batches=4, stages=(1, 2)))

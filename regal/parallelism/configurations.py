@@ -9,7 +9,9 @@ marked infeasible with what overflowed:
   fsdp             every device a replica, everything sharded (FSDP / ZeRO-3)
   tensor_parallel  Megatron's tensor parallelism within a node, data parallel across nodes
   tensor_data      tensor x data: every tensor width within a node, data parallel over the rest
-  pipeline_data    pipeline x data: 1F1B over 2..blocks stages, data parallel over the rest
+  pipeline_data    pipeline x data: 1F1B over 2..blocks stages (blocks shared out evenly, or
+                   balanced so the stages holding the embedding and the head take no longer),
+                   data parallel over the rest
 
 Where a mesh does not fit, a configuration recomputes every block in the backward pass
 (activation checkpointing on), given the step rematerialised (`best`'s `recomputing`).
@@ -47,9 +49,17 @@ def _with_micro_batches(profile: StepProfile, data: int, tensor: int, pipeline: 
                         zero: int = 0) -> Iterable[plan.Mesh]:
   if profile.batch % data:
     return
+  # A pipeline's blocks shared out evenly, and layer by layer so that its stages take equal
+  # time (the first and last hold the embedding and the head).
+  splits = [()]
+  if pipeline > 1:
+    balanced = plan.balanced_stages(profile, pipeline, tensor)
+    if balanced != plan.even_stages(profile.blocks, pipeline):
+      splits.append(balanced)
   for micro in _divisors(profile.batch // data):
     if pipeline == 1 or micro >= pipeline:  # 1F1B fills its stages.
-      yield plan.Mesh(data, tensor, pipeline, zero, micro)
+      for stages in splits:
+        yield plan.Mesh(data, tensor, pipeline, zero, micro, stages=stages)
 
 
 def _data_parallel(profile, devices, fabric):

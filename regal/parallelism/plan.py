@@ -11,9 +11,10 @@ how many blocks recompute their forward in the backward pass (priced on a `profi
 * compute: each op's seconds over the data ranks and micro-batches where it grows with the
   batch, over the tensor ranks where tensor parallelism splits it; updates over the data ranks
   under ZeRO;
-* a pipeline of p stages (blocks shared out evenly, the embedding on the first, the head and
-  loss on the last) takes (m + p - 1) micro-batch slots of its slowest stage (1F1B), each
-  stage sending its block input forward and its gradient back per micro-batch;
+* a pipeline of p stages (blocks shared out evenly, or as `Mesh.stages` says, layer by
+  layer: `balanced_stages` gives the first and last stages, which hold the embedding and the
+  head and loss, fewer blocks) takes (m + p - 1) micro-batch slots of its slowest stage
+  (1F1B), each stage sending its block input forward and its gradient back per micro-batch;
 * collectives at NCCL's costs on the fabric (`collectives`): the tensor-parallel all-reduces
   on the critical path; the gradients' all-reduce (ZeRO 0) or reduce-scatter and the weights'
   all-gather (ZeRO 1-3, FSDP's per micro-batch, forward and backward) overlapped with the
@@ -45,6 +46,7 @@ class Mesh:
   zero: int = 0
   micro_batches: int = 1
   recomputed: int = 0  # Blocks whose forward the backward recomputes (activation checkpoints).
+  stages: tuple[int, ...] = ()  # Blocks per pipeline stage, in order; (): shared out evenly.
 
   @property
   def devices(self) -> int:
@@ -57,6 +59,8 @@ class Mesh:
       text += " FSDP" if self.zero == 3 else f" ZeRO-{self.zero}"
     if self.micro_batches > 1:
       text += f", {self.micro_batches} micro-batches"
+    if self.stages:
+      text += f" (blocks {'/'.join(str(b) for b in self.stages)})"
     if self.recomputed:
       text += f", {self.recomputed} blocks recomputed"
     return text
@@ -97,6 +101,10 @@ def check(profile: StepProfile, mesh: Mesh, devices: int) -> str:
     return f"ZeRO stage {mesh.zero} does not exist"
   if mesh.pipeline > max(profile.blocks, 1):
     return f"{mesh.pipeline} pipeline stages for {profile.blocks} blocks"
+  if mesh.stages and (len(mesh.stages) != mesh.pipeline or min(mesh.stages) < 1
+                      or sum(mesh.stages) != profile.blocks):
+    return (f"stages {'/'.join(map(str, mesh.stages))} do not share {profile.blocks} blocks "
+            f"among {mesh.pipeline} stages")
   if mesh.recomputed != profile.recomputed:
     return (f"{mesh.describe()} recomputes {mesh.recomputed} blocks; the profile "
             f"{profile.recomputed} (`profile.mixed` makes one)")
@@ -106,11 +114,17 @@ def check(profile: StepProfile, mesh: Mesh, devices: int) -> str:
   return ""
 
 
-def stage_of(profile: StepProfile, pipeline: int) -> np.ndarray:
-  """[ops] each op's pipeline stage: blocks shared out in order, the first stages taking the
-  remainder; the outer ops before the blocks on the first stage, after them on the last."""
+def even_stages(blocks: int, pipeline: int) -> tuple[int, ...]:
+  """Blocks per stage shared out evenly, the first stages taking the remainder."""
+  return tuple(blocks // pipeline + (s < blocks % pipeline) for s in range(pipeline))
+
+
+def stage_of(profile: StepProfile, pipeline: int, stages: tuple[int, ...] = ()) -> np.ndarray:
+  """[ops] each op's pipeline stage: blocks shared out in order (`stages` of them each, or
+  evenly, the first stages taking the remainder); the outer ops before the blocks on the first
+  stage, after them on the last."""
   blocks = profile.blocks
-  sizes = [blocks // pipeline + (s < blocks % pipeline) for s in range(pipeline)]
+  sizes = list(stages or even_stages(blocks, pipeline))
   block_stage = np.repeat(np.arange(pipeline), sizes)
   outer = profile.unit == blocks
   stage = np.where(outer, 0, block_stage[np.minimum(profile.unit, max(blocks - 1, 0))]
@@ -126,7 +140,7 @@ def estimate(profile: StepProfile, mesh: Mesh,
     raise errors.ConfigError(problem)
   fabric = fabric or collectives.FABRICS[profile.kind]
   d, t, p, m = mesh.data, mesh.tensor, mesh.pipeline, mesh.micro_batches
-  stage = stage_of(profile, p)
+  stage = stage_of(profile, p, mesh.stages)
   seconds = profile.seconds / np.where(profile.split, t, 1)
   per_micro = profile.scales & np.isin(profile.phase, ("forward", "backward"))
   optimizer = profile.phase == "optimizer"
@@ -220,3 +234,52 @@ def estimate(profile: StepProfile, mesh: Mesh,
           "data_sync_exposed": float(data_sync.max()),
           "optimizer_and_casts": float((fixed + update).max())}
   return Estimate(mesh, step, time, memory, capacity, not overflow, overflow)
+
+
+def balanced_stages(profile: StepProfile, pipeline: int, tensor: int = 1) -> tuple[int, ...]:
+  """Blocks per stage, in order, that make the slowest stage's micro-batch (its blocks'
+  forward and backward, with the embedding on the first stage and the head and loss on the
+  last; split ops over `tensor` ranks) as short as a contiguous split allows."""
+  blocks = profile.blocks
+  if not 1 <= pipeline <= max(blocks, 1):
+    raise errors.ConfigError(f"{pipeline} pipeline stages for {blocks} blocks")
+  per_micro = profile.scales & np.isin(profile.phase, ("forward", "backward"))
+  seconds = np.where(per_micro, profile.seconds / np.where(profile.split, tensor, 1), 0.0)
+  block = np.bincount(np.minimum(profile.unit, blocks), weights=seconds,
+                      minlength=blocks + 1)[:blocks]
+  outer = (profile.unit == blocks) & per_micro
+  return balanced_split(block, float(seconds[outer & ~profile.after_blocks].sum()),
+                        float(seconds[outer & profile.after_blocks].sum()), pipeline)
+
+
+def balanced_split(block: np.ndarray, first: float, last: float, pipeline: int
+                   ) -> tuple[int, ...]:
+  """The contiguous split of blocks (seconds `block` [B]) into `pipeline` non-empty stages,
+  the first also paying `first` and the last `last`, whose slowest stage is fastest: a dynamic
+  programme; among equals, the split whose earlier stages hold more blocks."""
+  blocks = len(block)
+  if pipeline == 1:
+    return (blocks,)
+  prefix = np.concatenate([[0.0], np.cumsum(block)])
+
+  def cost(s: int, start: int, end: int) -> float:
+    return (prefix[end] - prefix[start] + (first if s == 0 else 0.0)
+            + (last if s == pipeline - 1 else 0.0))
+
+  # slowest[s][b]: the slowest of stages 0..s holding blocks 0..b-1, at its least; `cut`: the
+  # first block of stage s in that split.
+  slowest = np.full((pipeline, blocks + 1), np.inf)
+  cut = np.zeros((pipeline, blocks + 1), int)
+  for b in range(1, blocks + 1):
+    slowest[0, b] = cost(0, 0, b)
+  for s in range(1, pipeline):
+    for b in range(s + 1, blocks + 1):
+      for start in range(b - 1, s - 1, -1):  # Later cuts first: ties keep early stages full.
+        value = max(slowest[s - 1, start], cost(s, start, b))
+        if value < slowest[s, b]:
+          slowest[s, b], cut[s, b] = value, start
+  sizes, b = [], blocks
+  for s in range(pipeline - 1, 0, -1):
+    sizes.append(b - cut[s, b])
+    b = cut[s, b]
+  return tuple([b] + sizes[::-1])
