@@ -4,6 +4,7 @@ Checked against what the papers publish: Megatron's two all-reduces per block ea
 distributed optimizer (Megatron-LM's docs: 18 and 6 + 12 / d), the 1F1B bubble (Narayanan
 et al. 2021), a kernel's roofline worked by hand."""
 import itertools
+import json
 import time
 
 import hypothesis
@@ -232,6 +233,7 @@ def test_a_pipeline_gives_the_stage_with_the_head_fewer_blocks(gpt2):
   uneven = plan.estimate(found, plan.Mesh(1, 1, 2, micro_batches=4, stages=balanced))
   assert uneven.step_seconds < even.step_seconds
   assert f"(blocks {balanced[0]}/{balanced[1]})" in uneven.mesh.describe()
+  assert json.loads(json.dumps(uneven.to_json()))["mesh"]["stages"] == list(balanced)
   meshes = list(configurations.CONFIGURATIONS.get("pipeline_data").meshes(
       found, 2, collectives.FABRICS["h100"]))
   assert {mesh.stages for mesh in meshes} == {(), balanced}

@@ -280,6 +280,6 @@ def balanced_split(block: np.ndarray, first: float, last: float, pipeline: int
           slowest[s, b], cut[s, b] = value, start
   sizes, b = [], blocks
   for s in range(pipeline - 1, 0, -1):
-    sizes.append(b - cut[s, b])
-    b = cut[s, b]
+    sizes.append(b - int(cut[s, b]))
+    b = int(cut[s, b])
   return tuple([b] + sizes[::-1])
