@@ -118,12 +118,14 @@ def summary(result: dict[str, Any]) -> str:
            f"{result['method']}: {plan['mesh']['name']}: {plan['step_ms']:.1f} ms, "
            f"{plan['memory_per_device_gb']:.1f} GB per device"
            + ("" if plan["feasible"] else f" (does not fit: {plan['overflow']})")]
+  width = max([32] + [len(a["mesh"]["name"]) for a in result["baselines"].values()
+                       if "mesh" in a])
   for name, answer in result["baselines"].items():
     if "mesh" not in answer:
       lines.append(f"  {name:16s} no mesh")
       continue
     state = "fits" if answer["feasible"] else "does not fit"
-    lines.append(f"  {name:16s} {answer['mesh']['name']:32s} {answer['step_ms']:9.1f} ms "
+    lines.append(f"  {name:16s} {answer['mesh']['name']:{width}s} {answer['step_ms']:9.1f} ms "
                  f"{answer['memory_per_device_gb']:7.1f} GB  {state}")
     if not answer["feasible"]:
       lines.append(f"    {answer['overflow']}")
