@@ -219,6 +219,8 @@ def from_equation(eqn) -> OpDims | None:
   name, params = eqn.primitive.name, eqn.params
   ins = [_shape(v) for v in eqn.invars]
   outs = [_shape(v) for v in eqn.outvars]
+  if name == "split":
+    return split_dims(ins[0], outs, params["axis"])
   if len(outs) != 1:
     return None
   out = outs[0]
@@ -265,6 +267,31 @@ def from_equation(eqn) -> OpDims | None:
   if name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):
     return axis_map_dims(ins, out, [{i: i for i in range(len(out)) if i != params["axis"]}])
   return None
+
+
+def split_dims(operand: Shape, outs: Sequence[Shape], axis: int) -> OpDims:
+  """split (`jnp.split`, a fused QKV projection cut in three): every output keeps the
+  operand's other axes (shared labels, which may be split); the cut axis is a label of its
+  own in each output, never split."""
+  sizes: list[int] = []
+  shared: dict[int, int] = {}
+  for i, n in enumerate(operand):
+    if i != axis:
+      shared[i] = len(sizes)
+      sizes.append(int(n))
+  outputs = []
+  for out in outs:
+    axes = []
+    for i, n in enumerate(out):
+      if i == axis:
+        axes.append(len(sizes))
+        sizes.append(int(n))
+      else:
+        axes.append(shared[i])
+    outputs.append(tuple(axes))
+  split = frozenset(label for label in shared.values() if sizes[label] > 1)
+  return OpDims((tuple(shared.get(i) for i in range(len(operand))),), tuple(outputs),
+                tuple(sizes), split, {})
 
 
 def _gather_dims(ins: list[Shape], out: Shape, params: dict) -> OpDims | None:

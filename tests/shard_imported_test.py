@@ -37,11 +37,14 @@ def _layer(kind: str, width: int, h, prev, w):
   if kind == "flatten":  # torch's x.view(B * S, F) @ w, then .view(B, S, width).
     rows = h.reshape(B * S, h.shape[-1]) @ w[:h.shape[-1], :width]
     return rows.reshape(B, S, width)
+  if kind == "split_halves":  # A fused projection cut in pieces (lax.split), then joined.
+    first, second = jnp.split(h, [h.shape[-1] // 2], axis=-1)
+    return jnp.concatenate([second, first * 2.0], axis=-1)
   return h * prev  # "product": two tensors.
 
 
 KINDS = ("dense", "bias_relu", "attention", "norm", "seq_sum", "max_shift", "transpose",
-         "flatten", "product")
+         "flatten", "split_halves", "product")
 
 
 def _function(kinds, widths):
@@ -225,3 +228,30 @@ def test_a_backward_graph_split_on_its_batch_reduces_its_gradients_and_runs_righ
         result[tuple(slice(lo, hi) for lo, hi in region)] = outputs[block]
     np.testing.assert_allclose(result, reference[tensor], rtol=1e-4,
                                atol=1e-4 * float(np.abs(reference[tensor]).max()))
+
+
+def test_a_split_op_splits_on_the_batch_without_gathering():
+  """`jnp.split` (GPT-2's fused QKV cut in three) has dims: split on the batch, each shard
+  cuts its own rows, so data parallelism moves nothing between shards, and the split graph
+  still computes the function (it used to gather every shard's rows on one device)."""
+  kinds, widths = ("dense", "split_halves", "dense"), (4, 4, 4, 4)
+  params = [jax.ShapeDtypeStruct((8, 8), jnp.float32) for _ in kinds]
+  x = jax.ShapeDtypeStruct((B, S, 4), jnp.float32)
+  fn = _function(kinds, widths)
+  traced = jax_import.trace(fn, params, x)
+  graph = traced.graph
+  split_op = graph.op_types.index("split")
+  assert graph.metadata["op_dims"][split_op] is not None
+  choice = shard_imported.data_parallel_choice(graph, 2)
+  assert choice[split_op] is not None
+  split, result = _run_split(traced, graph, 2, choice, 0)
+  shard_of = [row[1] for row in split.metadata["shard_of"]]
+  crossing = [(split.op_names[split.tensor_producer[t]], split.op_names[c])
+              for t, c in zip(split.data_edge_tensor, split.data_edge_consumer)
+              if -1 not in (shard_of[split.tensor_producer[t]], shard_of[c])
+              and shard_of[split.tensor_producer[t]] != shard_of[c]]
+  assert crossing == []
+  inputs = jax_program.input_values(traced)
+  expected = fn(*jax.tree_util.tree_unflatten(jax.tree_util.tree_structure((params, x)),
+                                              inputs))
+  np.testing.assert_allclose(result, np.asarray(expected), rtol=2e-5, atol=2e-5)
