@@ -27,7 +27,8 @@ Each op records `metadata["shard_of"]`: [original op, shard (-1 whole), role, la
 `meta_op` / `meta_op_role` as `regal_datasets.sharded` does, for the Enumerative Optimizer) and
 each tensor `metadata["tensor_region"]`: [original tensor, [[lo, hi] per axis]]; what
 `regal.execute.sharded_jax` needs to run it on real data. FLOPs are conserved: a shard holds
-its block's share of its op's FLOPs, reduce ops (K - 1 per output element) aside.
+its block's share of its op's FLOPs, reduce ops (K - 1 per output element) aside, and the
+resident ops' FLOPs (computed before the step) leave the graph.
 """
 from __future__ import annotations
 
@@ -88,22 +89,25 @@ def data_parallel_choice(graph: Graph, shards: int) -> list[int | None]:
 
 def resident_ops(graph: Graph) -> np.ndarray:
   """[num_ops] whether an op's outputs are parameters: a source that is not data (a weight, a
-  constant), or an op without FLOPs that reads only such outputs and does not grow them (a
-  weight's reshape or transpose, an iota, a position-embedding lookup): computed once, not
-  every step."""
+  constant), or an op that reads only such outputs and does not grow them (a weight's
+  reshape or transpose, an iota, a position-embedding lookup; outside a training step, whose
+  parameters change every step, also what computes on them alone: a batch norm's folded
+  scale): computed once, not every step, and held by every device that reads it rather than
+  sent from one."""
   resident = np.zeros(graph.num_ops, bool)
   if "operands" not in graph.metadata or "op_flops" not in graph.metadata:
     return resident  # Not an imported graph (a split one carries its reads instead).
   data = set(graph.metadata.get("data_inputs", ()))
   flops = np.asarray(graph.metadata["op_flops"], float)
   operands = graph.metadata["operands"]
+  fixed_parameters = "training" not in graph.metadata
   for op in graph.topological_order.tolist():
     if op in data:
       continue
     if graph.op_types[op] in ("input", "param", "const"):
       resident[op] = True
-    elif flops[op] == 0 and all(resident[int(graph.tensor_producer[t])]
-                                for t in operands[op] if t is not None):
+    elif (flops[op] == 0 or fixed_parameters) and all(
+        resident[int(graph.tensor_producer[t])] for t in operands[op] if t is not None):
       read = sum(float(graph.tensor_size[t]) for t in set(operands[op]) if t is not None)
       written = float(graph.tensor_size[graph.tensor_producer == op].sum())
       # Kept only where it does not grow: a broadcast of a constant (a causal mask to every
