@@ -4,8 +4,8 @@ plain data parallelism, with the plans executed on host devices.
   python -m regal_experiments.real_models            # 5 models x 4 and 8 H100s, 3 seeds; ~15 min
   python -m regal_experiments.real_models --quick    # one small GPT-2, 4 H100s, one seed; ~1 min
 
-Part 1, predicted step time on `--preset` accelerators (`regal.parallelism.roofline`: the roofline
-of every op, NVLink between them): for each zoo model (ResNet-50 batch 64, BERT-base 8 x 512,
+Part 1, predicted step time on `--preset` accelerators (`regal.parallelism.roofline`: ops in
+kernels as XLA fuses them, each GPU's NVLink one port its peers share): for each zoo model (ResNet-50 batch 64, BERT-base 8 x 512,
 Inception-v3 batch 32, GPT-2 small 8 x 1024) and a transformer encoder built here as an ONNX
 file (2 layers, hidden 768, 12 heads, batch 8 x 512), on 4 and 8 devices: one device (the
 model unsplit), `--method data_parallel` (every op split on its batch, shard s on device s),
@@ -19,7 +19,8 @@ devices calibrated to this machine and random placements of the blocks predicted
 measured, with the rank correlation over them (Spearman).
 
 Rows are appended to `real_models-<mode>.jsonl` as they finish: a killed run resumes where it
-stopped.
+stopped. The rows are not keyed by the code that made them: after a change to the cost model,
+move the file aside to measure afresh.
 """
 from __future__ import annotations
 
@@ -326,14 +327,16 @@ def main(argv: Sequence[str]) -> None:
 
 
 def markdown(summary: list[dict], execution: list[dict], seeds: int) -> list[str]:
-  lines = [f"Predicted step time (ms) on {_PRESET.value} devices (roofline per op, "
+  lines = [f"Predicted step time (ms) on {_PRESET.value} devices (ops as XLA fuses them, a "
+           f"launch per kernel, each GPU's NVLink one port its peers share: "
            f"`regal.parallelism.roofline`). one device: the model unsplit; data parallel: "
            f"`--method data_parallel`; search, unsplit: the default without a split (what the "
            f"tool did before issue 70); auto: the default with `--shard auto`, mean over "
            f"{seeds} seed(s) with a 95% bootstrap interval; improvement over one device (the "
            f"target is 66.7%: 3x faster), and the worst seed's step time over data "
            f"parallelism's (at most 1: no worse). Memory: the largest peak of the WC model "
-           f"and of the parameters resident on a device, against its capacity.", ""]
+           f"(the parameters resident on the device included) and the largest resident "
+           f"parameters, against its capacity.", ""]
   lines += report.markdown_table(
       ["model", "devices", "one device", "data parallel", "search, unsplit", "auto (95% CI)",
        "lower bound", "improvement %", "worst seed / DP", "split", "peak / resident / cap GB"],
