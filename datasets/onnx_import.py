@@ -34,7 +34,7 @@ from regal_datasets import errors, op_dims
 from regal_datasets.graph import Graph, GraphBuilder
 from regal_datasets.jax_import import DEFAULT_FLOPS_PER_BYTE, NOMINAL_LINK_BYTES_PER_SECOND
 
-_ELEMENTWISE = frozenset("""
+ELEMENTWISE = frozenset("""
 Abs Acos Acosh Add And Asin Asinh Atan Atanh BitShift Ceil Celu Clip Cos Cosh Div Elu Equal Erf
 Exp Floor Gelu Greater GreaterOrEqual HardSigmoid HardSwish IsInf IsNaN LeakyRelu Less
 LessOrEqual Log Max Mean Min Mish Mod Mul Neg Not Or PRelu Pow Reciprocal Relu Round Selu
@@ -45,7 +45,7 @@ _REDUCTIONS = frozenset("""
 ArgMax ArgMin ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin
 ReduceProd ReduceSum ReduceSumSquare GlobalAveragePool GlobalMaxPool GlobalLpPool CumSum TopK
 """.split())
-_MOVEMENT = frozenset("""
+MOVEMENT = frozenset("""
 Cast CastLike Concat Constant ConstantOfShape DepthToSpace Dropout Expand EyeLike Flatten Gather
 GatherElements GatherND Identity NonZero OneHot Pad Range Reshape Resize ScatterElements
 ScatterND Shape Size Slice SpaceToDepth Split Squeeze Tile Transpose Trilu Unsqueeze
@@ -98,7 +98,7 @@ def node_flops(node, shapes: dict[str, tuple[int, ...]]) -> tuple[float, float]:
     flops = 2.0 * out_elements * math.prod(weight[1:]) + (out_elements if len(inputs) > 2 else 0)
   elif op == "Einsum" and "..." not in _attribute(node, "equation", b"...").decode():
     flops = einsum_flops(_attribute(node, "equation", b"").decode(), inputs)
-  elif op in _ELEMENTWISE:
+  elif op in ELEMENTWISE:
     flops = float(out_elements)
   elif op in _REDUCTIONS:
     flops = float(math.prod(inputs[0]))
@@ -107,7 +107,7 @@ def node_flops(node, shapes: dict[str, tuple[int, ...]]) -> tuple[float, float]:
   elif op in _POOLS:
     flops = float(out_elements * math.prod(_attribute(node, "kernel_shape", [1])))
   else:
-    if op not in _MOVEMENT:
+    if op not in MOVEMENT:
       _warn_once(op)
     return 0.0, float(out_elements)
   return flops, flops
@@ -220,7 +220,7 @@ def _graph(model, name: str, flops_per_byte: float) -> Graph:
     op_flops.append(flops)
     node_dims = op_dims.from_onnx_node(node, [shapes.get(t) for t in node.input if t],
                                        [shapes.get(t) for t in node.output if t], _attribute,
-                                       _ELEMENTWISE)
+                                       ELEMENTWISE)
     dims.append(None if node_dims is None else node_dims.to_json())
     operands.append([tensor_of[t] for t in node.input if t])
     for tensor in dict.fromkeys(t for t in node.input if t):

@@ -350,3 +350,19 @@ def test_an_exported_attention_projection_with_computed_shapes_splits_on_its_bat
   assert split_types == {"input", "Reshape", "MatMul", "Transpose"}
   split = shard_imported.shard(graph, 2, choice)
   assert sum(split.metadata["op_flops"]) == graph.metadata["total_flops"]
+
+
+def test_an_onnx_models_elementwise_ops_fuse_into_their_matmuls():
+  """MatMul -> Add -> Relu, MatMul -> Add: two kernels on an H100, so the ops' times add up
+  to two launches and two kernels' rooflines, as the same layers traced from JAX do."""
+  from regal.parallelism import roofline
+  graph = onnx_import.from_model(_mlp(), "mlp")
+  seconds = roofline.kernel_seconds(graph, "h100")
+  _, _, launch = roofline.KERNEL_COSTS["h100"]
+  phase = np.where(roofline.present_before_the_step(graph), "input", "forward")
+  readers = roofline.tensor_readers(graph)
+  kernels = roofline.fusion_groups(graph, phase, np.zeros(graph.num_ops, int), readers)
+  assert len({kernels[op] for op in range(graph.num_ops) if phase[op] != "input"}) == 2
+  unfused = roofline.roofline_seconds(graph, "h100").sum()
+  assert seconds.sum() < unfused + 5 * launch  # Each op its own kernel would pay five.
+  assert seconds.sum() > 2 * launch

@@ -31,7 +31,7 @@ import numpy as np
 
 from regal.parallelism import hardware, shard_imported
 from regal_datasets import devices as devices_lib
-from regal_datasets import errors, jax_import, train_step
+from regal_datasets import errors, jax_import, onnx_import, train_step
 from regal_datasets.graph import Graph
 from regal_datasets.jax_import import NOMINAL_LINK_BYTES_PER_SECOND
 
@@ -51,15 +51,17 @@ KERNEL_COSTS = {
     "tpu_v5e": (0.70, 0.85, 1e-6), "cpu": (0.50, 0.70, 1e-6),
 }
 FUSIBLE_CLASSES = ("elementwise", "movement")
-# The importer's primitive classes, less the movement XLA does not fuse into a neighbour:
-# gathers and scatters index memory, dynamic slices move windows, and the rest mark
-# boundaries or make values of their own.
-_ELEMENTWISE = jax_import.ELEMENTWISE
-_MOVEMENT = jax_import.MOVEMENT - {
+# The importers' op classes (JAX primitives, ONNX operators), less the movement XLA does not
+# fuse into a neighbour: gathers and scatters index memory, dynamic slices move windows, and
+# the rest mark boundaries or make values of their own.
+_ELEMENTWISE = jax_import.ELEMENTWISE | onnx_import.ELEMENTWISE
+_MOVEMENT = (jax_import.MOVEMENT | onnx_import.MOVEMENT) - {
     "gather", "scatter", "scatter-add", "scatter_add", "select_and_gather_add",
     "select_and_scatter_add", "dynamic_slice", "dynamic_update_slice", "iota",
     "bitcast_convert_type", "copy_p", "device_put", "optimization_barrier",
-    "sharding_constraint"}
+    "sharding_constraint",
+    "Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND", "NonZero",
+    "Shape", "Size", "Range", "Constant", "ConstantOfShape", "EyeLike", "OneHot", "Resize"}
 def primitive_class(op_type: str) -> str:
   """`elementwise`, `movement` (both fuse into a neighbour's kernel) or `other`."""
   if op_type in _ELEMENTWISE:
