@@ -74,7 +74,7 @@ def test_a_gpu_and_host_mix_links_over_pcie_with_the_hosts_speed_from_the_graph(
 def test_a_device_spec_file_may_name_kinds_and_round_trips(tmp_path):
   spec = hardware.resolve(4, None, "tpu_v5e")
   path = tmp_path / "tpus.json"
-  hardware.save(spec, str(path))
+  devices.save(spec, str(path))
   assert json.loads(path.read_text())["kinds"] == ["tpu_v5e"] * 4
   assert hardware.load(str(path)) == spec
   path.write_text(json.dumps({"num_devices": 2, "kinds": ["h100", "b300"]}))

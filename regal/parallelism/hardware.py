@@ -145,10 +145,6 @@ def load(path: str) -> devices.DeviceSpec:
     raise errors.DeviceSpecError(f"{path}: {error}") from None
 
 
-def save(spec: devices.DeviceSpec, path: str) -> None:
-  devices.save(spec, path)
-
-
 def resolve(num_devices: int | None = None, spec_path: str | None = None,
             preset: str = "homogeneous") -> devices.DeviceSpec:
   """The device set named by command-line flags: a JSON file wins over a preset."""
