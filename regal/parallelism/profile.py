@@ -140,10 +140,7 @@ def profile(graph: Graph, kind: str, block_pattern: str = BLOCK_PATTERN,
   units = tuple(names) + ("outer",)
   index = {name: k for k, name in enumerate(units)}
   unit = np.array([index[b] if b is not None else len(names) for b in op_block])
-  readers: list[list[int]] = [[] for _ in range(graph.num_tensors)]
-  for op, ops_in in enumerate(operands):
-    for tensor in dict.fromkeys(t for t in ops_in if t is not None):
-      readers[tensor].append(op)
+  readers = roofline.tensor_readers(graph)
   # What grows with the batch: ops touching a tensor whose leading axis is the batch (or the
   # batch times the sequence, flattened), unless the tensor derives from the parameters and
   # optimizer state alone (a weight whose first axis happens to match).
